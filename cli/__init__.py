@@ -1,0 +1,5 @@
+"""The `journal` command."""
+
+
+def main() -> None:
+    raise SystemExit("not yet")

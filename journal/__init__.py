@@ -1,0 +1,58 @@
+"""Storage for `journal`: the entry model, its codec, the `Store` protocol and its LMDB and
+in-memory implementations, the group-commit append path, and maintenance (trim, compact,
+check, export). Knows nothing about handlers or the command line."""
+
+from ._codec import DEFAULT_MAX_ENTRY_BYTES as DEFAULT_MAX_ENTRY_BYTES
+from ._codec import UnencodableValue as UnencodableValue
+from ._codec import decode_entry as decode_entry
+from ._codec import decode_value as decode_value
+from ._codec import digest as digest
+from ._codec import encode_entry as encode_entry
+from ._codec import encode_value as encode_value
+from ._committer import Committer as Committer
+from ._committer import Durability as Durability
+from ._entries import TERMINAL_KINDS as TERMINAL_KINDS
+from ._entries import NIL as NIL
+from ._entries import CancelReceived as CancelReceived
+from ._entries import Cancelled as Cancelled
+from ._entries import Completed as Completed
+from ._entries import Emitted as Emitted
+from ._entries import Entry as Entry
+from ._entries import ErrorInfo as ErrorInfo
+from ._entries import Failed as Failed
+from ._entries import Now as Now
+from ._entries import Patched as Patched
+from ._entries import Promise as Promise
+from ._entries import Sleep as Sleep
+from ._entries import Started as Started
+from ._entries import Step as Step
+from ._entries import kind_of as kind_of
+from ._entries import name_of as name_of
+from ._ids import validate_id as validate_id
+from ._kvstore import lease_is_live as lease_is_live
+from ._lmdb import FORMAT_VERSION as FORMAT_VERSION
+from ._lmdb import LmdbStore as LmdbStore
+from ._memory import MemoryStore as MemoryStore
+from ._records import FINISHED as FINISHED
+from ._records import InvocationRecord as InvocationRecord
+from ._records import Lease as Lease
+from ._records import Resolution as Resolution
+from ._records import Status as Status
+from ._store import Acquire as Acquire
+from ._store import Append as Append
+from ._store import Renew as Renew
+from ._store import RequestCancel as RequestCancel
+from ._store import Resolve as Resolve
+from ._store import SetStatus as SetStatus
+from ._store import Store as Store
+from ._store import Transition as Transition
+
+__all__ = (
+    "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
+    "Acquire", "Append", "CancelReceived", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
+    "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "Now", "Patched",
+    "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
+    "Status", "Step", "Store", "Transition", "UnencodableValue",
+    "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "kind_of",
+    "lease_is_live", "name_of", "validate_id",
+)

@@ -1,0 +1,128 @@
+"""Every kind of journal entry, as facts that happened.
+
+Format rules (the bytes on disk must never change by accident; see tests/journal/test_golden_bytes.py):
+entries are array-like msgspec Structs tagged with an explicit string; fields are never
+reordered or removed; a new field goes at the end with a default; a new kind is a new
+Struct with a new tag. Times are integer microseconds since the Unix epoch (UTC).
+Values are kept as raw msgpack (`msgspec.Raw`) and decoded lazily with the type the
+reader asks for.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+
+NIL = msgspec.Raw(b"\xc0")  # msgpack nil: "no value" (Raw cannot sit in a union with None)
+
+_OPTS = dict(array_like=True, frozen=True, gc=False, tag_field="kind")
+
+
+class ErrorInfo(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """An error as journaled: its type name, message, and whether it was terminal."""
+
+    type: str
+    message: str
+    terminal: bool = True
+
+
+class Started(msgspec.Struct, tag="started", **_OPTS):
+    """Entry 0: the invocation began with this handler and input."""
+
+    handler: str
+    input: msgspec.Raw
+    at: int
+    key: str | None = None
+    input_digest: int = 0
+    parent: str | None = None
+
+
+class Step(msgspec.Struct, tag="step", **_OPTS):
+    """`ctx.run(name, ...)` finished with a value or a terminal error."""
+
+    name: str
+    digest: int
+    at: int
+    value: msgspec.Raw = NIL
+    error: ErrorInfo | None = None
+    attempts: int = 1
+
+
+class Now(msgspec.Struct, tag="now", **_OPTS):
+    """`ctx.now()` read the clock; `at` is the instant it returned."""
+
+    at: int
+
+
+class Sleep(msgspec.Struct, tag="sleep", **_OPTS):
+    """`ctx.sleep()` started a durable timer that fires at `until`."""
+
+    at: int
+    until: int
+
+
+class Promise(msgspec.Struct, tag="promise", **_OPTS):
+    """`ctx.promise(name)` received a value or a rejection."""
+
+    name: str
+    at: int
+    value: msgspec.Raw = NIL
+    error: str | None = None
+
+
+class Completed(msgspec.Struct, tag="completed", **_OPTS):
+    """The handler returned `value`."""
+
+    at: int
+    value: msgspec.Raw
+
+
+class Failed(msgspec.Struct, tag="failed", **_OPTS):
+    """The handler raised; the invocation failed for good."""
+
+    at: int
+    error: ErrorInfo
+
+
+class Cancelled(msgspec.Struct, tag="cancelled", **_OPTS):
+    """The invocation was cancelled and its handler finished unwinding."""
+
+    at: int
+    reason: str = ""
+
+
+class Emitted(msgspec.Struct, tag="emitted", **_OPTS):
+    """`ctx.emit(event)` published an intermediate event."""
+
+    at: int
+    value: msgspec.Raw
+
+
+class Patched(msgspec.Struct, tag="patched", **_OPTS):
+    """`ctx.patched(change_id)` took the new code path."""
+
+    name: str
+    at: int
+
+
+class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
+    """Cancellation reached the handler at this seq (replay raises `Cancelled` here again)."""
+
+    at: int
+    reason: str = ""
+
+
+Entry = Union[Started, Step, Now, Sleep, Promise, Completed, Failed, Cancelled, Emitted, Patched, CancelReceived]
+
+TERMINAL_KINDS = (Completed, Failed, Cancelled)
+
+
+def kind_of(entry: Entry) -> str:
+    """The entry's kind as it appears in listings and `--json` output."""
+    return type(entry).__struct_config__.tag  # type: ignore[return-value]
+
+
+def name_of(entry: Entry) -> str | None:
+    """The step or promise name an entry carries, if any."""
+    return getattr(entry, "name", None)

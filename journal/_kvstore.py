@@ -1,0 +1,409 @@
+"""Store logic written once over a small key-value transaction interface.
+
+`MemoryStore` and `LmdbStore` differ only in how they open transactions; every rule
+(idempotent create, lease fencing, status indexes, promise wake-ups) lives here, so the
+two cannot drift apart.
+
+Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
+    invocations  id                     -> InvocationRecord
+    entries      id 0x00 seq(u32 BE)    -> entry bytes
+    leases       id                     -> Lease
+    status       status 0x00 id         -> b""
+    timers       wake_at(u64 BE) id     -> b""
+    promises     id 0x00 name           -> Resolution
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import socket
+from contextlib import AbstractContextManager
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+import msgspec
+
+from ._codec import DEFAULT_MAX_ENTRY_BYTES
+from ._entries import NIL
+from ._ids import validate_id
+from ._records import FINISHED, InvocationRecord, Lease, Resolution, Status
+from ._store import Acquire, Append, Op, Renew, RequestCancel, Resolve, SetStatus, Transition
+from .errors import (
+    CorruptEntry,
+    InvocationBusy,
+    InvocationConflict,
+    InvocationNotFound,
+    JournalError,
+    LeaseLost,
+    PromiseConflict,
+)
+
+T = TypeVar("T")
+
+TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises")
+HOST = socket.gethostname()
+
+_enc = msgspec.msgpack.Encoder()
+_record_dec = msgspec.msgpack.Decoder(InvocationRecord)
+_lease_dec = msgspec.msgpack.Decoder(Lease)
+_resolution_dec = msgspec.msgpack.Decoder(Resolution)
+
+
+class _Txn(abc.ABC):
+    @abc.abstractmethod
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+
+    @abc.abstractmethod
+    def put(self, table: str, key: bytes, value: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def delete(self, table: str, key: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Items whose key starts with `prefix`, from `start` (inclusive) in key order."""
+
+
+def entry_key(id_bytes: bytes, seq: int) -> bytes:
+    return id_bytes + b"\x00" + seq.to_bytes(4, "big")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lease_is_live(lease: Lease | None, now_us: int) -> bool:
+    """Whether a lease still protects its owner (a dead owner on this host loses it at once)."""
+    if lease is None or not lease.owner:
+        return False
+    if lease.host == HOST and lease.pid != os.getpid() and not pid_alive(lease.pid):
+        return False
+    return lease.expires_at > now_us
+
+
+class KVStore(abc.ABC):
+    """The `Store` protocol over `_Txn`; subclasses provide `_read()` and `_transact()`."""
+
+    path: str | None = None
+    max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
+
+    @abc.abstractmethod
+    def _read(self) -> AbstractContextManager[_Txn]: ...
+
+    @abc.abstractmethod
+    def _transact(self, work: Callable[[_Txn], T]) -> T:
+        """Run `work` in one write transaction and commit it (retrying it whole if needed)."""
+
+    def sync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, invocation_id: str) -> InvocationRecord | None:
+        with self._read() as txn:
+            return _get_record(txn, validate_id(invocation_id))
+
+    def require(self, invocation_id: str) -> InvocationRecord:
+        record = self.get(invocation_id)
+        if record is None:
+            raise InvocationNotFound(
+                f"no invocation {invocation_id!r} in {self.path or 'this store'}; "
+                "`journal ls` lists the invocations it holds"
+            )
+        return record
+
+    def list(self, status: Status | None = None) -> list[InvocationRecord]:
+        with self._read() as txn:
+            if status is None:
+                return [_decode_record(v, k) for k, v in txn.scan("invocations", b"")]
+            out = []
+            prefix = Status(status).value.encode() + b"\x00"
+            for key, _ in txn.scan("status", prefix):
+                record = _get_record(txn, key[len(prefix):])
+                if record is not None:
+                    out.append(record)
+            return out
+
+    def entries(self, invocation_id: str, start: int = 0) -> list[tuple[int, bytes]]:
+        id_bytes = validate_id(invocation_id)
+        prefix = id_bytes + b"\x00"
+        with self._read() as txn:
+            return [
+                (int.from_bytes(k[-4:], "big"), bytes(v))
+                for k, v in txn.scan("entries", prefix, entry_key(id_bytes, start))
+            ]
+
+    def entry_count(self, invocation_id: str) -> int:
+        prefix = validate_id(invocation_id) + b"\x00"
+        with self._read() as txn:
+            return sum(1 for _ in txn.scan("entries", prefix))
+
+    def lease(self, invocation_id: str) -> Lease | None:
+        with self._read() as txn:
+            return _get_lease(txn, validate_id(invocation_id))
+
+    def resolution(self, invocation_id: str, name: str) -> Resolution | None:
+        key = validate_id(invocation_id) + b"\x00" + validate_id(name, "promise name")
+        with self._read() as txn:
+            raw = txn.get("promises", key)
+            return None if raw is None else _resolution_dec.decode(raw)
+
+    def due_timers(self, now_us: int) -> list[str]:
+        out = []
+        with self._read() as txn:
+            for key, _ in txn.scan("timers", b""):
+                if int.from_bytes(key[:8], "big") > now_us:
+                    break
+                out.append(key[8:].decode())
+        return out
+
+    # -- writes --------------------------------------------------------------------------
+
+    def create(self, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
+        id_bytes = validate_id(record.id)
+        if record.key is not None:
+            validate_id(record.key, "key")
+        def work(txn: _Txn) -> tuple[InvocationRecord, bool]:
+            existing = _get_record(txn, id_bytes)
+            if existing is not None:
+                if existing.input_digest != record.input_digest or existing.handler != record.handler:
+                    raise InvocationConflict(
+                        f"invocation {record.id!r} already exists ({existing.status}, handler "
+                        f"{existing.handler}) and was started with a different "
+                        + ("input" if existing.handler == record.handler else f"handler than {record.handler}")
+                        + "; pick a new --id, or pass the same input to attach to it"
+                    )
+                return existing, False
+            _put_record(txn, id_bytes, record, None)
+            txn.put("entries", entry_key(id_bytes, 0), started)
+            return record, True
+
+        return self._transact(work)
+
+    def apply(self, ops: Sequence[Op]) -> list[Any]:
+        def work(txn: _Txn) -> list[Any]:
+            results: list[Any] = []
+            for op in ops:
+                try:
+                    results.append(_APPLY[type(op)](self, txn, op))
+                except JournalError as exc:
+                    results.append(exc)
+            return results
+
+        return self._transact(work)
+
+    def apply_one(self, op: Op) -> Any:
+        (result,) = self.apply([op])
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def delete(self, invocation_ids: Sequence[str], *, keep_record: bool = False) -> int:
+        def work(txn: _Txn) -> int:
+            removed = 0
+            for invocation_id in invocation_ids:
+                id_bytes = validate_id(invocation_id)
+                record = _get_record(txn, id_bytes)
+                if record is None:
+                    continue
+                for key, _ in list(txn.scan("entries", id_bytes + b"\x00")):
+                    txn.delete("entries", key)
+                for key, _ in list(txn.scan("promises", id_bytes + b"\x00")):
+                    txn.delete("promises", key)
+                txn.delete("leases", id_bytes)
+                if not keep_record:
+                    _unindex(txn, id_bytes, record)
+                    txn.delete("invocations", id_bytes)
+                removed += 1
+            return removed
+
+        return self._transact(work)
+
+    # -- operations (one function per op type) ----------------------------------------------
+
+    def _apply_append(self, txn: _Txn, op: Append) -> InvocationRecord | None:
+        id_bytes = validate_id(op.id)
+        _check_epoch(txn, id_bytes, op.id, op.epoch)
+        for seq, data in op.entries:
+            key = entry_key(id_bytes, seq)
+            if txn.get("entries", key) is not None:
+                raise JournalError(
+                    f"invocation {op.id!r} seq {seq} is already journaled; entries are append-only "
+                    "(this means two owners wrote to one invocation: report it as a bug)"
+                )
+        for seq, data in op.entries:
+            txn.put("entries", entry_key(id_bytes, seq), data)
+        if op.transition is not None:
+            return _transition(txn, id_bytes, op.id, op.transition)
+        return None
+
+    def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
+        id_bytes = validate_id(op.id)
+        record = _require_record(txn, id_bytes, op.id)
+        if record.finished:
+            raise InvocationBusy(f"invocation {op.id!r} is already {record.status}; there is nothing to run")
+        lease = _get_lease(txn, id_bytes)
+        if lease_is_live(lease, op.now_us) and lease.owner != op.owner:
+            raise InvocationBusy(
+                f"invocation {op.id!r} is being run by process {lease.pid} on {lease.host} "
+                f"(lease epoch {lease.epoch}); wait for it, or for its lease to expire"
+            )
+        epoch = (lease.epoch if lease else 0) + 1
+        txn.put("leases", id_bytes, _enc.encode(Lease(epoch, op.owner, op.host, op.pid, op.now_us + op.ttl_us)))
+        record = _transition(txn, id_bytes, op.id, Transition(Status.RUNNING, op.now_us), record)
+        return epoch, record
+
+    def _apply_renew(self, txn: _Txn, op: Renew) -> None:
+        id_bytes = validate_id(op.id)
+        lease = _check_epoch(txn, id_bytes, op.id, op.epoch)
+        lease.expires_at = op.now_us + op.ttl_us
+        txn.put("leases", id_bytes, _enc.encode(lease))
+
+    def _apply_set_status(self, txn: _Txn, op: SetStatus) -> InvocationRecord:
+        id_bytes = validate_id(op.id)
+        if op.epoch is not None:
+            _check_epoch(txn, id_bytes, op.id, op.epoch)
+        return _transition(txn, id_bytes, op.id, op.transition)
+
+    def _apply_resolve(self, txn: _Txn, op: Resolve) -> InvocationRecord:
+        id_bytes = validate_id(op.id)
+        key = id_bytes + b"\x00" + validate_id(op.name, "promise name")
+        record = _require_record(txn, id_bytes, op.id)
+        existing = txn.get("promises", key)
+        if existing is not None:
+            old = _resolution_dec.decode(existing)
+            if (bytes(old.value) if old.error is None else None) == op.value and old.error == op.error:
+                return record
+            raise PromiseConflict(
+                f"promise {op.name!r} of invocation {op.id!r} was already "
+                + ("rejected" if old.error is not None else "resolved")
+                + " with a different outcome; a promise is settled once"
+            )
+        if record.finished:
+            raise PromiseConflict(
+                f"invocation {op.id!r} is already {record.status}; promise {op.name!r} can no longer be delivered"
+            )
+        value = msgspec.Raw(op.value) if op.value is not None else NIL
+        txn.put("promises", key, _enc.encode(Resolution(op.at, value, op.error)))
+        if record.status == Status.SUSPENDED and record.waiting == op.name:
+            record = _transition(txn, id_bytes, op.id, Transition(Status.PENDING, op.at), record)
+        return record
+
+    def _apply_request_cancel(self, txn: _Txn, op: RequestCancel) -> InvocationRecord:
+        id_bytes = validate_id(op.id)
+        record = _require_record(txn, id_bytes, op.id)
+        if record.finished:
+            return record
+        old = msgspec.structs.replace(record)
+        record.cancel_requested = True
+        record.updated_at = op.at
+        if record.status in (Status.SUSPENDED, Status.DIVERGED):
+            record.status = Status.PENDING
+            record.waiting = None
+            record.wake_at = None
+        _put_record(txn, id_bytes, record, old)
+        return record
+
+
+_APPLY = {
+    Append: KVStore._apply_append,
+    Acquire: KVStore._apply_acquire,
+    Renew: KVStore._apply_renew,
+    SetStatus: KVStore._apply_set_status,
+    Resolve: KVStore._apply_resolve,
+    RequestCancel: KVStore._apply_request_cancel,
+}
+
+
+def _decode_record(data: bytes, id_bytes: bytes) -> InvocationRecord:
+    try:
+        return _record_dec.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CorruptEntry(
+            f"the record of invocation {id_bytes.decode(errors='replace')!r} does not decode ({exc})",
+            invocation_id=id_bytes.decode(errors="replace"),
+        ) from None
+
+
+def _get_record(txn: _Txn, id_bytes: bytes) -> InvocationRecord | None:
+    data = txn.get("invocations", id_bytes)
+    return None if data is None else _decode_record(data, id_bytes)
+
+
+def _require_record(txn: _Txn, id_bytes: bytes, invocation_id: str) -> InvocationRecord:
+    record = _get_record(txn, id_bytes)
+    if record is None:
+        raise InvocationNotFound(f"no invocation {invocation_id!r}; `journal ls` lists the invocations")
+    return record
+
+
+def _get_lease(txn: _Txn, id_bytes: bytes) -> Lease | None:
+    data = txn.get("leases", id_bytes)
+    return None if data is None else _lease_dec.decode(data)
+
+
+def _check_epoch(txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+    lease = _get_lease(txn, id_bytes)
+    if lease is None or lease.epoch != epoch or not lease.owner:
+        holder = f"epoch {lease.epoch} ({lease.owner or 'released'})" if lease else "nobody"
+        raise LeaseLost(
+            f"invocation {invocation_id!r}: this process held lease epoch {epoch} but the lease is now "
+            f"{holder}; another process took the invocation over, so this one stops before its next side effect"
+        )
+    return lease
+
+
+def _unindex(txn: _Txn, id_bytes: bytes, record: InvocationRecord) -> None:
+    txn.delete("status", record.status.value.encode() + b"\x00" + id_bytes)
+    if record.wake_at is not None:
+        txn.delete("timers", record.wake_at.to_bytes(8, "big") + id_bytes)
+
+
+def _put_record(txn: _Txn, id_bytes: bytes, record: InvocationRecord, old: InvocationRecord | None) -> None:
+    if old is not None:
+        _unindex(txn, id_bytes, old)
+    txn.put("invocations", id_bytes, _enc.encode(record))
+    txn.put("status", record.status.value.encode() + b"\x00" + id_bytes, b"")
+    if record.wake_at is not None:
+        txn.put("timers", record.wake_at.to_bytes(8, "big") + id_bytes, b"")
+
+
+def _transition(
+    txn: _Txn, id_bytes: bytes, invocation_id: str, change: Transition, record: InvocationRecord | None = None
+) -> InvocationRecord:
+    record = record or _require_record(txn, id_bytes, invocation_id)
+    old = msgspec.structs.replace(record)
+    status = Status(change.status)
+    # What arrived while the handler was unwinding to wait must not be lost: a promise
+    # already resolved, or a cancel request, leaves the invocation runnable instead.
+    if status == Status.SUSPENDED and (
+        record.cancel_requested
+        or (change.waiting is not None and txn.get("promises", id_bytes + b"\x00" + change.waiting.encode()) is not None)
+    ):
+        status = Status.PENDING
+    record.status = status
+    record.updated_at = change.at
+    record.waiting = change.waiting
+    record.wake_at = change.wake_at
+    record.divergence = change.divergence
+    if change.result is not None:
+        record.result = change.result
+    if change.error is not None:
+        record.error = change.error
+    if record.status in FINISHED:
+        record.cancel_requested = False
+    _put_record(txn, id_bytes, record, old)
+    if change.release:
+        lease = _get_lease(txn, id_bytes)
+        if lease is not None:
+            txn.put("leases", id_bytes, _enc.encode(Lease(lease.epoch)))
+    return record

@@ -1,0 +1,227 @@
+"""The embedded default store: one LMDB environment in a private directory.
+
+Write transactions commit without fsync (the environment is opened with sync off) and
+durability comes from an explicit `sync()` afterwards. That keeps LMDB's single writer
+lock held for microseconds, never for the length of a disk flush, so one fsync can
+cover the commits of many invocations and many processes (group commit).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+import lmdb
+
+from ._codec import DEFAULT_MAX_ENTRY_BYTES
+from ._kvstore import TABLES, KVStore, _Txn
+from .errors import DiskFull, FormatVersionError, StoreError
+
+T = TypeVar("T")
+
+FORMAT_VERSION = 1
+_INITIAL_MAP_SIZE = 64 * 1024 * 1024
+_MAX_MAP_SIZE = 1 << 40
+
+# LMDB forbids opening one environment twice in a process; stores on one path share it.
+_shared: dict[str, tuple[lmdb.Environment, dict[str, object], int]] = {}
+_shared_lock = threading.Lock()
+
+
+class _LmdbTxn(_Txn):
+    __slots__ = ("_txn", "_dbs")
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, object]) -> None:
+        self._txn = txn
+        self._dbs = dbs
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self._txn.get(key, db=self._dbs[table])
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._txn.put(key, value, db=self._dbs[table])
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._txn.delete(key, db=self._dbs[table])
+
+    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor(db=self._dbs[table]) as cursor:
+            if not cursor.set_range(start if start is not None else prefix):
+                return
+            for key, value in cursor:
+                if not key.startswith(prefix):
+                    return
+                yield key, value
+
+
+class LmdbStore(KVStore):
+    """A journal store in the directory `path` (created private to its owner)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
+                 readonly: bool = False) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.max_entry_bytes = max_entry_bytes
+        self.readonly = readonly
+        self._closed = False
+        self._sync_thread: threading.Thread | None = None
+        self._sync_stop = threading.Event()
+        self._dirty = threading.Event()
+        self._env, self._dbs = _open_shared(self.path, readonly)
+        try:
+            self._check_format()
+        except BaseException:
+            _release_shared(self.path)
+            raise
+
+    def __repr__(self) -> str:
+        return f"LmdbStore({self.path!r})"
+
+    @property
+    def env(self) -> lmdb.Environment:
+        return self._env
+
+    def _check_format(self) -> None:
+        with self._read() as txn:
+            found = txn.get("meta", b"format")
+        if found is None:
+            if self.readonly:
+                return
+            self._transact(lambda txn: txn.put("meta", b"format", str(FORMAT_VERSION).encode()))
+            self.sync()
+        elif found != str(FORMAT_VERSION).encode():
+            raise FormatVersionError(
+                f"the store at {self.path} has format version {found.decode(errors='replace')}, but this "
+                f"version of journal reads format {FORMAT_VERSION}; open it with the journal release that "
+                "wrote it (nothing was changed)"
+            )
+
+    @contextmanager
+    def _read(self) -> Iterator[_Txn]:
+        try:
+            txn = self._env.begin()
+        except lmdb.MapResizedError:
+            # Another process grew the map: adopt its size and retry.
+            self._env.set_mapsize(0)
+            txn = self._env.begin()
+        try:
+            yield _LmdbTxn(txn, self._dbs)
+        finally:
+            txn.abort()
+
+    def _transact(self, work: Callable[[_Txn], T]) -> T:
+        if self.readonly:
+            raise StoreError(f"the store at {self.path} was opened read-only")
+        while True:
+            try:
+                with self._env.begin(write=True) as txn:
+                    result = work(_LmdbTxn(txn, self._dbs))
+                self._dirty.set()
+                return result
+            except lmdb.MapResizedError:
+                self._env.set_mapsize(0)
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.Error as exc:
+                raise _translate(exc, self.path) from None
+
+    def _grow(self) -> None:
+        size = self._env.info()["map_size"]
+        if size >= _MAX_MAP_SIZE:
+            raise StoreError(f"the store at {self.path} reached the largest map size ({size:,} bytes)")
+        self._env.set_mapsize(min(size * 2, _MAX_MAP_SIZE))
+
+    def sync(self) -> None:
+        try:
+            self._env.sync(True)
+        except lmdb.Error as exc:
+            raise _translate(exc, self.path) from None
+
+    def start_background_sync(self, interval: float = 0.1) -> None:
+        """Flush committed transactions to disk every `interval` seconds (`async` durability)."""
+        if self._sync_thread is not None:
+            return
+
+        def loop() -> None:
+            while not self._sync_stop.wait(interval):
+                if self._dirty.is_set():
+                    self._dirty.clear()
+                    try:
+                        self._env.sync(True)
+                    except lmdb.Error:
+                        self._dirty.set()
+
+        self._sync_thread = threading.Thread(target=loop, name="journal-fsync", daemon=True)
+        self._sync_thread.start()
+
+    def copy_to(self, path: str) -> None:
+        """A consistent compacting copy of the store (safe while others write)."""
+        self._env.copy(path, compact=True)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._sync_thread is not None:
+            self._sync_stop.set()
+            self._sync_thread.join()
+        if not self.readonly:
+            try:
+                self._env.sync(True)
+            except lmdb.Error:
+                pass
+        _release_shared(self.path)
+
+    def __enter__(self) -> "LmdbStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _translate(exc: lmdb.Error, path: str) -> StoreError:
+    code = getattr(exc, "errno", None) or 0
+    text = str(exc)
+    if code == errno.ENOSPC or "No space left" in text:
+        return DiskFull(
+            errno.ENOSPC,
+            f"the disk holding {path} is full; free some space (or run `journal trim` then `journal compact`) "
+            "and try again; everything committed before this is intact",
+        )
+    return StoreError(f"LMDB error in {path}: {text}")
+
+
+def _open_shared(path: str, readonly: bool) -> tuple[lmdb.Environment, dict[str, object]]:
+    with _shared_lock:
+        if path in _shared:
+            env, dbs, count = _shared[path]
+            _shared[path] = (env, dbs, count + 1)
+            return env, dbs
+        if not readonly:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        elif not os.path.isdir(path):
+            raise StoreError(f"there is no journal store at {path}")
+        try:
+            env = lmdb.open(
+                path, map_size=_INITIAL_MAP_SIZE, max_dbs=len(TABLES) + 4, max_readers=510,
+                sync=False, metasync=False, readahead=False, mode=0o600, readonly=False,
+            )
+        except lmdb.Error as exc:
+            raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
+        # Adopt a larger map another process may have set.
+        env.set_mapsize(max(env.info()["map_size"], _INITIAL_MAP_SIZE))
+        dbs = {name: env.open_db(name.encode()) for name in TABLES}
+        _shared[path] = (env, dbs, 1)
+        return env, dbs
+
+
+def _release_shared(path: str) -> None:
+    with _shared_lock:
+        env, dbs, count = _shared[path]
+        if count > 1:
+            _shared[path] = (env, dbs, count - 1)
+        else:
+            del _shared[path]
+            env.close()

@@ -1,0 +1,71 @@
+"""An in-memory store: the same rules as LMDB, for fast tests and `exit`-style experiments."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+from ._codec import DEFAULT_MAX_ENTRY_BYTES
+from ._kvstore import TABLES, KVStore, _Txn
+
+T = TypeVar("T")
+
+
+class _Table:
+    __slots__ = ("data", "keys")
+
+    def __init__(self) -> None:
+        self.data: dict[bytes, bytes] = {}
+        self.keys: list[bytes] = []  # kept sorted for range scans
+
+
+class _MemoryTxn(_Txn):
+    def __init__(self, tables: dict[str, _Table]) -> None:
+        self._tables = tables
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self._tables[table].data.get(key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        t = self._tables[table]
+        if key not in t.data:
+            bisect.insort(t.keys, key)
+        t.data[key] = bytes(value)
+
+    def delete(self, table: str, key: bytes) -> None:
+        t = self._tables[table]
+        if t.data.pop(key, None) is not None:
+            del t.keys[bisect.bisect_left(t.keys, key)]
+
+    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        t = self._tables[table]
+        i = bisect.bisect_left(t.keys, start if start is not None else prefix)
+        # Snapshot the slice so callers may delete while iterating.
+        for key in t.keys[i:]:
+            if not key.startswith(prefix):
+                break
+            yield key, t.data[key]
+
+
+class MemoryStore(KVStore):
+    """A store held in this process's memory. Lost when the process exits."""
+
+    def __init__(self, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
+        self.path = None
+        self.max_entry_bytes = max_entry_bytes
+        self._tables = {name: _Table() for name in TABLES}
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def _read(self) -> Iterator[_Txn]:
+        with self._lock:
+            yield _MemoryTxn(self._tables)
+
+    def _transact(self, work: Callable[[_Txn], T]) -> T:
+        with self._lock:
+            return work(_MemoryTxn(self._tables))
+
+    def __repr__(self) -> str:
+        return "MemoryStore()"

@@ -1,0 +1,66 @@
+"""What the store keeps about an invocation besides its entries."""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+from ._entries import NIL, ErrorInfo
+
+
+class Status(str, enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    DIVERGED = "diverged"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
+
+
+class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
+    """The invocation's current state; its history is the entries."""
+
+    id: str
+    handler: str
+    status: Status
+    created_at: int
+    updated_at: int
+    key: str | None = None
+    input_digest: int = 0
+    result: msgspec.Raw = NIL
+    error: ErrorInfo | None = None
+    waiting: str | None = None  # the promise name it is suspended on
+    wake_at: int | None = None  # the timer it is suspended on (µs)
+    divergence: str | None = None  # the nondeterminism report that parked it
+    cancel_requested: bool = False
+    parent: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+class Lease(msgspec.Struct, array_like=True, gc=False):
+    """Who owns an invocation. `epoch` grows with every acquisition and fences stale owners."""
+
+    epoch: int
+    owner: str = ""
+    host: str = ""
+    pid: int = 0
+    expires_at: int = 0
+
+
+class Resolution(msgspec.Struct, array_like=True, gc=False):
+    """A promise's outcome, waiting to be consumed by the handler."""
+
+    at: int
+    value: msgspec.Raw = NIL
+    error: str | None = None

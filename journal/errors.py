@@ -1,0 +1,75 @@
+"""Every error `journal` raises, under one root.
+
+::
+
+    JournalError
+    ├── StoreError                 the store itself cannot do what was asked
+    │   ├── FormatVersionError     the store was written by an unknown format version
+    │   ├── InvalidId              an invocation id is empty, too long or has control characters
+    │   ├── EntryTooLarge          an entry or value exceeds the configured bound
+    │   ├── CorruptEntry           stored bytes do not decode (names invocation and seq)
+    │   └── DiskFull               the disk has no room; nothing committed was lost
+    ├── LeaseLost                  another process took the invocation over (fencing)
+    ├── InvocationBusy             a live process owns the invocation right now
+    ├── InvocationNotFound         no invocation has that id
+    ├── InvocationConflict         the id exists with a different input
+    ├── PromiseConflict            the promise was already resolved with another value
+    └── (runtime.errors adds TerminalError, NondeterminismError, PromiseRejected, Cancelled)
+
+Each message says what happened, where, and what to do next.
+"""
+
+from __future__ import annotations
+
+
+class JournalError(Exception):
+    """Root of every error raised by `journal` and `runtime`."""
+
+
+class StoreError(JournalError):
+    """The store cannot carry out an operation."""
+
+
+class FormatVersionError(StoreError):
+    """The store on disk was written in a format this version does not know."""
+
+
+class InvalidId(StoreError, ValueError):
+    """An invocation id (or key, or promise name) is not acceptable."""
+
+
+class EntryTooLarge(StoreError, ValueError):
+    """An entry or value is larger than the store accepts."""
+
+
+class CorruptEntry(StoreError):
+    """Bytes in the store do not decode as what they should be."""
+
+    def __init__(self, message: str, *, invocation_id: str | None = None, seq: int | None = None):
+        super().__init__(message)
+        self.invocation_id = invocation_id
+        self.seq = seq
+
+
+class DiskFull(StoreError, OSError):
+    """The disk holding the store is full."""
+
+
+class LeaseLost(JournalError):
+    """This process no longer owns the invocation: another one took it over."""
+
+
+class InvocationBusy(JournalError):
+    """Another live process owns the invocation's lease."""
+
+
+class InvocationNotFound(JournalError, LookupError):
+    """No invocation has the given id."""
+
+
+class InvocationConflict(JournalError):
+    """An invocation with this id exists and was started with a different input."""
+
+
+class PromiseConflict(JournalError):
+    """A promise was already resolved (or rejected) with a different outcome."""

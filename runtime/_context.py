@@ -1,0 +1,81 @@
+"""`Context`: the only thing a handler sees. Everything it learns from outside goes through it."""
+
+from __future__ import annotations
+
+import abc
+import datetime
+import random
+import uuid
+from typing import Any, Awaitable, Callable, TypeVar
+
+from ._retry import RetryPolicy
+
+T = TypeVar("T")
+
+
+class Context(abc.ABC):
+    """The handler's view of its invocation.
+
+    Every method journals what it learns, so that replay after a crash hands the handler
+    the same results without redoing the work. Operations take their seq when called, in
+    program order; concurrent `ctx.run` calls (asyncio.gather, task groups) may finish in
+    any order.
+    """
+
+    @property
+    @abc.abstractmethod
+    def invocation_id(self) -> str:
+        """The id of the invocation this handler runs."""
+
+    @abc.abstractmethod
+    async def run(
+        self,
+        name: str,
+        fn: Callable[..., T | Awaitable[T]],
+        *args: Any,
+        retry: RetryPolicy | None = None,
+        type: Any = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Run `fn(*args, **kwargs)` once as the durable step `name` and return its result.
+
+        The result is journaled and returned as decoded from the journal (typed by `fn`'s
+        return annotation or `type=`), so live and replayed runs see identical values. On
+        replay `fn` is not called. A `TerminalError` fails the step at once; any other
+        exception is retried by `retry` (default: 3 attempts with exponential backoff),
+        then fails the step for good. Failures are journaled and raised again on replay.
+        """
+
+    @abc.abstractmethod
+    def now(self) -> datetime.datetime:
+        """The current UTC time, journaled: replay sees the same instant."""
+
+    @abc.abstractmethod
+    def random(self) -> random.Random:
+        """A `random.Random` seeded from the invocation id: the same numbers on replay."""
+
+    @abc.abstractmethod
+    def uuid(self) -> uuid.UUID:
+        """A deterministic UUID derived from the invocation id and a counter."""
+
+    @abc.abstractmethod
+    async def sleep(self, seconds: float) -> None:
+        """A durable timer: after a restart it waits only for the time that is left."""
+
+    @abc.abstractmethod
+    async def promise(self, name: str, *, type: Any = None, timeout: float | None = None) -> Any:
+        """Wait for the value delivered to promise `name` from outside.
+
+        Resolve it with `Engine.resolve` or `journal resolve ID NAME JSON`. While it waits the
+        invocation is suspended: it holds no memory and no lease. A rejection raises
+        `PromiseRejected`.
+        """
+
+    @abc.abstractmethod
+    async def emit(self, event: Any) -> None:
+        """Journal an intermediate event (progress, a chunk of output) for `journal tail -f`."""
+
+    @abc.abstractmethod
+    def patched(self, change_id: str) -> bool:
+        """True on new executions, False when replaying a journal recorded before `change_id`."""

@@ -1,0 +1,359 @@
+"""The Engine: starts, runs, resumes, resolves, cancels and recovers invocations."""
+
+from __future__ import annotations
+
+import os
+import uuid as _uuid
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import anyio
+
+from journal import (
+    Acquire,
+    Cancelled as CancelledEntry,
+    Committer,
+    Completed,
+    Durability,
+    ErrorInfo,
+    Failed,
+    InvocationRecord,
+    LmdbStore,
+    Renew,
+    RequestCancel,
+    Resolve,
+    SetStatus,
+    Started,
+    Status,
+    Store,
+    Transition,
+    UnencodableValue,
+    decode_entry,
+    digest,
+    encode_entry,
+    encode_value,
+)
+from journal._kvstore import HOST, lease_is_live
+from journal.errors import InvocationBusy, LeaseLost
+
+from ._handlers import NO_INPUT, decode_input, handler_path, load_handler, prepare_input, register
+from ._invocation import InvocationContext, Suspend, now_us
+from ._outcome import Outcome
+from ._replayer import Replayer
+from .errors import Cancelled, NondeterminismError, TerminalError
+
+
+def default_path() -> str:
+    return os.environ.get("JOURNAL_DB") or os.path.join(os.getcwd(), ".journal")
+
+
+class Engine:
+    """Runs handlers durably against one store.
+
+    Open it with `async with Engine.open(path, durability="sync") as engine:`. One engine
+    per store per process is enough; it can run many invocations concurrently.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        durability: Durability | str = Durability.SYNC,
+        lease_ttl: float = 30.0,
+        inline_sleep_limit: float = 60.0,
+        poll_interval: float = 0.25,
+    ) -> None:
+        self.store = store
+        self.durability = Durability(durability)
+        self.committer = Committer(store, self.durability)
+        self.lease_ttl = lease_ttl
+        self.inline_sleep_limit = inline_sleep_limit
+        self.poll_interval = poll_interval
+        self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
+        self.on_step: Callable[[str, str, str, float, bool], None] | None = None
+        self._active: set[str] = set()
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, path: str | os.PathLike[str] | None = None, *, store: Store | None = None, **options: Any
+    ) -> AsyncIterator["Engine"]:
+        """Open the store at `path` (default `$JOURNAL_DB` or `./.journal`) and an engine on it."""
+        own = store is None
+        if store is None:
+            store = await anyio.to_thread.run_sync(lambda: LmdbStore(path or default_path()))
+        try:
+            yield cls(store, **options)
+        finally:
+            if own:
+                store.close()
+
+    # -- starting and running ----------------------------------------------------------------
+
+    def register(self, fn: Callable[..., Any]) -> str:
+        """Make `fn` loadable by its path without importing (handlers defined in tests, notebooks)."""
+        return register(fn)
+
+    async def start(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
+                    key: str | None = None, lax_input: bool = False) -> InvocationRecord:
+        """Create the invocation (idempotent by id) without running it. Returns its record."""
+        fn = load_handler(handler) if isinstance(handler, str) else handler
+        path = register(fn)
+        raw, _ = prepare_input(fn, input, lax=lax_input)
+        invocation_id = id if id is not None else _uuid.uuid4().hex
+        at = now_us()
+        input_digest = digest(bytes(raw))
+        record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
+        started = encode_entry(Started(path, raw, at, key, input_digest), self.store.max_entry_bytes)
+        record, created = self.store.create(record, started)
+        if created:
+            await self.committer.flush()
+        return record
+
+    async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
+                  key: str | None = None, lax_input: bool = False) -> Outcome:
+        """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges."""
+        record = await self.start(handler, input, id=id, key=key, lax_input=lax_input)
+        fn = load_handler(record.handler)
+        while True:
+            try:
+                return await self._execute(record.id, fn)
+            except InvocationBusy:
+                record = await self._wait_while_running(record.id)
+                if record.status != Status.PENDING and record.status != Status.RUNNING:
+                    return Outcome.of(record)
+
+    async def resume(self, invocation_id: str) -> Outcome:
+        """Run an existing invocation again: replay its journal, then continue live."""
+        return await self._execute(invocation_id)
+
+    async def get(self, invocation_id: str) -> Outcome:
+        return Outcome.of(self.store.require(invocation_id))
+
+    async def wait(self, invocation_id: str) -> Outcome:
+        """Wait until the invocation is finished, suspended or diverged (someone else may run it)."""
+        return Outcome.of(await self._wait_while_running(invocation_id, until_settled=True))
+
+    async def _wait_while_running(self, invocation_id: str, until_settled: bool = False) -> InvocationRecord:
+        while True:
+            record = self.store.require(invocation_id)
+            busy = record.status == Status.RUNNING and lease_is_live(self.store.lease(invocation_id), now_us())
+            if until_settled:
+                busy = busy or record.status == Status.PENDING
+            if not busy:
+                return record
+            await anyio.sleep(0.02)
+
+    # -- from outside: promises and cancellation ----------------------------------------------
+
+    async def resolve(self, invocation_id: str, name: str, value: Any = None) -> InvocationRecord:
+        """Deliver `value` to promise `name`; a suspended invocation waiting on it becomes pending."""
+        try:
+            raw = bytes(encode_value(value))
+        except UnencodableValue as exc:
+            raise TerminalError(f"cannot resolve promise {name!r}: {exc}") from None
+        return await self.committer.submit(Resolve(invocation_id, name, now_us(), raw), durable=True)
+
+    async def reject(self, invocation_id: str, name: str, message: str) -> InvocationRecord:
+        """Reject promise `name`: the handler's `ctx.promise(name)` raises `PromiseRejected`."""
+        return await self.committer.submit(Resolve(invocation_id, name, now_us(), None, message), durable=True)
+
+    async def cancel(self, invocation_id: str, *, run: bool = True) -> Outcome:
+        """Ask the invocation to cancel. If nobody runs it, run it here so the handler receives `Cancelled`."""
+        record = await self.committer.submit(RequestCancel(invocation_id, now_us()), durable=True)
+        if not run or record.finished:
+            return Outcome.of(record)
+        try:
+            return await self._execute(invocation_id)
+        except InvocationBusy:
+            return await self.wait(invocation_id)
+
+    # -- recovery and the worker loop -----------------------------------------------------------
+
+    def runnable(self) -> list[str]:
+        """Invocations that should run now: pending, running with a dead owner, due timers."""
+        now = now_us()
+        ids = [r.id for r in self.store.list(Status.PENDING)]
+        for record in self.store.list(Status.RUNNING):
+            if not lease_is_live(self.store.lease(record.id), now):
+                ids.append(record.id)
+        ids += self.store.due_timers(now)
+        seen: set[str] = set()
+        return [i for i in ids if not (i in seen or seen.add(i)) and i not in self._active]
+
+    async def recover(self, *, concurrency: int = 16) -> list[Outcome]:
+        """Resume every invocation left pending or orphaned (its owner died or its lease expired)."""
+        outcomes: list[Outcome] = []
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def one(invocation_id: str) -> None:
+            async with limiter:
+                try:
+                    outcomes.append(await self._execute(invocation_id))
+                except InvocationBusy:
+                    pass
+
+        async with anyio.create_task_group() as tg:
+            for invocation_id in self.runnable():
+                tg.start_soon(one, invocation_id)
+        return outcomes
+
+    async def serve(self, *, concurrency: int = 16, idle_exit: bool = False) -> None:
+        """The worker loop: run whatever becomes runnable until cancelled (or idle, with `idle_exit`).
+
+        Cancelling it (Ctrl-C, SIGTERM) stops cleanly: invocations in flight give their lease
+        back and stay pending for the next worker.
+        """
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def one(invocation_id: str) -> None:
+            try:
+                async with limiter:
+                    await self._execute(invocation_id)
+            except (InvocationBusy, LeaseLost):
+                pass
+            finally:
+                self._active.discard(invocation_id)
+
+        async with anyio.create_task_group() as tg:
+            while True:
+                ids = self.runnable()
+                for invocation_id in ids:
+                    self._active.add(invocation_id)
+                    tg.start_soon(one, invocation_id)
+                if idle_exit and not ids and not self._active:
+                    return
+                await anyio.sleep(self.poll_interval)
+
+    # -- execution ------------------------------------------------------------------------------
+
+    async def _execute(self, invocation_id: str, fn: Callable[..., Any] | None = None) -> Outcome:
+        while True:
+            outcome = await self._execute_once(invocation_id, fn)
+            # A promise resolved (or a cancel requested) while the handler unwound to wait.
+            if outcome.status != Status.PENDING:
+                return outcome
+
+    async def _execute_once(self, invocation_id: str, fn: Callable[..., Any] | None) -> Outcome:
+        record = self.store.require(invocation_id)
+        if record.finished:
+            return Outcome.of(record)
+        fn = fn or load_handler(record.handler)
+        epoch, record = await self.committer.submit(
+            Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()),
+            durable=False,
+        )
+        self._active.add(invocation_id)
+        try:
+            entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
+                       for seq, data in self.store.entries(invocation_id)}
+            replayer = Replayer(invocation_id, entries)
+            started: Started = replayer.started()
+            ctx = InvocationContext(
+                invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
+                max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
+            )
+            if self.on_step is not None:
+                hook = self.on_step
+                ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
+            if record.cancel_requested:
+                ctx.request_cancel("cancel requested")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch, ctx, invocation_id, epoch)
+                try:
+                    return await self._drive(ctx, fn, started, replayer, epoch)
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            self._active.discard(invocation_id)
+
+    async def _drive(self, ctx: InvocationContext, fn: Callable[..., Any], started: Started,
+                     replayer: Replayer, epoch: int) -> Outcome:
+        invocation_id = ctx.invocation_id
+        try:
+            value = decode_input(fn, started.input)
+            result = await (fn(ctx) if value is NO_INPUT else fn(ctx, value))
+            replayer.check_finished()
+        except BaseException as exc:
+            return await self._settle(ctx, exc, epoch)
+        if ctx.cancel_delivered:
+            return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
+        try:
+            raw = encode_value(result)
+        except UnencodableValue as exc:
+            error = ErrorInfo("TerminalError", f"the handler's result cannot be journaled: {exc}")
+            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
+        outcome = await self._finish(ctx, Completed(now_us(), raw), Status.COMPLETED, result=raw)
+        outcome.result = result if outcome.status == Status.COMPLETED else outcome.result
+        return outcome
+
+    async def _settle(self, ctx: InvocationContext, exc: BaseException, epoch: int) -> Outcome:
+        """Turn however the handler ended into the invocation's next status."""
+        invocation_id = ctx.invocation_id
+        leaves = _leaves(exc)
+        if ctx.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):
+            return Outcome.of(self.store.require(invocation_id))
+        interrupted = [e for e in leaves if isinstance(e, anyio.get_cancelled_exc_class())
+                       or isinstance(e, (KeyboardInterrupt, SystemExit))]
+        if interrupted:
+            # Stopped from outside (Ctrl-C, shutdown): give the lease back, stay resumable.
+            with anyio.CancelScope(shield=True):
+                await self.committer.submit(
+                    SetStatus(invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch), durable=True
+                )
+            raise exc
+        diverged = next((e for e in leaves if isinstance(e, NondeterminismError)), None)
+        if diverged is not None:
+            record = await self.committer.submit(SetStatus(invocation_id, Transition(
+                Status.DIVERGED, now_us(), divergence=str(diverged), release=True), epoch), durable=True)
+            return Outcome.of(record)
+        suspend = next((e for e in leaves if isinstance(e, Suspend)), None)
+        if suspend is not None and not ctx.cancel_delivered:
+            return await self._finish(ctx, None, Status.SUSPENDED, waiting=suspend.waiting, wake_at=suspend.wake_at)
+        if ctx.cancel_delivered and all(isinstance(e, (Cancelled, Suspend)) for e in leaves):
+            return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
+        error = _error_info(leaves)
+        return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
+
+    async def _finish(self, ctx: InvocationContext, entry: Any, status: Status, **change: Any) -> Outcome:
+        try:
+            with anyio.CancelScope(shield=True):
+                record = await ctx.finish(entry, Transition(status, now_us(), release=True, **change))
+        except LeaseLost:
+            record = self.store.require(ctx.invocation_id)
+        return Outcome.of(record)
+
+    async def _watch(self, ctx: InvocationContext, invocation_id: str, epoch: int) -> None:
+        """While the handler runs: renew the lease, and pass on cancel requests from other processes."""
+        ttl_us = int(self.lease_ttl * 1e6)
+        renew_every = self.lease_ttl / 3
+        since_renew = 0.0
+        while True:
+            await anyio.sleep(self.poll_interval)
+            since_renew += self.poll_interval
+            record = self.store.get(invocation_id)
+            if record is not None and record.cancel_requested:
+                ctx.request_cancel("cancel requested")
+            if since_renew >= renew_every:
+                since_renew = 0.0
+                try:
+                    await self.committer.submit(Renew(invocation_id, epoch, ttl_us, now_us()), durable=False)
+                except LeaseLost as exc:
+                    ctx.lost = exc
+                    return
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            out += _leaves(inner)
+        return out
+    return [exc]
+
+
+def _error_info(leaves: list[BaseException]) -> ErrorInfo:
+    exc = next((e for e in leaves if not isinstance(e, Suspend)), leaves[0])
+    if isinstance(exc, TerminalError):
+        return ErrorInfo(exc.type_name, exc.message or str(exc), True)
+    return ErrorInfo(type(exc).__qualname__, str(exc) or type(exc).__qualname__, True)

@@ -1,0 +1,146 @@
+"""Finding handlers by path and preparing their typed input."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import typing
+from typing import Any, Callable
+
+import msgspec
+
+from journal import encode_value
+
+from .errors import HandlerNotFound
+
+_by_path: dict[str, Callable[..., Any]] = {}
+_NO_INPUT = object()
+
+
+def handler_path(fn: Callable[..., Any]) -> str:
+    """The import path recorded in entry 0, so any process can load the handler again."""
+    existing = getattr(fn, "__journal_path__", None)
+    if existing:
+        return existing
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", getattr(fn, "__name__", ""))
+    if module in (None, "__main__") or module.startswith("_journal_file_"):
+        path = f"{os.path.abspath(inspect.getfile(fn))}:{qualname}"
+    else:
+        path = f"{module}:{qualname}"
+    return path
+
+
+def register(fn: Callable[..., Any], path: str | None = None) -> str:
+    path = path or handler_path(fn)
+    _by_path[path] = fn
+    return path
+
+
+def load_handler(path: str) -> Callable[..., Any]:
+    """Load `path/to/file.py:function` or `package.module:function`, checking it is `async def`."""
+    if path in _by_path:
+        return _by_path[path]
+    target, sep, attr = path.rpartition(":")
+    if not sep or not target or not attr:
+        raise HandlerNotFound(
+            f"handler {path!r} is not of the form path/to/file.py:function or package.module:function"
+        )
+    if target.endswith(".py") or os.sep in target:
+        module = _load_file(target, path)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise HandlerNotFound(
+                f"cannot import module {target!r} for handler {path!r}: {exc}. Check the name, and that "
+                "the current directory or PYTHONPATH contains it"
+            ) from None
+    obj: Any = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise HandlerNotFound(f"{target!r} has no attribute {attr!r} (handler {path!r})")
+    if not inspect.iscoroutinefunction(obj):
+        raise HandlerNotFound(
+            f"handler {path!r} is not an async function; define it as `async def {attr.split('.')[-1]}(ctx, input)`"
+        )
+    # File targets are recorded by absolute path so a process started elsewhere finds them.
+    canonical = f"{os.path.abspath(target)}:{attr}" if module.__name__.startswith("_journal_file_") else path
+    obj.__journal_path__ = canonical
+    _by_path[path] = _by_path[canonical] = obj
+    return obj
+
+
+def _load_file(target: str, path: str) -> Any:
+    full = os.path.abspath(target)
+    if not os.path.isfile(full):
+        raise HandlerNotFound(f"handler file {target!r} does not exist (handler {path!r})")
+    name = "_journal_file_" + hashlib.blake2b(full.encode(), digest_size=6).hexdigest()
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, full)
+    if spec is None or spec.loader is None:
+        raise HandlerNotFound(f"cannot load {target!r} as Python (handler {path!r})")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    # Let the file import its neighbours, as `python file.py` would.
+    directory = os.path.dirname(full)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def input_type(fn: Callable[..., Any]) -> Any:
+    """The annotated type of the handler's input parameter; `_NO_INPUT` if it takes none."""
+    params = list(inspect.signature(fn).parameters.values())
+    if len(params) < 2:
+        return _NO_INPUT
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    return hints.get(params[1].name, Any)
+
+
+def prepare_input(fn: Callable[..., Any], value: Any, *, lax: bool = False) -> tuple[msgspec.Raw, Any]:
+    """Validate `value` against the handler's input annotation; return (raw bytes, typed value).
+
+    `lax` accepts JSON-shaped data (strings for datetimes, lists for tuples), as from the CLI.
+    Raises `ValueError` saying where and why the input does not fit.
+    """
+    wanted = input_type(fn)
+    if wanted is _NO_INPUT:
+        if value is not None:
+            raise ValueError(f"handler {handler_path(fn)} takes no input, but an input was given")
+        return encode_value(None), None
+    try:
+        typed = msgspec.convert(value, wanted, strict=not lax) if wanted is not Any else value
+    except msgspec.ValidationError as exc:
+        raise ValueError(
+            f"the input does not fit handler {handler_path(fn)}'s input type "
+            f"{getattr(wanted, '__name__', wanted)}: {exc}"
+        ) from None
+    raw = encode_value(typed)
+    return raw, decode_input(fn, raw)
+
+
+def decode_input(fn: Callable[..., Any], raw: bytes) -> Any:
+    wanted = input_type(fn)
+    if wanted is _NO_INPUT:
+        return _NO_INPUT
+    from journal import decode_value
+
+    return decode_value(raw, wanted)
+
+
+NO_INPUT = _NO_INPUT

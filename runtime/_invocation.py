@@ -1,0 +1,394 @@
+"""The live `Context`: replays recorded operations, runs the rest and journals them."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import inspect
+import random as _random
+import time
+import typing
+import uuid as _uuid
+from typing import Any, Awaitable, Callable
+
+import anyio
+import msgspec
+
+from journal import (
+    Append,
+    CancelReceived,
+    Committer,
+    Durability,
+    Emitted,
+    ErrorInfo,
+    Now,
+    Patched,
+    Promise,
+    Sleep,
+    Step,
+    Transition,
+    UnencodableValue,
+    decode_value,
+    digest,
+    encode_entry,
+    encode_value,
+)
+from journal.errors import LeaseLost
+
+from ._context import Context
+from ._replayer import Replayer
+from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._step_info import StepInfo, _current
+from .errors import Cancelled, PromiseRejected, StepTimeout, TerminalError
+
+_UTC = datetime.timezone.utc
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def from_us(us: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(us / 1e6, _UTC)
+
+
+class Suspend(BaseException):
+    """Internal: unwinds the handler when it must wait (a BaseException so `except Exception` misses it)."""
+
+    def __init__(self, waiting: str | None = None, wake_at: int | None = None) -> None:
+        super().__init__(waiting or wake_at)
+        self.waiting = waiting
+        self.wake_at = wake_at
+
+
+_return_types: dict[Any, Any] = {}
+
+
+def _return_type(fn: Callable[..., Any]) -> Any:
+    try:
+        return _return_types[fn]
+    except (KeyError, TypeError):
+        pass
+    try:
+        hint = typing.get_type_hints(fn).get("return", Any)
+    except Exception:  # unresolvable annotations, builtins, partials: decode untyped
+        hint = Any
+    if hint is None or hint is type(None):
+        hint = Any
+    try:
+        _return_types[fn] = hint
+    except TypeError:
+        pass
+    return hint
+
+
+class InvocationContext(Context):
+    """One invocation's context, bound to its replayer, its lease epoch and the committer."""
+
+    def __init__(
+        self,
+        *,
+        invocation_id: str,
+        replayer: Replayer,
+        committer: Committer,
+        epoch: int,
+        max_entry_bytes: int,
+        inline_sleep_limit: float,
+    ) -> None:
+        self._id = invocation_id
+        self._replayer = replayer
+        self._committer = committer
+        self._epoch = epoch
+        self._max = max_entry_bytes
+        self._inline_sleep_limit = inline_sleep_limit
+        self._exit_mode = committer.durability is Durability.EXIT
+        self._pending: list[tuple[int, bytes]] = []  # journaled by sync calls, committed with the next append
+        self._random: _random.Random | None = None
+        self._uuid_counter = 0
+        self._inflight = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._wake = anyio.Event()  # set when cancellation is requested from outside
+        self.cancel_reason: str | None = None
+        self.cancel_delivered = False
+        self.lost: LeaseLost | None = None
+        self.live_steps = 0  # steps whose functions ran in this execution (for tests and progress)
+        self.on_step: Callable[[str, str, float, bool], None] | None = None
+
+    # -- identity and sync operations -----------------------------------------------------
+
+    @property
+    def invocation_id(self) -> str:
+        return self._id
+
+    def random(self) -> _random.Random:
+        if self._random is None:
+            seed = int.from_bytes(hashlib.blake2b(self._id.encode(), digest_size=8).digest(), "big")
+            self._random = _random.Random(seed)
+        return self._random
+
+    def uuid(self) -> _uuid.UUID:
+        self._uuid_counter += 1
+        raw = hashlib.blake2b(f"{self._id}\x00{self._uuid_counter}".encode(), digest_size=16).digest()
+        return _uuid.UUID(bytes=raw, version=4)
+
+    def now(self) -> datetime.datetime:
+        seq = self._begin()
+        recorded = self._match(seq, Now)
+        if recorded is not None:
+            return from_us(recorded.at)
+        self._deliver_cancel_sync(seq)
+        at = now_us()
+        self._pending.append((seq, encode_entry(Now(at), self._max)))
+        return from_us(at)
+
+    def patched(self, change_id: str) -> bool:
+        self._raise_if_lost()
+        nxt = self._replayer.next_seq
+        recorded = self._replayer._entries.get(nxt)
+        if isinstance(recorded, Patched) and recorded.name == change_id:
+            self._replayer.take()
+            return True
+        if self._replayer.replaying:
+            return False  # recorded before the change: keep the old path
+        seq = self._begin()
+        self._pending.append((seq, encode_entry(Patched(change_id, now_us()), self._max)))
+        return True
+
+    # -- durable operations ----------------------------------------------------------------
+
+    async def run(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retry: RetryPolicy | None = None,
+        type: Any = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"ctx.run needs a step name (a non-empty string) first, got {name!r}")
+        if not callable(fn):
+            raise TypeError(f"ctx.run({name!r}, fn, ...): fn must be callable, got {fn!r}")
+        seq = self._begin()
+        rtype = type if type is not None else _return_type(fn)
+        call_digest = digest(name, args, kwargs)
+        recorded = self._match(seq, Step, name, call_digest)
+        if recorded is not None:
+            self._report(name, "replayed", 0.0, True)
+            if recorded.error is not None:
+                raise _rebuild_error(recorded.error)
+            return decode_value(recorded.value, rtype)
+        await self._deliver_cancel(seq)
+        await self._flush_pending()  # what the step may depend on is durable before its side effect
+        policy = retry or DEFAULT_RETRY
+        started = time.perf_counter()
+        self._inflight += 1
+        self._idle = anyio.Event() if self._inflight == 1 else self._idle
+        try:
+            attempt = 0
+            while True:
+                attempt += 1
+                token = _current.set(StepInfo(self._id, seq, name, attempt, f"{self._id}:{seq}"))
+                try:
+                    if timeout is not None:
+                        with anyio.fail_after(timeout):
+                            value = await _call(fn, args, kwargs)
+                    else:
+                        value = await _call(fn, args, kwargs)
+                    error = None
+                    break
+                except TerminalError as exc:
+                    error = ErrorInfo(exc.type_name, exc.message or str(exc), True)
+                    break
+                except TimeoutError:
+                    exc = StepTimeout(f"step {name!r} (seq {seq}) did not finish within {timeout} s")
+                    if policy.retries(exc, attempt):
+                        await anyio.sleep(policy.delay(attempt))
+                        continue
+                    error = ErrorInfo("StepTimeout", str(exc), True)
+                    break
+                except Exception as exc:
+                    if policy.retries(exc, attempt):
+                        await anyio.sleep(policy.delay(attempt))
+                        continue
+                    error = ErrorInfo(
+                        _type_name(exc),
+                        f"step {name!r} failed after {attempt} attempt{'s' if attempt > 1 else ''}: {exc}",
+                        True,
+                    )
+                    break
+                finally:
+                    _current.reset(token)
+            self.live_steps += 1
+            if error is not None:
+                await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt))
+                self._report(name, "failed", time.perf_counter() - started, False)
+                raise _rebuild_error(error)
+            try:
+                raw = encode_value(value)
+                result = decode_value(raw, rtype)
+            except UnencodableValue as exc:
+                raise TerminalError(f"step {name!r} (seq {seq}) returned {exc}") from None
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                raise TerminalError(
+                    f"step {name!r} (seq {seq}) returned a value that does not match its declared type "
+                    f"{getattr(rtype, '__name__', rtype)!s}: {exc}"
+                ) from None
+            await self._commit(seq, Step(name, call_digest, now_us(), raw, attempts=attempt))
+            self._report(name, "live", time.perf_counter() - started, False)
+            return result
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    async def sleep(self, seconds: float) -> None:
+        seq = self._begin()
+        recorded = self._match(seq, Sleep)
+        if recorded is not None:
+            until = recorded.until
+            if isinstance(self._replayer._entries.get(self._replayer.next_seq), CancelReceived):
+                self._raise_cancel(self._replayer.take())
+        else:
+            await self._deliver_cancel(seq)
+            at = now_us()
+            until = at + int(max(seconds, 0) * 1e6)
+            await self._commit(seq, Sleep(at, until))
+        remaining = (until - now_us()) / 1e6
+        if remaining <= 0:
+            return
+        if remaining > self._inline_sleep_limit:
+            await self._quiesce()
+            raise Suspend(wake_at=until)
+        with anyio.move_on_after(remaining):
+            await self._wake.wait()
+        if self.cancel_reason is not None and not self.cancel_delivered:
+            seq = self._replayer.take()
+            await self._deliver_cancel(seq)
+
+    async def promise(self, name: str, *, type: Any = None, timeout: float | None = None) -> Any:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"ctx.promise needs a name (a non-empty string), got {name!r}")
+        seq = self._begin()
+        recorded = self._match(seq, Promise, name)
+        if recorded is None:
+            await self._deliver_cancel(seq)
+            await self._quiesce()
+            resolution = self._committer.store.resolution(self._id, name)
+            if resolution is None:
+                await self._flush_pending()
+                raise Suspend(waiting=name)
+            recorded = Promise(name, now_us(), resolution.value, resolution.error)
+            await self._commit(seq, recorded)
+        if recorded.error is not None:
+            raise PromiseRejected(f"promise {name!r} of invocation {self._id!r} was rejected: {recorded.error}")
+        return decode_value(recorded.value, type if type is not None else Any)
+
+    async def emit(self, event: Any) -> None:
+        seq = self._begin()
+        recorded = self._match(seq, Emitted)
+        if recorded is not None:
+            return
+        await self._deliver_cancel(seq)
+        try:
+            raw = encode_value(event)
+        except UnencodableValue as exc:
+            raise TerminalError(f"ctx.emit at seq {seq}: {exc}") from None
+        await self._commit(seq, Emitted(now_us(), raw))
+
+    # -- engine side -----------------------------------------------------------------------
+
+    def request_cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+            self._wake.set()
+
+    async def finish(self, entry: Any | None, transition: Transition) -> Any:
+        """Commit the final entry (if any), everything buffered, and the status change, at once."""
+        entries = self._pending
+        self._pending = []
+        if entry is not None:
+            entries.append((self._replayer.take(), encode_entry(entry, self._max)))
+        return await self._committer.submit(Append(self._id, self._epoch, entries, transition), durable=True)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _begin(self) -> int:
+        self._raise_if_lost()
+        return self._replayer.take()
+
+    def _raise_if_lost(self) -> None:
+        if self.lost is not None:
+            raise self.lost
+
+    def _match(self, seq: int, kind: type, name: str | None = None, call_digest: int | None = None) -> Any:
+        recorded = self._replayer.match(seq, kind, name, call_digest)
+        if isinstance(recorded, CancelReceived):
+            self._raise_cancel(seq)
+        return recorded
+
+    def _raise_cancel(self, seq: int) -> None:
+        self.cancel_delivered = True
+        raise Cancelled(f"invocation {self._id!r} was cancelled (at seq {seq})")
+
+    def _deliver_cancel_sync(self, seq: int) -> None:
+        if self.cancel_reason is not None and not self.cancel_delivered:
+            self._pending.append((seq, encode_entry(CancelReceived(now_us(), self.cancel_reason), self._max)))
+            self._raise_cancel(seq)
+
+    async def _deliver_cancel(self, seq: int) -> None:
+        if self.cancel_reason is not None and not self.cancel_delivered:
+            await self._commit(seq, CancelReceived(now_us(), self.cancel_reason))
+            self._raise_cancel(seq)
+
+    async def _quiesce(self) -> None:
+        # Let concurrent steps finish and journal before the handler unwinds to wait.
+        while self._inflight:
+            await self._idle.wait()
+
+    async def _flush_pending(self) -> None:
+        if self._pending and not self._exit_mode:
+            entries, self._pending = self._pending, []
+            await self._submit(entries)
+
+    async def _commit(self, seq: int, entry: Any) -> None:
+        data = encode_entry(entry, self._max)
+        if self._exit_mode:
+            self._pending.append((seq, data))
+            return
+        entries = [(seq, data)]
+        if self._pending:
+            entries, self._pending = self._pending + entries, []
+        await self._submit(entries)
+
+    async def _submit(self, entries: list[tuple[int, bytes]]) -> None:
+        try:
+            await self._committer.submit(Append(self._id, self._epoch, entries))
+        except LeaseLost as exc:
+            self.lost = exc
+            raise
+
+    def _report(self, name: str, how: str, seconds: float, replayed: bool) -> None:
+        if self.on_step is not None:
+            self.on_step(name, how, seconds, replayed)
+
+
+async def _call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    result = fn(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _type_name(exc: BaseException) -> str:
+    return type(exc).__qualname__
+
+
+def _rebuild_error(error: ErrorInfo) -> TerminalError:
+    if error.type == "PromiseRejected":
+        return PromiseRejected(error.message)
+    if error.type == "StepTimeout":
+        return StepTimeout(error.message, type_name="StepTimeout")
+    return TerminalError(error.message, type_name=error.type)

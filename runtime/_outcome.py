@@ -1,0 +1,43 @@
+"""`Outcome`: where an invocation stands after the engine ran it (or found it)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import msgspec
+
+from journal import ErrorInfo, InvocationRecord, Status, decode_value
+
+from .errors import TerminalError
+
+
+class Outcome(msgspec.Struct, kw_only=True):
+    id: str
+    status: Status
+    result: Any = None
+    error: ErrorInfo | None = None
+    waiting: str | None = None
+    wake_at: datetime.datetime | None = None
+    divergence: str | None = None
+
+    @classmethod
+    def of(cls, record: InvocationRecord, result_type: Any = Any) -> "Outcome":
+        result = None
+        if record.status == Status.COMPLETED:
+            result = decode_value(record.result, result_type)
+        wake = None
+        if record.wake_at is not None:
+            wake = datetime.datetime.fromtimestamp(record.wake_at / 1e6, datetime.timezone.utc)
+        return cls(
+            id=record.id, status=record.status, result=result, error=record.error,
+            waiting=record.waiting, wake_at=wake, divergence=record.divergence,
+        )
+
+    def value(self) -> Any:
+        """The result of a completed invocation; otherwise raise saying where it stands."""
+        if self.status == Status.COMPLETED:
+            return self.result
+        if self.error is not None:
+            raise TerminalError(f"invocation {self.id!r} {self.status}: {self.error.message}", type_name=self.error.type)
+        raise TerminalError(f"invocation {self.id!r} is {self.status}, not completed")

@@ -1,0 +1,64 @@
+"""Errors a handler or its caller meets while running, under `journal.errors.JournalError`.
+
+::
+
+    JournalError (journal.errors)
+    ├── TerminalError          fail a step or the invocation for good: journaled, never retried
+    │   ├── PromiseRejected    `ctx.promise` was rejected from outside
+    │   └── StepTimeout        a step ran past its `timeout=`
+    ├── NondeterminismError    replay met a call the journal did not record; the invocation is parked
+    ├── Cancelled              `cancel` reached the handler at its next context call
+    ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict
+    │                          (defined in journal.errors, re-exported here)
+    └── HandlerNotFound        a handler path names no importable async function
+"""
+
+from __future__ import annotations
+
+from journal.errors import (
+    InvocationBusy as InvocationBusy,
+    InvocationConflict as InvocationConflict,
+    InvocationNotFound as InvocationNotFound,
+    JournalError as JournalError,
+    LeaseLost as LeaseLost,
+    PromiseConflict as PromiseConflict,
+)
+
+
+class TerminalError(JournalError):
+    """Raise from a step or a handler to fail it without retries.
+
+    A step that raises it is journaled as failed, so replay raises it again without running
+    the step. `type_name` keeps the name of the original exception when the runtime
+    converts an exhausted retry into a terminal failure.
+    """
+
+    def __init__(self, message: str = "", *, type_name: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.type_name = type_name or type(self).__name__
+
+
+class PromiseRejected(TerminalError):
+    """A promise the handler awaited was rejected (`journal resolve ID NAME --reject MSG`)."""
+
+
+class StepTimeout(TerminalError):
+    """A step or promise did not finish within its timeout."""
+
+
+class NondeterminismError(JournalError):
+    """The handler asked for something other than what its journal recorded at this seq."""
+
+    def __init__(self, message: str, *, invocation_id: str, seq: int) -> None:
+        super().__init__(message)
+        self.invocation_id = invocation_id
+        self.seq = seq
+
+
+class Cancelled(JournalError):
+    """The invocation was cancelled. Catch it to run compensating steps; it still ends `cancelled`."""
+
+
+class HandlerNotFound(JournalError, ValueError):
+    """A handler path (`file.py:function` or `package.module:function`) does not name an async function."""

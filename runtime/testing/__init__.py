@@ -1,0 +1,1 @@
+"""Testing helpers for handlers built on `runtime`: determinism checks and pytest fixtures."""

@@ -1,0 +1,1 @@
+"""pytest plugin (entry point `journal`): fixtures for testing handlers."""
