@@ -32,6 +32,12 @@ from ._ids import validate_id as validate_id
 from ._kvstore import lease_is_live as lease_is_live
 from ._lmdb import FORMAT_VERSION as FORMAT_VERSION
 from ._lmdb import LmdbStore as LmdbStore
+from ._maintenance import Problem as Problem
+from ._maintenance import check as check
+from ._maintenance import compact as compact
+from ._maintenance import entry_view as entry_view
+from ._maintenance import export as export
+from ._maintenance import trim as trim
 from ._memory import MemoryStore as MemoryStore
 from ._records import FINISHED as FINISHED
 from ._records import InvocationRecord as InvocationRecord
@@ -53,6 +59,7 @@ __all__ = (
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue",
+    "Problem", "check", "compact", "entry_view", "export", "trim",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "kind_of",
     "lease_is_live", "name_of", "validate_id",
 )

@@ -36,6 +36,7 @@ from journal import (
 from journal._kvstore import HOST, lease_is_live
 from journal.errors import InvocationBusy, LeaseLost
 
+from ._guard import _handler_scope
 from ._handlers import NO_INPUT, decode_input, handler_path, load_handler, prepare_input, register
 from ._invocation import InvocationContext, Suspend, now_us
 from ._outcome import Outcome
@@ -270,12 +271,15 @@ class Engine:
     async def _drive(self, ctx: InvocationContext, fn: Callable[..., Any], started: Started,
                      replayer: Replayer, epoch: int) -> Outcome:
         invocation_id = ctx.invocation_id
+        scope = _handler_scope.set(invocation_id)
         try:
             value = decode_input(fn, started.input)
             result = await (fn(ctx) if value is NO_INPUT else fn(ctx, value))
             replayer.check_finished()
         except BaseException as exc:
             return await self._settle(ctx, exc, epoch)
+        finally:
+            _handler_scope.reset(scope)
         if ctx.cancel_delivered:
             return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
         try:

@@ -36,6 +36,7 @@ from journal import (
 from journal.errors import LeaseLost
 
 from ._context import Context
+from ._guard import _handler_scope
 from ._replayer import Replayer
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._step_info import StepInfo, _current
@@ -191,6 +192,7 @@ class InvocationContext(Context):
             while True:
                 attempt += 1
                 token = _current.set(StepInfo(self._id, seq, name, attempt, f"{self._id}:{seq}"))
+                scope = _handler_scope.set(None)
                 try:
                     if timeout is not None:
                         with anyio.fail_after(timeout):
@@ -220,6 +222,7 @@ class InvocationContext(Context):
                     )
                     break
                 finally:
+                    _handler_scope.reset(scope)
                     _current.reset(token)
             self.live_steps += 1
             if error is not None:

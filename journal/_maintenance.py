@@ -1,0 +1,181 @@
+"""Keeping a store healthy: trim finished journals, compact the file, check integrity, export."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from typing import Any, Iterable, Iterator
+
+import msgspec
+
+from ._codec import decode_entry, decode_value
+from ._entries import TERMINAL_KINDS, Entry, Started, kind_of, name_of
+from ._lmdb import LmdbStore
+from ._records import FINISHED, InvocationRecord, Status
+from ._store import Store
+from .errors import CorruptEntry, StoreError
+
+
+class Problem(msgspec.Struct):
+    """One thing `check` found wrong."""
+
+    invocation_id: str | None
+    seq: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = "store" if self.invocation_id is None else f"invocation {self.invocation_id!r}"
+        if self.seq is not None:
+            where += f" seq {self.seq}"
+        return f"{where}: {self.message}"
+
+
+def trim(
+    store: Store,
+    *,
+    older_than_s: float | None = None,
+    statuses: Iterable[Status | str] | None = None,
+    keep_record: bool = False,
+    dry_run: bool = False,
+    now_us: int | None = None,
+) -> list[InvocationRecord]:
+    """Remove the journals of finished invocations last updated more than `older_than_s` ago.
+
+    Only finished statuses (completed, failed, cancelled) can be trimmed; `statuses` narrows
+    that. With `keep_record` the invocation's record (status and result) stays. Returns what
+    was (or, with `dry_run`, would be) removed.
+    """
+    wanted = {Status(s) for s in statuses} if statuses else set(FINISHED)
+    unfinished = wanted - FINISHED
+    if unfinished:
+        raise ValueError(
+            f"only finished invocations can be trimmed, not {', '.join(sorted(s.value for s in unfinished))}; "
+            "cancel them first (`journal cancel ID`)"
+        )
+    now = now_us if now_us is not None else time.time_ns() // 1000
+    cutoff = now - int((older_than_s or 0) * 1e6)
+    chosen = [r for s in sorted(wanted) for r in store.list(s) if r.updated_at <= cutoff]
+    if not dry_run:
+        for start in range(0, len(chosen), 256):  # short write transactions: other writers keep going
+            store.delete([r.id for r in chosen[start:start + 256]], keep_record=keep_record)
+    return chosen
+
+
+def compact(store: LmdbStore) -> tuple[int, int]:
+    """Rewrite the store's file without free pages; returns (bytes before, bytes after).
+
+    The compacting copy is written beside the store, fsynced, then renamed over the data
+    file, so a crash at any moment leaves either the old file or the new one, both whole.
+    Other processes must not have the store open (LMDB cannot swap a file under them).
+    """
+    if not isinstance(store, LmdbStore):
+        raise StoreError("only an LMDB store can be compacted")
+    data = os.path.join(store.path, "data.mdb")
+    before = os.path.getsize(data)
+    tmp = os.path.join(store.path, "compact.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp, mode=0o700)
+    store.copy_to(tmp)
+    copied = os.path.join(tmp, "data.mdb")
+    os.chmod(copied, 0o600)
+    with open(copied, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(copied, data)
+    fd = os.open(store.path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return before, os.path.getsize(data)
+
+
+def check(store: Store) -> list[Problem]:
+    """Decode every record and entry; verify seq continuity, terminal entries and indexes."""
+    problems: list[Problem] = []
+    try:
+        records = store.list()
+    except CorruptEntry as exc:
+        return [Problem(exc.invocation_id, None, str(exc))]
+    indexed = {s: {r.id for r in store.list(s)} for s in Status}
+    for record in records:
+        problems += _check_one(store, record, indexed)
+    return problems
+
+
+def _check_one(store: Store, record: InvocationRecord, indexed: dict[Status, set[str]]) -> list[Problem]:
+    out: list[Problem] = []
+    rid = record.id
+    if rid not in indexed[record.status]:
+        out.append(Problem(rid, None, f"status index does not list it as {record.status}"))
+    for status, ids in indexed.items():
+        if status != record.status and rid in ids:
+            out.append(Problem(rid, None, f"status index lists it as {status} but its record says {record.status}"))
+    decoded: dict[int, Entry] = {}
+    for seq, data in store.entries(rid):
+        try:
+            decoded[seq] = decode_entry(data, invocation_id=rid, seq=seq)
+        except CorruptEntry as exc:
+            out.append(Problem(rid, seq, f"entry does not decode: {str(exc).split('(', 1)[-1].rstrip(')')}"))
+    if not decoded and record.finished:
+        return out  # trimmed with its record kept
+    if 0 not in decoded or not isinstance(decoded[0], Started):
+        out.append(Problem(rid, 0, "the start entry is missing"))
+    terminal = [s for s, e in decoded.items() if isinstance(e, TERMINAL_KINDS)]
+    if record.finished and not terminal:
+        out.append(Problem(rid, None, f"status is {record.status} but no terminal entry was journaled"))
+    if terminal:
+        last = max(decoded)
+        if len(terminal) > 1 or terminal[0] != last:
+            out.append(Problem(rid, terminal[0], "a terminal entry is not the last entry"))
+        if not record.finished:
+            out.append(Problem(rid, terminal[0], f"a terminal entry exists but the status is {record.status}"))
+    if record.finished and decoded:
+        missing = sorted(set(range(max(decoded) + 1)) - set(decoded))
+        if missing:
+            out.append(Problem(rid, missing[0], f"seq gap: {len(missing)} seq(s) missing, first {missing[0]}"))
+    return out
+
+
+def entry_view(entry: Entry, seq: int) -> dict[str, Any]:
+    """An entry as plain data for `show --json` and `export`: seq, kind, name, at, and its fields."""
+    out: dict[str, Any] = {"seq": seq, "kind": kind_of(entry), "name": name_of(entry), "at": _iso(entry.at)}
+    for field in entry.__struct_fields__:
+        if field in ("name", "at"):
+            continue
+        value = getattr(entry, field)
+        if isinstance(value, msgspec.Raw):
+            if field == "value" and getattr(entry, "error", None) is not None:
+                continue
+            value = decode_value(value)
+        elif isinstance(value, msgspec.Struct):
+            value = msgspec.to_builtins(value)
+            if field == "error":
+                value = dict(zip(("type", "message", "terminal"), value)) if isinstance(value, list) else value
+        elif field in ("until",):
+            value = _iso(value)
+        elif field == "digest":
+            value = f"{value:016x}"
+        out[field] = value
+    return out
+
+
+def export(store: Store, invocation_id: str) -> Iterator[dict[str, Any]]:
+    """Every entry of an invocation, decoded, in seq order. Undecodable entries say so."""
+    for seq, data in store.entries(invocation_id):
+        try:
+            yield entry_view(decode_entry(data, invocation_id=invocation_id, seq=seq), seq)
+        except CorruptEntry as exc:
+            yield {"seq": seq, "kind": "corrupt", "name": None, "at": None, "error": str(exc)}
+
+
+def _iso(us: int | None) -> str | None:
+    if us is None:
+        return None
+    import datetime
+
+    return datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+__all__ = ("Problem", "check", "compact", "entry_view", "export", "trim")
