@@ -61,7 +61,7 @@ class LmdbStore(KVStore):
     """A journal store in the directory `path` (created private to its owner)."""
 
     def __init__(self, path: str | os.PathLike[str], *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, map_size: int = _INITIAL_MAP_SIZE) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.max_entry_bytes = max_entry_bytes
         self.readonly = readonly
@@ -69,7 +69,7 @@ class LmdbStore(KVStore):
         self._sync_thread: threading.Thread | None = None
         self._sync_stop = threading.Event()
         self._dirty = threading.Event()
-        self._env, self._dbs = _open_shared(self.path, readonly)
+        self._env, self._dbs = _open_shared(self.path, readonly, map_size)
         try:
             self._check_format()
         except BaseException:
@@ -182,9 +182,9 @@ class LmdbStore(KVStore):
 
 
 def _translate(exc: lmdb.Error, path: str) -> StoreError:
-    code = getattr(exc, "errno", None) or 0
     text = str(exc)
-    if code == errno.ENOSPC or "No space left" in text:
+    # LMDB reports a failed page write as EIO on some filesystems; a nearly full disk says why.
+    if isinstance(exc, lmdb.DiskError) or "No space left" in text or ("Input/output" in text and _nearly_full(path)):
         return DiskFull(
             errno.ENOSPC,
             f"the disk holding {path} is full; free some space (or run `journal trim` then `journal compact`) "
@@ -193,7 +193,15 @@ def _translate(exc: lmdb.Error, path: str) -> StoreError:
     return StoreError(f"LMDB error in {path}: {text}")
 
 
-def _open_shared(path: str, readonly: bool) -> tuple[lmdb.Environment, dict[str, object]]:
+def _nearly_full(path: str) -> bool:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 8 * 1024 * 1024
+
+
+def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, object]]:
     with _shared_lock:
         if path in _shared:
             env, dbs, count = _shared[path]
@@ -205,13 +213,11 @@ def _open_shared(path: str, readonly: bool) -> tuple[lmdb.Environment, dict[str,
             raise StoreError(f"there is no journal store at {path}")
         try:
             env = lmdb.open(
-                path, map_size=_INITIAL_MAP_SIZE, max_dbs=len(TABLES) + 4, max_readers=510,
+                path, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=510,
                 sync=False, metasync=False, readahead=False, mode=0o600, readonly=False,
             )
         except lmdb.Error as exc:
             raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
-        # Adopt a larger map another process may have set.
-        env.set_mapsize(max(env.info()["map_size"], _INITIAL_MAP_SIZE))
         dbs = {name: env.open_db(name.encode()) for name in TABLES}
         _shared[path] = (env, dbs, 1)
         return env, dbs

@@ -1,0 +1,139 @@
+"""Entry kinds: round-trips, compactness, and bytes that never change by accident."""
+
+import datetime
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from journal import (
+    NIL,
+    CancelReceived,
+    Cancelled,
+    Completed,
+    Emitted,
+    ErrorInfo,
+    Failed,
+    Now,
+    Patched,
+    Promise,
+    Sleep,
+    Started,
+    Step,
+    decode_entry,
+    decode_value,
+    encode_entry,
+    encode_value,
+    kind_of,
+)
+from journal.errors import CorruptEntry, EntryTooLarge
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+times = st.integers(0, 2**62)
+names = st.text(min_size=1, max_size=30)
+raws = values.map(encode_value)
+errors = st.builds(ErrorInfo, st.text(max_size=20), st.text(max_size=50), st.booleans())
+
+entries = st.one_of(
+    st.builds(Started, st.text(max_size=40), raws, times, st.none() | names, st.integers(0, 2**64 - 1), st.none() | names),
+    st.builds(Step, names, st.integers(0, 2**64 - 1), times, raws, st.none() | errors, st.integers(1, 100)),
+    st.builds(Now, times),
+    st.builds(Sleep, times, times),
+    st.builds(Promise, names, times, raws, st.none() | st.text(max_size=20)),
+    st.builds(Completed, times, raws),
+    st.builds(Failed, times, errors),
+    st.builds(Cancelled, times, st.text(max_size=20)),
+    st.builds(Emitted, times, raws),
+    st.builds(Patched, names, times),
+    st.builds(CancelReceived, times, st.text(max_size=20)),
+)
+
+
+def _plain(entry):
+    """Entries compare by their fields, with Raw values compared as bytes."""
+    return [bytes(v) if isinstance(v, msgspec.Raw) else v for v in msgspec.structs.astuple(entry)]
+
+
+@given(entries)
+def test_every_entry_kind_round_trips(entry):
+    decoded = decode_entry(encode_entry(entry))
+    assert type(decoded) is type(entry)
+    assert _plain(decoded) == _plain(entry)
+
+
+@given(values)
+def test_values_round_trip_through_raw_bytes(value):
+    assert decode_value(encode_value(value)) == value
+
+
+def test_values_decode_lazily_with_the_type_asked_for():
+    class Point(msgspec.Struct):
+        x: int
+        y: int
+
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    raw = encode_value({"x": 1, "y": 2})
+    assert decode_value(raw, Point) == Point(1, 2)
+    assert decode_value(encode_value(when), datetime.datetime) == when
+
+
+def test_a_step_with_a_100_byte_value_costs_at_most_40_bytes_more():
+    value = encode_value(b"x" * 100)  # 100 bytes of payload + msgpack header
+    name = "search"
+    size = len(encode_entry(Step(name, 2**64 - 1, 2**62, value)))
+    overhead = size - len(value) - len(name)
+    assert overhead <= 40, overhead
+
+
+# Golden bytes: the format on disk. If one of these changes, old journals stop reading.
+GOLDEN = [
+    (Started("pkg.mod:agent", encode_value("hi"), 1, "k", 2, None), "97a773746172746564ad706b672e6d6f643a6167656e74a2686901a16b02c0"),
+    (Step("plan", 7, 1, encode_value([1, 2])), "97a473746570a4706c616e0701920102c001"),
+    (Step("plan", 7, 1, error=ErrorInfo("ValueError", "bad", True)), "97a473746570a4706c616e0701c093aa56616c75654572726f72a3626164c301"),
+    (Now(5), "92a36e6f7705"),
+    (Sleep(1, 2), "93a5736c6565700102"),
+    (Promise("ok", 3, encode_value(True)), "95a770726f6d697365a26f6b03c3c0"),
+    (Completed(4, encode_value("done")), "93a9636f6d706c6574656404a4646f6e65"),
+    (Failed(4, ErrorInfo("E", "m")), "93a66661696c65640493a145a16dc3"),
+    (Cancelled(6, "stop"), "93a963616e63656c6c656406a473746f70"),
+    (Emitted(7, encode_value(1)), "93a7656d69747465640701"),
+    (Patched("v2", 8), "93a770617463686564a2763208"),
+    (CancelReceived(9, ""), "93af63616e63656c5f726563656976656409a0"),
+]
+
+
+@pytest.mark.parametrize(("entry", "golden"), GOLDEN, ids=[kind_of(e) for e, _ in GOLDEN])
+def test_golden_bytes_of_each_kind(entry, golden):
+    assert encode_entry(entry).hex() == golden
+
+
+def test_no_value_is_msgpack_nil():
+    assert bytes(NIL) == b"\xc0"
+
+
+def test_an_oversized_entry_is_refused_with_advice():
+    with pytest.raises(EntryTooLarge, match="journal a reference"):
+        encode_entry(Completed(1, encode_value(b"x" * 2000)), max_bytes=1000)
+
+
+def test_garbage_bytes_report_invocation_and_seq():
+    with pytest.raises(CorruptEntry) as info:
+        decode_entry(b"\x93\xa4nope\x01\x02", invocation_id="inv-7", seq=3)
+    assert "inv-7" in str(info.value) and "seq 3" in str(info.value)
+    assert info.value.invocation_id == "inv-7" and info.value.seq == 3
+
+
+def test_decoding_never_executes_code():
+    import pickle
+
+    class Boom:
+        def __reduce__(self):
+            return (exec, ("raise SystemExit('executed')",))
+
+    with pytest.raises(CorruptEntry):
+        decode_entry(pickle.dumps(Boom()))

@@ -1,0 +1,203 @@
+"""What only the LMDB store has: files on disk, growth, other processes, crashes, a full disk."""
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+
+import lmdb
+import pytest
+
+from journal import LmdbStore, Status, check, decode_entry, decode_value, export
+from journal._kvstore import entry_key
+from journal.errors import DiskFull, FormatVersionError
+
+from .helpers import acquire, append, create, step
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _child(code: str, *args: str, **kw) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], env=env, **kw)
+
+
+def test_store_directory_is_private_and_files_are_0600(tmp_path):
+    path = tmp_path / "db"
+    with LmdbStore(path) as store:
+        create(store)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+    for name in os.listdir(path):
+        assert stat.S_IMODE(os.stat(path / name).st_mode) == 0o600, name
+
+
+def test_everything_survives_close_and_reopen(tmp_path):
+    with LmdbStore(tmp_path / "db") as store:
+        create(store)
+        epoch, _ = acquire(store)
+        append(store, "inv-1", epoch, (1, step("a", [1, 2])))
+    with LmdbStore(tmp_path / "db") as store:
+        assert store.get("inv-1").status == Status.RUNNING
+        assert decode_value(decode_entry(store.entries("inv-1")[1][1]).value) == [1, 2]
+
+
+def test_an_unknown_format_version_is_a_clear_error_and_changes_nothing(tmp_path):
+    path = tmp_path / "db"
+    with LmdbStore(path) as store:
+        create(store)
+    env = lmdb.open(str(path), max_dbs=16)
+    with env.begin(write=True) as txn:
+        txn.put(b"format", b"99", db=env.open_db(b"meta", txn=txn))
+    env.close()
+    before = (path / "data.mdb").read_bytes()
+    with pytest.raises(FormatVersionError, match="format version 99"):
+        LmdbStore(path)
+    assert (path / "data.mdb").read_bytes() == before
+
+
+def test_the_map_grows_when_full_and_the_user_never_sees_map_full(tmp_path):
+    with LmdbStore(tmp_path / "db", map_size=256 * 1024) as store:
+        create(store)
+        epoch, _ = acquire(store)
+        for seq in range(1, 200):
+            append(store, "inv-1", epoch, (seq, step(f"s{seq}", "x" * 10_000)))
+        assert store.env.info()["map_size"] > 256 * 1024
+        assert store.entry_count("inv-1") == 200
+
+
+def test_two_processes_append_to_different_invocations_at_once(tmp_path):
+    path = str(tmp_path / "db")
+    with LmdbStore(path) as store:
+        create(store, "p0")
+        create(store, "p1")
+    code = """
+        import sys
+        from journal import LmdbStore, Acquire, Append, encode_entry, Step, digest, encode_value
+        import os
+        store = LmdbStore(sys.argv[1])
+        inv = sys.argv[2]
+        epoch, _ = store.apply_one(Acquire(inv, inv, "h", os.getpid(), 60_000_000, 0))
+        for seq in range(1, 501):
+            store.apply_one(Append(inv, epoch, [(seq, encode_entry(Step("s", digest(seq), seq, encode_value(seq))))]))
+        store.close()
+    """
+    procs = [_child(code, path, f"p{i}") for i in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    with LmdbStore(path) as store:
+        for i in range(2):
+            entries = store.entries(f"p{i}")
+            assert [s for s, _ in entries] == list(range(501))
+            assert decode_value(decode_entry(entries[-1][1]).value) == 500
+        assert check(store) == []
+
+
+def test_a_reader_process_sees_what_was_committed(tmp_path):
+    path = str(tmp_path / "db")
+    with LmdbStore(path) as store:
+        create(store)
+        epoch, _ = acquire(store)
+        append(store, "inv-1", epoch, (1, step("a", "seen")))
+        reader = _child(
+            """
+            import sys
+            from journal import LmdbStore, decode_entry, decode_value
+            with LmdbStore(sys.argv[1]) as s:
+                print(decode_value(decode_entry(s.entries("inv-1")[1][1]).value))
+            """,
+            path, stdout=subprocess.PIPE, text=True,
+        )
+        out, _ = reader.communicate(timeout=30)
+    assert out.strip() == "seen"
+
+
+def test_sigkill_during_a_stream_of_appends_loses_no_acknowledged_entry(tmp_path):
+    path = str(tmp_path / "db")
+    with LmdbStore(path) as store:
+        create(store)
+    writer = _child(
+        """
+        import sys, os, anyio
+        from journal import LmdbStore, Acquire, Append, Committer, encode_entry, Step, digest, encode_value
+        async def main():
+            store = LmdbStore(sys.argv[1])
+            committer = Committer(store, "sync")
+            epoch, _ = store.apply_one(Acquire("inv-1", "w", "h", os.getpid(), 60_000_000, 0))
+            seq = 0
+            while True:
+                seq += 1
+                entry = encode_entry(Step("s", digest(seq), seq, encode_value("x" * 1000)))
+                await committer.submit(Append("inv-1", epoch, [(seq, entry)]))
+                print(seq, flush=True)  # acknowledged: committed and fsynced
+        anyio.run(main)
+        """,
+        path, stdout=subprocess.PIPE, text=True,
+    )
+    acked = 0
+    for line in writer.stdout:
+        acked = int(line)
+        if acked >= 300:
+            break
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=30)
+    writer.stdout.close()
+    with LmdbStore(path) as store:
+        seqs = [s for s, _ in store.entries("inv-1")]
+        assert seqs[: acked + 1] == list(range(acked + 1))  # nothing acknowledged is missing
+        assert seqs == list(range(len(seqs)))  # and no partial or out-of-order entry
+        for seq, data in store.entries("inv-1")[1:]:
+            assert decode_value(decode_entry(data).value) == "x" * 1000
+        problems = check(store)
+        assert problems == [] or all("status" not in str(p) for p in problems)
+
+
+def test_undecodable_bytes_are_reported_by_id_and_seq_and_do_not_hide_others(tmp_path):
+    path = tmp_path / "db"
+    with LmdbStore(path) as store:
+        create(store, "bad")
+        create(store, "good")
+        env, dbs = store.env, store._dbs
+        with env.begin(write=True) as txn:
+            txn.put(entry_key(b"bad", 1), b"\xc1garbage", db=dbs["entries"])
+        problems = check(store)
+        assert [(p.invocation_id, p.seq) for p in problems] == [("bad", 1)]
+        assert "does not decode" in str(problems[0])
+        exported = list(export(store, "bad"))
+        assert exported[1]["kind"] == "corrupt" and "seq 1" in exported[1]["error"]
+        assert [e["kind"] for e in export(store, "good")] == ["started"]
+
+
+def _mount_tmpfs(where, size="3m"):
+    os.makedirs(where, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    return done.returncode == 0
+
+
+def test_a_full_disk_is_a_clear_error_and_loses_nothing_committed(tmp_path):
+    where = tmp_path / "small"
+    if not _mount_tmpfs(where):
+        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
+    store = None
+    try:
+        path = where / "db"
+        store = LmdbStore(path, map_size=64 * 1024 * 1024)
+        create(store)
+        epoch, _ = acquire(store)
+        seq = 0
+        with pytest.raises(DiskFull, match="disk .* is full"):
+            while True:
+                seq += 1
+                append(store, "inv-1", epoch, (seq, step("s", "y" * 50_000)))
+                store.sync()
+        written = seq - 1
+        store.close()
+        store = None
+        with LmdbStore(path, readonly=True) as reopened:
+            seqs = [s for s, _ in reopened.entries("inv-1")]
+            assert seqs == list(range(written + 1))
+            assert check(reopened) == []
+    finally:
+        if store is not None:
+            store.close()
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
