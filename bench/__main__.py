@@ -1,0 +1,7 @@
+"""`python -m bench [--quick]`: run the workloads; see docs/performance.md."""
+
+import sys
+
+from ._runner import main
+
+sys.exit(main())

@@ -1,0 +1,63 @@
+"""The handlers the workloads run. Importable by path (`bench._agents:...`) so a restarted
+process can load them from entry 0, as it would a user's agent."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import msgspec
+
+from runtime import Context
+
+PAYLOAD = b"x" * 100
+
+# Seconds each invocation spent in its step loop, by invocation id (for W1).
+loop_seconds: dict[str, float] = {}
+
+
+def noop() -> bytes:
+    """A step with no work that returns 100 bytes."""
+    return PAYLOAD
+
+
+async def steps(ctx: Context, n: int) -> int:
+    """W1/W2: `n` sequential no-op steps."""
+    started = time.perf_counter()
+    for _ in range(n):
+        await ctx.run("step", noop)
+    loop_seconds[ctx.invocation_id] = time.perf_counter() - started
+    return n
+
+
+class LinesInput(msgspec.Struct):
+    path: str
+    n: int
+
+
+def append_line(path: str, i: int) -> int:
+    """W3's side effect: append line `i` to a file. A crash test may hold the process here."""
+    with open(path, "a") as f:
+        f.write(f"{i}\n")
+    hold = os.environ.get("BENCH_HOLD_AT")
+    if hold is not None and int(hold) == i:
+        # Tell the parent the side effect happened, then wait for its SIGKILL: the step's
+        # result is not journaled yet, the worst moment to die.
+        os.write(int(os.environ["BENCH_SIGNAL_FD"]), b"k")
+        time.sleep(120)
+    return i
+
+
+async def lines(ctx: Context, job: LinesInput) -> int:
+    """W3: `n` steps, each appending one line to a file."""
+    for i in range(job.n):
+        await ctx.run("line", append_line, job.path, i)
+    return job.n
+
+
+async def long_then_promise(ctx: Context, n: int) -> str:
+    """W4: `n` journaled steps, then wait for a promise."""
+    for _ in range(n):
+        await ctx.run("step", noop)
+    answer = await ctx.promise("go", type=str)
+    return answer

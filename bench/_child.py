@@ -1,0 +1,85 @@
+"""The processes W3 and W4 kill and restart: `python -m bench._child COMMAND JSON`.
+
+Each prints one JSON line on stdout with its own timings (seconds, measured after the
+interpreter and the imports are up, so the parent can tell start-up time from work).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import anyio
+
+from journal import Status
+from runtime import Engine
+
+from . import _agents
+
+
+async def _run_lines(args: dict) -> dict:
+    # W3, first life: runs until the parent kills it while step `hold` is in flight.
+    async with Engine.open(args["db"], durability=args["mode"]) as engine:
+        await engine.run(_agents.lines, _agents.LinesInput(args["path"], args["n"]), id=args["id"])
+    return {"error": "the process should have been killed"}
+
+
+async def _recover(args: dict) -> dict:
+    # W3, second life: what a restarted worker does first.
+    started = time.perf_counter()
+    async with Engine.open(args["db"], durability=args["mode"]) as engine:
+        outcomes = await engine.recover()
+    elapsed = time.perf_counter() - started
+    return {"seconds": elapsed, "statuses": [str(o.status) for o in outcomes]}
+
+
+async def _run_long(args: dict) -> dict:
+    # W4, first life: journal `n` steps, reach the promise, report, then wait to be killed.
+    started = time.perf_counter()
+    async with Engine.open(args["db"], durability=args["mode"]) as engine:
+        outcome = await engine.run(_agents.long_then_promise, args["n"], id=args["id"])
+        _emit({"seconds": time.perf_counter() - started, "status": str(outcome.status)})
+        await anyio.sleep(120)
+    return {"error": "the process should have been killed"}
+
+
+async def _resolve_and_resume(args: dict) -> dict:
+    # W4, second life: deliver the promise and finish the invocation.
+    started = time.perf_counter()
+    async with Engine.open(args["db"], durability=args["mode"]) as engine:
+        opened = time.perf_counter()
+        await engine.resolve(args["id"], "go", "approved")
+        resolved = time.perf_counter()
+        outcome = await engine.resume(args["id"])
+        done = time.perf_counter()
+    return {
+        "seconds": done - started,
+        "open_seconds": opened - started,
+        "resolve_seconds": resolved - opened,
+        "resume_seconds": done - resolved,
+        "status": str(outcome.status),
+        "completed": outcome.status == Status.COMPLETED,
+    }
+
+
+_COMMANDS = {
+    "run-lines": _run_lines,
+    "recover": _recover,
+    "run-long": _run_long,
+    "resolve-and-resume": _resolve_and_resume,
+}
+
+
+def _emit(report: dict) -> None:
+    sys.stdout.write(json.dumps(report) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    command, args = sys.argv[1], json.loads(sys.argv[2])
+    _emit(anyio.run(_COMMANDS[command], args))
+
+
+if __name__ == "__main__":
+    main()

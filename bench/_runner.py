@@ -1,0 +1,351 @@
+"""`python -m bench`: every workload in every durability mode, beside raw LMDB, in one run.
+
+Each repetition measures the raw LMDB baselines and then every workload, so slow and fast
+moments of a shared machine fall on both sides of each ratio. Figures are medians over
+the repetitions; the JSON keeps every sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+from . import _raw, _workloads
+from ._workloads import MODES
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
+
+
+class Plan:
+    """Sizes and repetition counts (the workload definitions never shrink, only the repetitions)."""
+
+    def __init__(self, quick: bool, reps: int | None, crash_reps: int | None) -> None:
+        self.reps = reps or (2 if quick else 5)
+        self.crash_reps = crash_reps or (1 if quick else 3)
+        self.a1_appends = {"sync": 300, "async": 5000}
+        self.a2 = {1: 300, 10: 200, 100: 50}  # appenders -> appends each
+
+
+# -- measuring ------------------------------------------------------------------------------------
+
+
+def _baselines(parent: str) -> dict[str, float]:
+    return {
+        "commit_us": _raw.commit_us(parent=parent),
+        "fsynced_commit_us": _raw.fsynced_commit_us(parent=parent),
+        "native_sync_commit_us": _raw.native_sync_commit_us(parent=parent),
+        "group_commit_50_per_s": _raw.group_commit_per_s(50, parent=parent),
+        "group_commit_100_per_s": _raw.group_commit_per_s(100, parent=parent),
+        "scan_per_s": _raw.scan_per_s(parent=parent),
+    }
+
+
+def measure(plan: Plan, parent: str, only: set[str], log: Callable[[str], None]) -> dict[str, list[dict]]:
+    samples: dict[str, list[dict]] = {}
+
+    def record(key: str, fn: Callable[[], dict]) -> None:
+        samples.setdefault(key, []).append(fn())
+
+    for rep in range(max(plan.reps, plan.crash_reps)):
+        log(f"repetition {rep + 1}: raw LMDB")
+        record("raw", lambda: _baselines(parent))
+        # Rotate the mode order so no mode always runs first (or last) in a repetition.
+        modes = MODES[rep % 3:] + MODES[:rep % 3]
+        if rep < plan.reps:
+            if "A1" in only:
+                for mode in ("sync", "async"):
+                    record(f"A1/{mode}", lambda: _workloads.append_path(parent, mode, plan.a1_appends[mode]))
+            if "A2" in only:
+                for appenders, each in plan.a2.items():
+                    record(f"A2/{appenders}", lambda: _workloads.group_commit(parent, appenders, each))
+            for mode in modes:
+                if "W1" in only:
+                    log(f"repetition {rep + 1}: W1 {mode}")
+                    record(f"W1/{mode}", lambda: _workloads.step_overhead(parent, mode))
+                if "W2" in only:
+                    log(f"repetition {rep + 1}: W2 {mode}")
+                    record(f"W2/{mode}", lambda: _workloads.throughput(parent, mode))
+        if rep < plan.crash_reps:
+            for mode in modes:
+                if "W3" in only:
+                    log(f"repetition {rep + 1}: W3 {mode}")
+                    record(f"W3/{mode}", lambda: _workloads.crash_recovery(parent, mode))
+                if "W4" in only:
+                    log(f"repetition {rep + 1}: W4 {mode}")
+                    record(f"W4/{mode}", lambda: _workloads.long_resume(parent, mode))
+    return samples
+
+
+# -- summarising ----------------------------------------------------------------------------------
+
+
+def _median(rows: list[dict], field: str) -> float:
+    return statistics.median(row[field] for row in rows)
+
+
+def _row(workload: str, mode: str, metric: str, unit: str, value: float, samples: list[float],
+         baseline: str | None = None, base_value: float | None = None, *, higher_is_better: bool,
+         target: float | None = None, target_text: str = "", note: str = "") -> dict:
+    ratio = None if base_value in (None, 0) else value / base_value
+    met = None
+    if target is not None:
+        subject = ratio if baseline is not None else value
+        met = subject >= target if higher_is_better else subject <= target
+    return {
+        "workload": workload, "mode": mode, "metric": metric, "unit": unit, "median": value,
+        "samples": samples, "baseline": baseline, "baseline_median": base_value, "ratio": ratio,
+        "target": target_text or None, "met": met, "note": note,
+    }
+
+
+def summarise(samples: dict[str, list[dict]]) -> list[dict]:
+    raw = samples["raw"]
+    commit = _median(raw, "commit_us")
+    fsynced = _median(raw, "fsynced_commit_us")
+    group50 = _median(raw, "group_commit_50_per_s")
+    group100 = _median(raw, "group_commit_100_per_s")
+    scan = _median(raw, "scan_per_s")
+    rows = []
+
+    def values(key: str, field: str) -> list[float]:
+        return [s[field] for s in samples.get(key, [])]
+
+    for mode in ("async", "sync"):
+        key = f"A1/{mode}"
+        if key in samples:
+            base, name = (commit, "raw commit, no sync") if mode == "async" else (fsynced, "raw commit + fsync")
+            rows.append(_row(
+                "A1 append (store)", mode, "per append", "us", _median(samples[key], "us_per_append"),
+                values(key, "us_per_append"), name, base, higher_is_better=False,
+                target=3.0 if mode == "async" else None, target_text="<= 3x" if mode == "async" else "",
+            ))
+    for appenders in (1, 10, 100):
+        key = f"A2/{appenders}"
+        if key in samples:
+            rows.append(_row(
+                "A2 group commit (store, sync)", f"{appenders} appenders", "throughput", "appends/s",
+                _median(samples[key], "appends_per_s"), values(key, "appends_per_s"),
+                "raw 100 puts/fsynced txn", group100, higher_is_better=True,
+                target=0.5 if appenders == 100 else None, target_text=">= 50%" if appenders == 100 else "",
+                note=f"{_median(samples[key], 'appends') / max(_median(samples[key], 'fsyncs'), 1):.1f} appends/fsync",
+            ))
+    for mode in MODES:
+        key = f"W1/{mode}"
+        if key in samples:
+            sync = mode == "sync"
+            rows.append(_row(
+                "W1 step overhead", mode, "per step", "us", _median(samples[key], "us_per_step"),
+                values(key, "us_per_step"), "raw commit + fsync" if sync else "raw commit, no sync",
+                fsynced if sync else commit, higher_is_better=False,
+                target={"sync": 1.2, "async": 3.0}.get(mode), target_text={"sync": "<= 1.2x", "async": "<= 3x"}.get(mode, ""),
+            ))
+    for mode in MODES:
+        key = f"W2/{mode}"
+        if key in samples:
+            sync = mode == "sync"
+            rows.append(_row(
+                "W2 throughput 50x20", mode, "steps/s", "steps/s", _median(samples[key], "steps_per_s"),
+                values(key, "steps_per_s"), "raw 50 puts/fsynced txn" if sync else "raw commits, no sync",
+                group50 if sync else 1e6 / commit, higher_is_better=True,
+                target=0.5 if sync else None, target_text=">= 50%" if sync else "",
+                note=f"{_median(samples[key], 'group_commits'):.0f} group commits",
+            ))
+    for mode in MODES:
+        key = f"W3/{mode}"
+        if key in samples:
+            rows.append(_row(
+                "W3 crash recovery", mode, "restart to done", "s", _median(samples[key], "restart_to_done_s"),
+                values(key, "restart_to_done_s"), higher_is_better=False,
+                note=f"in-process {_median(samples[key], 'recover_s') * 1e3:.1f} ms",
+            ))
+            twice = max(values(key, "journaled_ran_twice"))
+            rows.append(_row(
+                "W3 crash recovery", mode, "journaled steps run twice", "steps", twice,
+                values(key, "journaled_ran_twice"), higher_is_better=False, target=0, target_text="0",
+                note=f"side effects run twice: {max(values(key, 'ran_twice')):.0f} "
+                     f"(journaled before the kill: {_median(samples[key], 'journaled_before_kill'):.0f} of "
+                     f"{_median(samples[key], 'lines_before_kill'):.0f})",
+            ))
+    for mode in MODES:
+        key = f"W4/{mode}"
+        if key in samples:
+            rows.append(_row(
+                "W4 5,000-step resume", mode, "restart to done", "s", _median(samples[key], "restart_to_done_s"),
+                values(key, "restart_to_done_s"), higher_is_better=False,
+                note=f"in-process {_median(samples[key], 'in_process_s') * 1e3:.1f} ms",
+            ))
+            rows.append(_row(
+                "W4 5,000-step resume", mode, "replay rate", "entries/s", _median(samples[key], "entries_per_s"),
+                values(key, "entries_per_s"), "raw cursor scan", scan, higher_is_better=True,
+                target=100_000, target_text=">= 100,000/s",
+            ))
+            # The absolute target applies to the rate, not to the ratio.
+            rows[-1]["met"] = rows[-1]["median"] >= 100_000
+    return rows
+
+
+def baselines_table(samples: dict[str, list[dict]]) -> list[tuple[str, str]]:
+    raw = samples["raw"]
+    return [
+        ("raw put+commit, no sync", f"{_median(raw, 'commit_us'):.2f} us"),
+        ("raw put+commit+fsync (one fdatasync)", f"{_median(raw, 'fsynced_commit_us'):.1f} us"),
+        ("raw commit, LMDB sync=True (two fdatasyncs)", f"{_median(raw, 'native_sync_commit_us'):.1f} us"),
+        ("raw 50 puts per fsynced txn", f"{_median(raw, 'group_commit_50_per_s'):,.0f} puts/s"),
+        ("raw 100 puts per fsynced txn", f"{_median(raw, 'group_commit_100_per_s'):,.0f} puts/s"),
+        ("raw cursor scan of 5,000 entries", f"{_median(raw, 'scan_per_s'):,.0f} entries/s"),
+    ]
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return ""
+    if unit in ("us",):
+        return f"{value:,.1f} us"
+    if unit == "s":
+        return f"{value * 1e3:,.0f} ms"
+    if unit == "steps":
+        return f"{value:.0f}"
+    return f"{value:,.0f}/s"
+
+
+def _fmt_ratio(row: dict) -> str:
+    if row["ratio"] is None:
+        return ""
+    if row["unit"].endswith("/s"):
+        return f"{row['ratio'] * 100:.1f}%"
+    return f"{row['ratio']:.2f}x"
+
+
+def _fmt_met(row: dict) -> str:
+    return {None: "", True: "met", False: "MISSED"}[row["met"]]
+
+
+def render(rows: list[dict], samples: dict[str, list[dict]], *, markdown: bool = False) -> str:
+    header = ["workload", "mode", "metric", "median", "raw baseline (same run)", "ratio", "target", "", "note"]
+    body = []
+    for r in rows:
+        base = "" if r["baseline"] is None else f"{r['baseline']}: {_fmt(r['baseline_median'], r['unit'])}"
+        body.append([r["workload"], r["mode"], r["metric"], _fmt(r["median"], r["unit"]), base,
+                     _fmt_ratio(r), r["target"] or "", _fmt_met(r), r["note"]])
+    base_rows = baselines_table(samples)
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        lines += ["", "| raw LMDB baseline | median |", "|---|---|"]
+        lines += [f"| {name} | {value} |" for name, value in base_rows]
+        return "\n".join(lines)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in body]
+    out += [""] + [f"{name:45s} {value}" for name, value in base_rows]
+    return "\n".join(out)
+
+
+# -- the machine ------------------------------------------------------------------------------------
+
+
+def _filesystem(path: str) -> str:
+    best = ("", "?")
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                _, mount, fstype, *_ = line.split()
+                if (path + "/").startswith(mount.rstrip("/") + "/") and len(mount) >= len(best[0]):
+                    best = (mount, fstype)
+    except OSError:
+        pass
+    return best[1]
+
+
+def machine(parent: str) -> dict[str, Any]:
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+
+    def version(dist: str) -> str:
+        from importlib.metadata import PackageNotFoundError, version as v
+        try:
+            return v(dist)
+        except PackageNotFoundError:
+            return "?"
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return "?"
+
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "lmdb": version("lmdb"), "msgspec": version("msgspec"), "anyio": version("anyio"),
+        "store_dir": parent,
+        "filesystem": _filesystem(os.path.realpath(parent)),
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "dirty_files": [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()],
+    }
+
+
+# -- entry point ------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (2, and 1 for the crash workloads)")
+    parser.add_argument("--reps", type=int, help="repetitions of A1, A2, W1, W2 (default 5)")
+    parser.add_argument("--crash-reps", type=int, help="repetitions of W3, W4 (default 3)")
+    parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4", help="comma-separated workloads to run")
+    parser.add_argument("--dir", help="where to create the stores (default: a temporary directory)")
+    parser.add_argument("--json", default=DEFAULT_JSON, help=f"where to write the results (default {DEFAULT_JSON})")
+    parser.add_argument("--markdown", help="also write the table as Markdown to this file")
+    args = parser.parse_args(argv)
+
+    plan = Plan(args.quick, args.reps, args.crash_reps)
+    only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
+    parent = tempfile.mkdtemp(prefix="journal-bench-", dir=args.dir)
+    started = time.perf_counter()
+    try:
+        samples = measure(plan, parent, only, lambda text: print(f"  {text}", file=sys.stderr, flush=True))
+        info = machine(parent)
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+    rows = summarise(samples)
+    seconds = time.perf_counter() - started
+    print(render(rows, samples))
+    print(f"\n{info['cpus']} CPUs ({info['cpu_model']}), {info['filesystem']}, Python {info['python']}, "
+          f"lmdb {info['lmdb']}; medians of {plan.reps} (crash workloads {plan.crash_reps}) repetitions; "
+          f"{seconds:.0f} s")
+    report = {
+        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": info, "repetitions": plan.reps, "crash_repetitions": plan.crash_reps,
+        "seconds": seconds, "rows": rows, "samples": samples,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"wrote {args.json}")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(render(rows, samples, markdown=True) + "\n")
+        print(f"wrote {args.markdown}")
+    missed = [r for r in rows if r["met"] is False]
+    return 0 if not missed else 1
