@@ -62,6 +62,10 @@ class Suspend(BaseException):
         self.wake_at = wake_at
 
 
+class Restart(BaseException):
+    """Internal (always-replay mode): unwind after a live step so the handler replays from the top."""
+
+
 _return_types: dict[Any, Any] = {}
 
 
@@ -95,6 +99,7 @@ class InvocationContext(Context):
         epoch: int,
         max_entry_bytes: int,
         inline_sleep_limit: float,
+        always_replay: bool = False,
     ) -> None:
         self._id = invocation_id
         self._replayer = replayer
@@ -102,6 +107,7 @@ class InvocationContext(Context):
         self._epoch = epoch
         self._max = max_entry_bytes
         self._inline_sleep_limit = inline_sleep_limit
+        self._always_replay = always_replay
         self._exit_mode = committer.durability is Durability.EXIT
         self._pending: list[tuple[int, bytes]] = []  # journaled by sync calls, committed with the next append
         self._random: _random.Random | None = None
@@ -241,11 +247,13 @@ class InvocationContext(Context):
                 ) from None
             await self._commit(seq, Step(name, call_digest, now_us(), raw, attempts=attempt))
             self._report(name, "live", time.perf_counter() - started, False)
-            return result
         finally:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
+        if self._always_replay and self._inflight == 0 and not self._exit_mode:
+            raise Restart()
+        return result
 
     async def sleep(self, seconds: float) -> None:
         seq = self._begin()

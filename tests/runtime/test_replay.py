@@ -1,0 +1,158 @@
+"""Replay: recorded outcomes come back without running anything; changed code is caught."""
+
+import anyio
+import pytest
+
+from journal import Status, decode_entry, kind_of
+from runtime import Context, NondeterminismError
+
+pytestmark = pytest.mark.anyio
+
+
+class Crash(BaseException):
+    """Stands in for the process dying: the engine writes nothing more."""
+
+
+async def _crash_then_resume(open_engine, first, second, *, id="inv", input=None):
+    """Run `first` until it crashes, then resume the same invocation with `second`."""
+    async with open_engine(lease_ttl=0.05) as engine:
+        with pytest.raises(Crash):
+            await engine.run(first, input, id=id)
+    await anyio.sleep(0.06)  # the crashed owner's lease lapses
+    async with open_engine() as engine:
+        engine.register(second)
+        # Resume runs whatever handler entry 0 names; point it at the new code.
+        from runtime._handlers import _by_path
+
+        _by_path[engine.store.get(id).handler] = second
+        return await engine.resume(id), engine.store.entries(id)
+
+
+async def test_completed_steps_are_not_rerun_after_a_crash(open_engine, calls):
+    crash = {"armed": True}
+
+    def boom():
+        if crash["armed"]:
+            crash["armed"] = False
+            raise Crash()
+        return "late"
+
+    async def agent(ctx: Context) -> list:
+        a = await ctx.run("a", calls("a"))
+        b = await ctx.run("b", calls("b"))
+        c = await ctx.run("c", boom)
+        return [a, b, c]
+
+    outcome, _ = await _crash_then_resume(open_engine, agent, agent)
+    assert outcome.status == Status.COMPLETED
+    assert outcome.result == ["a:()", "b:()", "late"]
+    assert calls.counts == {"a": 1, "b": 1}
+
+
+def _step(name):
+    def fn(*args):
+        return name
+
+    fn.__name__ = name
+    return fn
+
+
+def _program(*names, args=None):
+    async def agent(ctx: Context) -> list:
+        out = []
+        for name in names:
+            out.append(await ctx.run(name, _step(name), *(args or {}).get(name, ())))
+        await ctx.run("crash", _crasher)
+        return out
+
+    return agent
+
+
+_crash_flag = {"armed": False}
+
+
+def _crasher():
+    if _crash_flag["armed"]:
+        _crash_flag["armed"] = False
+        raise Crash()
+    return None
+
+
+async def _diverge(open_engine, old, new):
+    _crash_flag["armed"] = True
+    ran = []
+
+    def watch(agent):
+        async def wrapped(ctx: Context) -> list:
+            ran.append("handler")
+            return await agent(ctx)
+
+        return wrapped
+
+    outcome, entries = await _crash_then_resume(open_engine, old, watch(new))
+    return outcome, entries
+
+
+@pytest.mark.parametrize(
+    ("new_names", "new_args", "seq", "fragments"),
+    [
+        (("plan", "look"), None, 2, ["'search'", "'look'"]),  # renamed
+        (("search", "plan"), None, 1, ["'plan'", "'search'"]),  # reordered
+        (("plan", "search"), {"search": ("other",)}, 2, ["arguments"]),  # changed arguments
+        (("plan", "extra", "search"), None, 2, ["'search'", "'extra'"]),  # extra step
+        (("search",), None, 1, ["'plan'", "'search'"]),  # missing step
+    ],
+    ids=["renamed", "reordered", "changed-args", "extra-step", "missing-step"],
+)
+async def test_changed_code_is_a_nondeterminism_error_at_the_right_seq(open_engine, new_names, new_args, seq, fragments):
+    old = _program("plan", "search", args={"search": ("query",)})
+    new = _program(*new_names, args=new_args or {"search": ("query",)})
+    outcome, entries = await _diverge(open_engine, old, new)
+    assert outcome.status == Status.DIVERGED
+    assert f"at seq {seq}" in outcome.divergence
+    for fragment in fragments:
+        assert fragment in outcome.divergence
+    assert "journal fork inv --at" in outcome.divergence
+    # Nothing was appended by the diverging run.
+    assert [kind_of(decode_entry(d)) for _, d in entries] == ["started", "step", "step"]
+
+
+async def test_returning_early_with_entries_left_is_a_divergence(open_engine):
+    _crash_flag["armed"] = True
+    old = _program("a", "b")
+
+    async def new(ctx: Context) -> list:
+        return [await ctx.run("a", _step("a"))]
+
+    outcome, _ = await _crash_then_resume(open_engine, old, new)
+    assert outcome.status == Status.DIVERGED
+    assert "seq 2" in outcome.divergence and "handler returned" in outcome.divergence
+
+
+async def test_a_diverged_invocation_is_parked_until_resumed_with_fixed_code(open_engine):
+    _crash_flag["armed"] = True
+    old = _program("plan", "search")
+    outcome, _ = await _crash_then_resume(open_engine, old, _program("plan", "renamed"))
+    assert outcome.status == Status.DIVERGED
+    async with open_engine() as engine:
+        assert engine.runnable() == []  # not retried in a loop
+        from runtime._handlers import _by_path
+
+        _by_path[engine.store.get("inv").handler] = old
+        fixed = await engine.resume("inv")
+    assert fixed.status == Status.COMPLETED and fixed.result == ["plan", "search"]
+
+
+async def test_nondeterminism_error_is_raised_before_any_side_effect(open_engine):
+    _crash_flag["armed"] = True
+    effects = []
+    old = _program("plan", "search")
+
+    async def new(ctx: Context) -> list:
+        await ctx.run("plan", _step("plan"))
+        await ctx.run("charge-card", lambda: effects.append("charged"))
+        return []
+
+    outcome, _ = await _crash_then_resume(open_engine, old, new)
+    assert outcome.status == Status.DIVERGED and effects == []
+    assert isinstance(NondeterminismError("x", invocation_id="i", seq=1), Exception)
