@@ -1,5 +1,9 @@
-"""The `journal` command."""
+"""The `journal` command: parses arguments, calls `runtime` and `journal`, renders the results.
 
+Run `journal --help`; docs/cli.md describes every command and its `--json` shape.
+"""
 
-def main() -> None:
-    raise SystemExit("not yet")
+from ._main import cli as cli
+from ._main import main as main
+
+__all__ = ("cli", "main")

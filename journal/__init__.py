@@ -28,6 +28,8 @@ from ._entries import Started as Started
 from ._entries import Step as Step
 from ._entries import kind_of as kind_of
 from ._entries import name_of as name_of
+from ._fork import ForkError as ForkError
+from ._fork import fork as fork
 from ._ids import validate_id as validate_id
 from ._kvstore import lease_is_live as lease_is_live
 from ._lmdb import FORMAT_VERSION as FORMAT_VERSION
@@ -58,7 +60,7 @@ __all__ = (
     "Acquire", "Append", "CancelReceived", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
-    "Status", "Step", "Store", "Transition", "UnencodableValue",
+    "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",
     "Problem", "check", "compact", "entry_view", "export", "trim",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "kind_of",
     "lease_is_live", "name_of", "validate_id",

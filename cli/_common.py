@@ -1,0 +1,164 @@
+"""What every command shares: the store option, exit codes, errors at the edge, Ctrl-C."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import signal
+import sys
+from typing import Any, Awaitable, Callable, TypeVar
+
+import anyio
+import click
+
+from journal import LmdbStore
+from journal.errors import (
+    CorruptEntry,
+    DiskFull,
+    InvocationBusy,
+    InvocationConflict,
+    InvocationNotFound,
+    JournalError,
+    LeaseLost,
+    PromiseConflict,
+    StoreError,
+)
+from runtime import default_path
+from runtime.errors import HandlerNotFound, NondeterminismError
+
+T = TypeVar("T")
+
+# Exit codes (DESIGN.md, "The command line").
+OK, FAILED, USAGE, SUSPENDED, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+_USAGE_ERRORS = (
+    HandlerNotFound, InvocationNotFound, InvocationConflict, InvocationBusy, PromiseConflict, StoreError, ValueError,
+)
+
+
+class Exit(Exception):
+    """Leave the command with `code` after printing `message` (if any) to stderr."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def fail(message: str, code: int = USAGE) -> Exit:
+    return Exit(code, message)
+
+
+def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--db", "db", metavar="PATH", type=click.Path(file_okay=False), default=None,
+        help="The journal store directory (default: $JOURNAL_DB, else ./.journal).",
+    )(fn)
+
+
+def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON (a stable shape; see docs/cli.md).")(fn)
+
+
+def store_path(db: str | None) -> str:
+    return os.path.abspath(db or default_path())
+
+
+def existing_store(db: str | None) -> str:
+    """The store's path, which must exist: only `run` and `worker` create a store."""
+    path = store_path(db)
+    if not os.path.isdir(path):
+        raise fail(
+            f"there is no journal store at {path}; pass --db PATH or set JOURNAL_DB to the directory "
+            "that `journal run` wrote to"
+        )
+    return path
+
+
+def open_store(db: str | None, *, readonly: bool = True) -> LmdbStore:
+    """Open an existing store (read-only unless the command writes)."""
+    return LmdbStore(existing_store(db), readonly=readonly)
+
+
+def suggest(words: list[str], db: str | None) -> str:
+    """A command line to paste: `journal resume ID [--db PATH]`."""
+    parts = ["journal"] + [shlex.quote(w) for w in words]
+    if db is not None:
+        parts += ["--db", shlex.quote(db)]
+    return " ".join(parts)
+
+
+def echo_err(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def edge(fn: Callable[..., T]) -> Callable[..., T]:
+    """Convert what a command raises into a message on stderr and an exit code: the CLI's only catch."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except Exit as exc:
+            if exc.message:
+                echo_err(exc.message if exc.code == OK else f"error: {exc.message}")
+            sys.exit(exc.code)
+        except KeyboardInterrupt:
+            echo_err("interrupted")
+            sys.exit(INTERRUPTED)
+        except NondeterminismError as exc:
+            echo_err(str(exc))
+            sys.exit(DIVERGED)
+        except (CorruptEntry, DiskFull, LeaseLost) as exc:
+            echo_err(f"error: {exc}")
+            sys.exit(FAILED)
+        except _USAGE_ERRORS as exc:
+            echo_err(f"error: {exc}")
+            sys.exit(USAGE)
+        except JournalError as exc:
+            echo_err(f"error: {type(exc).__name__}: {exc}")
+            sys.exit(FAILED)
+
+    return wrapper
+
+
+def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
+    """Run `work` under anyio; Ctrl-C (or SIGTERM) cancels it cleanly.
+
+    Returns `(result, interrupted)`. Cancellation reaches the engine as an ordinary anyio
+    cancellation, so an invocation in flight gives its lease back and stays pending.
+    """
+
+    async def main() -> tuple[T | None, bool]:
+        result: list[T] = []
+        interrupted = False
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                nonlocal interrupted
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        interrupted = True
+                        tg.cancel_scope.cancel()
+                        return
+
+            async def body() -> None:
+                result.append(await work())
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            tg.start_soon(body)
+        return (result[0] if result else None), interrupted
+
+    try:
+        return anyio.run(main)
+    except BaseExceptionGroup as group:
+        raise _first_leaf(group) from None
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The error a command should report from a task group's exception group."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc

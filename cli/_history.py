@@ -1,0 +1,152 @@
+"""Commands over an invocation's history: replay it against current code, fork it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import click
+
+from journal import fork as fork_invocation
+from journal import encode_value
+from journal.errors import JournalError
+from runtime.errors import HandlerNotFound, NondeterminismError
+from runtime.testing import replay_journal
+
+from . import _render as render
+from ._common import DIVERGED, OK, USAGE, Exit, db_option, echo_err, edge, fail, json_option, open_store, suggest
+from ._inspect import require
+from ._run import importable_cwd
+
+
+# -- replay -------------------------------------------------------------------------------------
+
+
+def _replay_one(store: Any, invocation_id: str, target: str | None) -> dict[str, Any]:
+    result: dict[str, Any] = {"id": invocation_id, "status": "ok", "seq": None, "checked": 0,
+                              "finished": False, "message": None}
+    if store.entry_count(invocation_id) == 0:
+        return {**result, "status": "skipped", "message": "no journal (it was trimmed)"}
+    try:
+        report = anyio.run(replay_journal, target, store, invocation_id)
+    except NondeterminismError as exc:
+        return {**result, "status": "diverged", "seq": exc.seq, "message": str(exc)}
+    except (HandlerNotFound, JournalError) as exc:
+        return {**result, "status": "error", "message": str(exc)}
+    except Exception as exc:  # the handler module or its input decoding failed outside any step
+        return {**result, "status": "error", "message": f"the handler raised {type(exc).__name__}: {exc}"}
+    return {**result, "checked": report.checked, "finished": report.finished, "seq": report.stopped_at}
+
+
+def _replay_line(r: dict[str, Any]) -> str:
+    if r["status"] == "ok":
+        how = ("the handler ran to its end" if r["finished"] else
+               f"the journal ends at seq {r['seq']}; live execution would continue there")
+        return f"{click.style('✓', fg='green')} {r['id']}: {r['checked']} recorded operations match ({how})"
+    if r["status"] == "diverged":
+        return f"{click.style('✗', fg='red')} {r['id']}: diverged at seq {r['seq']}\n{r['message']}"
+    if r["status"] == "skipped":
+        return f"- {r['id']}: skipped, {r['message']}"
+    return f"{click.style('!', fg='yellow')} {r['id']}: cannot replay: {r['message']}"
+
+
+@click.command()
+@click.argument("invocation_ids", metavar="[ID]...", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Replay every invocation that has a journal.")
+@click.option("--handler", "target", metavar="TARGET",
+              help="Check against this handler (path/to/file.py:function) instead of the recorded one.")
+@db_option
+@json_option
+@edge
+def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db: str | None, as_json: bool) -> None:
+    """Check journals against the current code, running nothing.
+
+    The handler is run against its journal read-only: recorded results are handed
+    back, nothing is appended, no step function is called, and the check stops where
+    the journal ends. Exit status 4 if any invocation diverged (the report shows the
+    seq, what the journal holds and what the code asked for), 2 if one could not be
+    replayed, else 0. Run it before deploying a change to a handler.
+
+    Example:
+
+        journal replay --all
+    """
+    if every == bool(invocation_ids):
+        raise fail("name the invocations to replay, or pass --all (not both)")
+    importable_cwd()
+    with open_store(db) as store:
+        ids = [r.id for r in store.list()] if every else [require(store, i).id for i in invocation_ids]
+        results = [_replay_one(store, i, target) for i in ids]
+    if as_json:
+        click.echo(render.to_json(results))
+    else:
+        for r in results:
+            click.echo(_replay_line(r))
+        counts = {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "diverged", "error", "skipped")}
+        echo_err(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing to replay")
+    if any(r["status"] == "diverged" for r in results):
+        raise Exit(DIVERGED)
+    if any(r["status"] == "error" for r in results):
+        raise Exit(USAGE)
+    raise Exit(OK)
+
+
+# -- fork ---------------------------------------------------------------------------------------
+
+
+def _parse_sets(sets: tuple[str, ...]) -> dict[int, bytes]:
+    values: dict[int, bytes] = {}
+    for item in sets:
+        seq_text, sep, text = item.partition("=")
+        try:
+            seq = int(seq_text)
+        except ValueError:
+            seq = -1
+        if not sep or seq < 0:
+            raise fail(f"--set {item!r} is not SEQ=JSON (for example --set 3='{{\"approved\": true}}')")
+        try:
+            values[seq] = bytes(encode_value(json.loads(text)))
+        except json.JSONDecodeError as exc:
+            raise fail(f"--set {seq}: the value is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                       f"column {exc.colno}") from None
+    return values
+
+
+@click.command()
+@click.argument("invocation_id", metavar="ID")
+@click.option("--at", "at", type=int, required=True, metavar="SEQ",
+              help="The fork point: entries 0 to SEQ-1 are copied; the fork runs live from SEQ.")
+@click.option("--new-id", metavar="NEW", help="The new invocation's id (default: ID-fork-<6 hex digits>).")
+@click.option("--set", "sets", multiple=True, metavar="SEQ=JSON",
+              help="Replace the recorded value of the step (or promise) at SEQ in the copy. Repeatable.")
+@db_option
+@json_option
+@edge
+def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...], db: str | None,
+         as_json: bool) -> None:
+    """Copy a journal prefix into a new pending invocation.
+
+    Entries 0 to SEQ-1 of ID are copied; ID itself is untouched.
+
+    Resuming the fork replays the copied entries and runs live from SEQ: use it to
+    retry from before a failure or a divergence, or, with --set, to edit a recorded
+    result and go on from there.
+
+    Example:
+
+        journal fork 3f2a9c --at 3 --set 2='"a better plan"'
+    """
+    values = _parse_sets(sets)
+    with open_store(db, readonly=False) as store:
+        record = fork_invocation(store, invocation_id, at=at, new_id=new_id, values=values)
+        store.sync()
+        entries = store.entry_count(record.id)
+    if as_json:
+        click.echo(render.to_json({"id": record.id, "parent": invocation_id, "at": at, "entries": entries,
+                                   "status": record.status.value}))
+    else:
+        click.echo(record.id)
+        echo_err(f"forked {invocation_id} at seq {at} into {record.id} ({entries} entries copied"
+                 + (f", {len(values)} value{'s' if len(values) > 1 else ''} replaced" if values else "") + ")")
+        echo_err(f"continue it with: {suggest(['resume', record.id], db)}")

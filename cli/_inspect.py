@@ -1,0 +1,287 @@
+"""Commands that read the store: ls, show, tail, export."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import click
+
+from journal import (
+    TERMINAL_KINDS,
+    Entry,
+    InvocationRecord,
+    LmdbStore,
+    Status,
+    decode_entry,
+    decode_value,
+    export as export_entries,
+    kind_of,
+    name_of,
+)
+from journal.errors import CorruptEntry, InvocationNotFound
+
+from . import _render as render
+from ._common import INTERRUPTED, OK, Exit, db_option, echo_err, edge, json_option, open_store, suggest
+
+_STATUSES = [s.value for s in Status]
+
+
+def require(store: LmdbStore, invocation_id: str) -> InvocationRecord:
+    record = store.get(invocation_id)
+    if record is None:
+        raise InvocationNotFound(f"no invocation {invocation_id!r} in {store.path}; `journal ls` lists them")
+    return record
+
+
+def decoded(store: LmdbStore, invocation_id: str, start: int = 0) -> list[tuple[int, Entry | CorruptEntry]]:
+    """The invocation's entries from `start`; an entry that does not decode stands as its error."""
+    out: list[tuple[int, Entry | CorruptEntry]] = []
+    for seq, data in store.entries(invocation_id, start):
+        try:
+            out.append((seq, decode_entry(data, invocation_id=invocation_id, seq=seq)))
+        except CorruptEntry as exc:
+            out.append((seq, exc))
+    return out
+
+
+def short_handler(path: str) -> str:
+    """`/long/path/agents.py:greet` reads as `agents.py:greet` in tables."""
+    target, _, attr = path.rpartition(":")
+    return f"{os.path.basename(target)}:{attr}" if target.endswith(".py") else path
+
+
+def invocation_json(store: LmdbStore, record: InvocationRecord) -> dict[str, Any]:
+    """The document `show --json` and `export --format json` print."""
+    entries = list(export_entries(store, record.id))
+    started = entries[0] if entries and entries[0]["kind"] == "started" else None
+    error = render.error_json(record.error)
+    if record.status == Status.DIVERGED and record.divergence and error is None:
+        error = {"type": "NondeterminismError", "message": record.divergence, "terminal": False}
+    return {
+        "id": record.id,
+        "handler": record.handler,
+        "status": record.status.value,
+        "key": record.key,
+        "parent": record.parent,
+        "created_at": render.iso(record.created_at),
+        "updated_at": render.iso(record.updated_at),
+        "input": started["input"] if started else None,
+        "result": decode_value(record.result) if record.status == Status.COMPLETED else None,
+        "error": error,
+        "waiting": record.waiting,
+        "wake_at": render.iso(record.wake_at),
+        "entries": entries,
+    }
+
+
+# -- ls -----------------------------------------------------------------------------------------
+
+
+@click.command(name="ls")
+@click.option("--status", "statuses", multiple=True, type=click.Choice(_STATUSES),
+              help="Only invocations with this status (repeat for several).")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the N most recently created.")
+@db_option
+@json_option
+@edge
+def ls(statuses: tuple[str, ...], limit: int | None, db: str | None, as_json: bool) -> None:
+    """List invocations, oldest first.
+
+    Example:
+
+        journal ls --status suspended --status diverged
+    """
+    with open_store(db) as store:
+        if statuses:
+            records = [r for s in dict.fromkeys(statuses) for r in store.list(Status(s))]
+        else:
+            records = store.list()
+        records.sort(key=lambda r: (r.created_at, r.id))
+        if limit is not None:
+            records = records[-limit:]
+        counts = {r.id: store.entry_count(r.id) for r in records}
+    if as_json:
+        click.echo(render.to_json([render.record_json(r, counts[r.id]) for r in records]))
+        return
+    if not records:
+        echo_err("no invocations" + (f" with status {', '.join(statuses)}" if statuses else ""))
+        return
+    rows = [
+        [r.id, render.status(r.status), short_handler(r.handler), str(counts[r.id]), render.age(r.updated_at)]
+        for r in records
+    ]
+    click.echo(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(0, 2), right=(3,)))
+
+
+# -- show ---------------------------------------------------------------------------------------
+
+
+def _header(record: InvocationRecord, entries: list[tuple[int, Any]], db: str | None) -> list[tuple[str, str]]:
+    state = render.status(record.status)
+    if record.waiting is not None:
+        state += f" (waiting for promise {record.waiting!r})"
+    elif record.wake_at is not None:
+        state += f" (timer until {render.iso(record.wake_at)})"
+    rows = [("invocation", record.id), ("handler", record.handler), ("status", state)]
+    if record.parent:
+        rows.append(("forked from", record.parent))
+    if record.key:
+        rows.append(("key", record.key))
+    rows += [("created", render.when(record.created_at)), ("updated", render.when(record.updated_at))]
+    started = entries[0][1] if entries and entries[0][0] == 0 and not isinstance(entries[0][1], Exception) else None
+    if started is not None and kind_of(started) == "started":
+        rows.append(("input", render.raw_text(started.input)))
+    if record.status == Status.COMPLETED:
+        rows.append(("result", render.raw_text(record.result)))
+    if record.error is not None:
+        rows.append(("error", f"{record.error.type}: {record.error.message}"))
+    if not entries and record.finished:
+        rows.append(("entries", "none (the journal was trimmed)"))
+    return rows
+
+
+@click.command()
+@click.argument("invocation_id", metavar="ID")
+@db_option
+@json_option
+@edge
+def show(invocation_id: str, db: str | None, as_json: bool) -> None:
+    """Show an invocation: status, input, result and every entry.
+
+    Example:
+
+        journal show 3f2a9c
+    """
+    with open_store(db) as store:
+        record = require(store, invocation_id)
+        if as_json:
+            click.echo(render.to_json(invocation_json(store, record)))
+            return
+        entries = decoded(store, invocation_id)
+    width = render.terminal_width()
+    for label, text in _header(record, entries, db):
+        styled = click.unstyle(text) != text  # the status line: short, keep its colour
+        click.echo(f"{label:<12}{text if styled else render.cut(text, width - 12)}")
+    if entries:
+        click.echo()
+        click.echo(_entries_table(entries, record.created_at, width))
+    if record.status == Status.DIVERGED and record.divergence:
+        click.echo()
+        click.echo(record.divergence)
+    elif record.status == Status.SUSPENDED and record.waiting is not None:
+        click.echo()
+        click.echo(f"resolve it:  {suggest(['resolve', record.id, record.waiting, 'true'], db)}")
+        click.echo(f"then:        {suggest(['resume', record.id], db)}")
+
+
+def _entries_table(entries: list[tuple[int, Any]], start_us: int, width: int) -> str:
+    rows = []
+    for seq, entry in entries:
+        if isinstance(entry, CorruptEntry):
+            rows.append([str(seq), "?", "corrupt", "-", str(entry)])
+        else:
+            rows.append(render.entry_row(seq, entry, start_us=start_us))
+    return render.table(render.ENTRY_HEADERS, rows, flex=(3, 4), right=(0,), width=width)
+
+
+# -- tail ---------------------------------------------------------------------------------------
+
+
+def tail_line(seq: int, entry: Entry | CorruptEntry, width: int) -> str:
+    """One entry on one line, fixed columns, so lines printed over time stay aligned."""
+    if isinstance(entry, CorruptEntry):
+        at, kind, name, detail = "?", "corrupt", "-", str(entry)
+    else:
+        at, kind, name, detail = render.clock(entry.at), kind_of(entry), name_of(entry) or "-", render.entry_detail(entry)
+    head = f"{seq:>4}  {at:<12}  {render.cut(kind, 9):<9}  {render.cut(name, 18):<18}  "
+    return head + render.cut(detail, max(width - len(head), 8))
+
+
+@click.command()
+@click.argument("invocation_id", metavar="ID")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing entries as they are appended, until the invocation ends.")
+@click.option("-n", "--lines", "last", type=click.IntRange(0), default=None, help="Start with only the last N entries.")
+@click.option("--interval", type=click.FloatRange(0.01), default=0.1, show_default=True, hidden=True,
+              help="Seconds between polls while following.")
+@db_option
+@json_option
+@edge
+def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db: str | None, as_json: bool) -> None:
+    """Print an invocation's entries; -f follows new ones live.
+
+    Following works across processes: run it beside `journal run`, `resume` or a
+    worker. It stops when the invocation completes, fails or is cancelled. With --json
+    each entry is one JSON object per line (the `show --json` entry shape).
+
+    Example:
+
+        journal tail 3f2a9c -f
+    """
+    width = render.terminal_width()
+    with open_store(db) as store:
+        require(store, invocation_id)
+        seen: set[int] = set()
+        batch = decoded(store, invocation_id)
+        if last is not None:
+            for seq, _ in batch[: max(len(batch) - last, 0)]:
+                seen.add(seq)
+            batch = batch[max(len(batch) - last, 0):]
+        try:
+            while True:
+                ended = False
+                for seq, entry in batch:
+                    if seq in seen:
+                        continue
+                    seen.add(seq)
+                    if as_json:
+                        line = render.to_json(_entry_json(seq, entry), pretty=False)
+                    else:
+                        line = tail_line(seq, entry, width)
+                    click.echo(line)
+                    ended = ended or isinstance(entry, TERMINAL_KINDS)
+                sys.stdout.flush()
+                if not follow or ended:
+                    return
+                time.sleep(interval)
+                record = store.get(invocation_id)
+                if record is None:
+                    raise Exit(OK, f"invocation {invocation_id} was removed (trimmed) while following it")
+                # Concurrent steps may commit out of seq order: poll from the first seq not yet seen.
+                first_missing = next(s for s in range(len(seen) + 1) if s not in seen)
+                batch = decoded(store, invocation_id, first_missing)
+        except KeyboardInterrupt:
+            raise Exit(INTERRUPTED) from None
+
+
+def _entry_json(seq: int, entry: Entry | CorruptEntry) -> dict[str, Any]:
+    if isinstance(entry, CorruptEntry):
+        return {"seq": seq, "kind": "corrupt", "name": None, "at": None, "error": str(entry)}
+    return render.entries_json([(seq, entry)])[0]
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("invocation_id", metavar="ID")
+@click.option("--format", "fmt", type=click.Choice(["json", "jsonl"]), default="json", show_default=True,
+              help="json: one document (as `show --json`); jsonl: one entry per line.")
+@db_option
+@edge
+def export(invocation_id: str, fmt: str, db: str | None) -> None:
+    """Write an invocation and its decoded entries as JSON.
+
+    Example:
+
+        journal export 3f2a9c --format jsonl > 3f2a9c.jsonl
+    """
+    with open_store(db) as store:
+        record = require(store, invocation_id)
+        if fmt == "json":
+            click.echo(render.to_json(invocation_json(store, record)))
+            return
+        for item in export_entries(store, invocation_id):
+            click.echo(render.to_json(item, pretty=False))

@@ -1,0 +1,224 @@
+"""Turning records and entries into text: tables that fit the terminal, human units, JSON."""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import sys
+import time
+from typing import Any, Iterable, Sequence
+
+import click
+import msgspec
+
+from journal import Entry, ErrorInfo, InvocationRecord, Status, decode_value, entry_view, kind_of, name_of
+
+MIN_WIDTH = 80
+_STATUS_COLOURS = {
+    Status.PENDING: "blue",
+    Status.RUNNING: "cyan",
+    Status.SUSPENDED: "yellow",
+    Status.DIVERGED: "magenta",
+    Status.COMPLETED: "green",
+    Status.FAILED: "red",
+    Status.CANCELLED: "white",
+}
+_json = msgspec.json.Encoder(enc_hook=repr)
+
+
+# -- JSON --------------------------------------------------------------------------------------
+
+
+def to_json(data: Any, *, pretty: bool = True) -> str:
+    """Encode for `--json` output: datetimes as ISO 8601, bytes as base64, the rest as repr."""
+    raw = _json.encode(data)
+    return (msgspec.json.format(raw, indent=2) if pretty else raw).decode()
+
+
+def error_json(error: ErrorInfo | None) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    return {"type": error.type, "message": error.message, "terminal": error.terminal}
+
+
+def iso(us: int | None) -> str | None:
+    if us is None:
+        return None
+    moment = datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+# -- human units ---------------------------------------------------------------------------------
+
+
+def duration(seconds: float) -> str:
+    """`850ms`, `1.2s`, `3m05s`, `2h10m`, `3d04h`."""
+    seconds = max(seconds, 0.0)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def size(n: int) -> str:
+    """`512 B`, `1.5 KiB`, `3.2 MiB`."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def age(us: int, now_us: int | None = None) -> str:
+    now = now_us if now_us is not None else time.time_ns() // 1000
+    return f"{duration((now - us) / 1e6)} ago"
+
+
+def clock(us: int) -> str:
+    """A local wall-clock time for live output: `14:03:27.512`."""
+    moment = datetime.datetime.fromtimestamp(us / 1e6)
+    return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+
+
+def when(us: int) -> str:
+    """An absolute UTC time plus its age: `2024-05-01 12:00:03 UTC (3m05s ago)`."""
+    moment = datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc)
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({age(us)})"
+
+
+def status(value: Status | str) -> str:
+    value = Status(value)
+    return click.style(value.value, fg=_STATUS_COLOURS[value], bold=value in (Status.FAILED, Status.DIVERGED))
+
+
+def value_text(value: Any) -> str:
+    """A decoded value on one line: strings as they are, everything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return to_json(value, pretty=False)
+
+
+def raw_text(raw: Any) -> str:
+    try:
+        return value_text(decode_value(raw))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return "<undecodable>"
+
+
+def cut(text: str, width: int) -> str:
+    """Fit `text` on one line of `width` columns, ending in an ellipsis when it is cut."""
+    text = " ".join(text.split()) if ("\n" in text or "\t" in text) else text
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    return text[: width - 1] + "…"
+
+
+# -- tables --------------------------------------------------------------------------------------
+
+
+def terminal_width() -> int:
+    if sys.stdout.isatty():
+        return max(MIN_WIDTH, shutil.get_terminal_size((MIN_WIDTH, 24)).columns)
+    return MIN_WIDTH
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, flex: Sequence[int] = (),
+          right: Sequence[int] = (), width: int | None = None) -> str:
+    """Columns separated by two spaces, shrunk to fit `width`: columns in `flex` give way first.
+
+    Cells may carry ANSI colour (`status`); widths are measured without it.
+    """
+    rows = [list(r) for r in rows]
+    width = width or terminal_width()
+    widths = [max([len(click.unstyle(h))] + [len(click.unstyle(r[i])) for r in rows]) for i, h in enumerate(headers)]
+    excess = sum(widths) + 2 * (len(widths) - 1) - width
+    for i in sorted(flex, key=lambda i: -widths[i]):
+        if excess <= 0:
+            break
+        floor = max(len(headers[i]), 8)
+        give = min(excess, widths[i] - floor)
+        if give > 0:
+            widths[i] -= give
+            excess -= give
+    lines = []
+    for cells in [list(headers)] + rows:
+        out = []
+        for i, cell in enumerate(cells):
+            plain = click.unstyle(cell)
+            if len(plain) > widths[i]:
+                cell = plain = cut(plain, widths[i])
+            pad = " " * (widths[i] - len(plain))
+            last = i == len(cells) - 1
+            out.append(pad + cell if i in right else (cell if last else cell + pad))
+        lines.append("  ".join(out).rstrip())
+    return "\n".join(lines)
+
+
+# -- entries -------------------------------------------------------------------------------------
+
+
+def entry_detail(entry: Entry) -> str:
+    """What an entry says, in a few words, for tables and `tail`."""
+    kind = kind_of(entry)
+    if kind == "started":
+        return "input " + raw_text(entry.input)
+    if kind == "step":
+        if entry.error is not None:
+            text = f"error {entry.error.type}: {entry.error.message}"
+        else:
+            text = raw_text(entry.value)
+        return text + (f"  ({entry.attempts} attempts)" if entry.attempts > 1 else "")
+    if kind == "promise":
+        return f"rejected: {entry.error}" if entry.error is not None else raw_text(entry.value)
+    if kind == "sleep":
+        return f"until {iso(entry.until)} ({duration((entry.until - entry.at) / 1e6)})"
+    if kind == "now":
+        return iso(entry.at) or ""
+    if kind in ("completed", "emitted"):
+        return raw_text(entry.value)
+    if kind == "failed":
+        return f"{entry.error.type}: {entry.error.message}"
+    if kind in ("cancelled", "cancel_received"):
+        return entry.reason
+    return ""
+
+
+def entry_row(seq: int, entry: Entry, *, start_us: int | None) -> list[str]:
+    at = f"+{duration((entry.at - start_us) / 1e6)}" if start_us is not None else clock(entry.at)
+    return [str(seq), at, kind_of(entry), name_of(entry) or "-", entry_detail(entry)]
+
+
+ENTRY_HEADERS = ("SEQ", "AT", "KIND", "NAME", "DETAIL")
+
+
+def entries_table(entries: list[tuple[int, Entry]], *, start_us: int | None, width: int | None = None) -> str:
+    rows = [entry_row(seq, e, start_us=start_us) for seq, e in entries]
+    return table(ENTRY_HEADERS, rows, flex=(3, 4), right=(0,), width=width)
+
+
+def entries_json(entries: list[tuple[int, Entry]]) -> list[dict[str, Any]]:
+    return [entry_view(e, seq) for seq, e in entries]
+
+
+def record_json(record: InvocationRecord, entries: int) -> dict[str, Any]:
+    """One invocation as `journal ls --json` shows it."""
+    return {
+        "id": record.id,
+        "handler": record.handler,
+        "status": record.status.value,
+        "key": record.key,
+        "created_at": iso(record.created_at),
+        "updated_at": iso(record.updated_at),
+        "entries": entries,
+    }

@@ -1,0 +1,399 @@
+"""Commands that run handlers or reach running ones: run, resume, worker, resolve, cancel."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import click
+
+from journal import Status
+from runtime import Engine, Outcome, load_handler
+from runtime.errors import HandlerNotFound
+
+from . import _render as render
+from ._common import (
+    DIVERGED,
+    FAILED,
+    INTERRUPTED,
+    OK,
+    SUSPENDED,
+    Exit,
+    db_option,
+    echo_err,
+    edge,
+    existing_store,
+    fail,
+    json_option,
+    run_async,
+    store_path,
+    suggest,
+)
+
+_MARKS = {"live": "✓", "replayed": "↺", "failed": "✗"}
+
+
+# -- pieces ----------------------------------------------------------------------------------------
+
+
+def importable_cwd() -> None:
+    """`package.module:function` targets resolve from the current directory, as with `python -m`."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def load(target: str) -> Any:
+    importable_cwd()
+    try:
+        return load_handler(target)
+    except HandlerNotFound:
+        raise
+    except Exception as exc:  # the handler's own module failed to import (SyntaxError, NameError, ...)
+        raise fail(f"cannot load handler {target!r}: importing it raised {type(exc).__name__}: {exc}") from None
+
+
+def read_input(input_json: str | None, input_file: str | None) -> tuple[Any, bool]:
+    """The handler input from --input / --input-file (`-` reads stdin); `(None, False)` if none."""
+    if input_json is not None and input_file is not None:
+        raise fail("give the input once: --input JSON or --input-file PATH, not both")
+    if input_json is not None:
+        where = "--input (stdin)" if input_json == "-" else "--input"
+        text = sys.stdin.read() if input_json == "-" else input_json
+    elif input_file is not None:
+        where = "stdin" if input_file == "-" else input_file
+        if input_file == "-":
+            text = sys.stdin.read()
+        else:
+            try:
+                with open(input_file, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise fail(f"cannot read --input-file {input_file}: {exc}") from None
+    else:
+        return None, False
+    try:
+        return json.loads(text), True
+    except json.JSONDecodeError as exc:
+        raise fail(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+
+
+class Progress:
+    """Prints each step as it finishes (stderr), for `run`, `resume` and `worker`."""
+
+    def __init__(self, enabled: bool, *, prefix_ids: bool = False) -> None:
+        self.enabled = enabled
+        self.prefix_ids = prefix_ids
+        self.live = 0
+        self.replayed = 0
+
+    def __call__(self, invocation_id: str, name: str, how: str, seconds: float, replayed: bool) -> None:
+        if replayed:
+            self.replayed += 1
+        else:
+            self.live += 1
+        if not self.enabled:
+            return
+        mark = _MARKS.get(how, "·")
+        colour = {"live": "green", "failed": "red"}.get(how)
+        when = "replayed" if replayed else render.duration(seconds)
+        prefix = f"[{render.cut(invocation_id, 20)}] " if self.prefix_ids else "  "
+        line = f"{prefix}{click.style(mark, fg=colour)} {render.cut(name, 40):<24} {when:>9}"
+        if how == "failed":
+            line += click.style("  failed", fg="red")
+        echo_err(line)
+
+    def summary(self) -> str:
+        return f"{self.live} step{'s' if self.live != 1 else ''} live, {self.replayed} replayed"
+
+
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
+    error = render.error_json(outcome.error)
+    if outcome.status == Status.DIVERGED and outcome.divergence:
+        error = {"type": "NondeterminismError", "message": outcome.divergence, "terminal": False}
+    return {
+        "id": outcome.id,
+        "status": outcome.status.value,
+        "result": outcome.result,
+        "error": error,
+        "waiting": outcome.waiting,
+        "wake_at": outcome.wake_at,
+    }
+
+
+def suspension_help(outcome: Outcome, db: str | None) -> str:
+    resume = suggest(["resume", outcome.id], db)
+    if outcome.waiting is not None:
+        return "\n".join([
+            f"invocation {outcome.id} is suspended, waiting for promise {outcome.waiting!r}.",
+            "Deliver it (any JSON value) or reject it:",
+            f"  {suggest(['resolve', outcome.id, outcome.waiting, 'true'], db)}",
+            f"  {suggest(['resolve', outcome.id, outcome.waiting, '--reject', 'reason'], db)}",
+            "then continue it:",
+            f"  {resume}",
+        ])
+    wake = outcome.wake_at
+    left = f" (in {render.duration(wake.timestamp() - time.time())})" if wake is not None else ""
+    return "\n".join([
+        f"invocation {outcome.id} is suspended on a durable timer until "
+        f"{wake.isoformat().replace('+00:00', 'Z') if wake else 'later'}{left}.",
+        "Continue it after that time (or keep `journal worker` running):",
+        f"  {resume}",
+    ])
+
+
+def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool = False) -> int:
+    """Print where the invocation stands (result to stdout, the rest to stderr); return the exit code."""
+    if as_json:
+        click.echo(render.to_json(outcome_json(outcome)))
+    status = outcome.status
+    if status == Status.COMPLETED:
+        if not as_json:
+            click.echo(render.value_text(outcome.result))
+        return OK
+    if status == Status.FAILED:
+        error = outcome.error
+        echo_err(f"invocation {outcome.id} failed: {error.type}: {error.message}" if error else
+                 f"invocation {outcome.id} failed")
+        return FAILED
+    if status == Status.CANCELLED:
+        echo_err(f"invocation {outcome.id} was cancelled")
+        return OK if cancel_ok else FAILED
+    if status == Status.SUSPENDED:
+        echo_err(suspension_help(outcome, db))
+        return SUSPENDED
+    if status == Status.DIVERGED:
+        echo_err(outcome.divergence or f"invocation {outcome.id} diverged from its journal")
+        return DIVERGED
+    echo_err(f"invocation {outcome.id} is {status.value}: another process is running it; "
+             f"`{suggest(['tail', outcome.id, '-f'], db)}` follows it")
+    return FAILED
+
+
+def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False) -> Any:
+    """Open an engine on the store and run `work(engine)`; Ctrl-C leaves with exit 130."""
+    path = store_path(db) if create else existing_store(db)
+
+    async def main() -> Any:
+        async with Engine.open(path, durability=durability) as engine:
+            engine.on_step = progress
+            return await work(engine)
+
+    result, interrupted = run_async(main)
+    if interrupted:
+        raise Exit(INTERRUPTED, "interrupted")
+    return result
+
+
+def _interrupted_help(invocation_id: str, db: str | None) -> str:
+    return f"interrupted; invocation {invocation_id} is pending and resumes with:\n  {suggest(['resume', invocation_id], db)}"
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("target")
+@click.option("--input", "input_json", metavar="JSON", help="The handler's input as JSON (`-` reads stdin).")
+@click.option("--input-file", metavar="PATH", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Read the input JSON from a file (`-` reads stdin).")
+@click.option("--id", "invocation_id", metavar="ID",
+              help="The invocation id (default: a new random one). Running an existing id attaches to it.")
+@click.option("--key", metavar="KEY", help="A key of your own, recorded with the invocation.")
+@db_option
+@click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
+              help="sync: fsync every step; async: fsync within 100 ms; exit: write when the run ends.")
+@click.option("--progress/--no-progress", default=None,
+              help="Show each step as it finishes (default: when stderr is a terminal).")
+@json_option
+@edge
+def run(target: str, input_json: str | None, input_file: str | None, invocation_id: str | None, key: str | None,
+        db: str | None, durability: str, progress: bool | None, as_json: bool) -> None:
+    """Run a handler as a new durable invocation (or attach to --id).
+
+    TARGET is path/to/file.py:function or package.module:function, an `async def`
+    handler. Exit status: 0 completed, 1 failed, 2 bad usage or input, 3 suspended
+    (the commands that continue it are printed), 4 nondeterminism, 130 interrupted.
+
+    Example:
+
+        journal run examples/hello.py:agent --input '"Ada"'
+    """
+    fn = load(target)
+    value, given = read_input(input_json, input_file)
+    show = sys.stderr.isatty() if progress is None else progress
+    steps = Progress(show)
+    chosen: list[str] = []
+    started = time.perf_counter()
+
+    async def work(engine: Engine) -> Outcome:
+        try:
+            record = await engine.start(fn, value, id=invocation_id, key=key, lax_input=True)
+        except ValueError as exc:
+            hint = "" if given else "; pass it with --input JSON or --input-file PATH"
+            raise fail(f"bad input: {exc}{hint}") from None
+        chosen.append(record.id)
+        if show:
+            echo_err(f"running {record.id} ({render.cut(record.handler, 60)})")
+        return await engine.run(fn, value, id=record.id, key=key, lax_input=True)
+
+    try:
+        outcome = _execute(db, durability, steps, work, create=True)
+    except Exit as exc:
+        if exc.code == INTERRUPTED and chosen:
+            raise Exit(INTERRUPTED, _interrupted_help(chosen[0], db)) from None
+        raise
+    if show:
+        echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
+    raise Exit(report(outcome, db=db, as_json=as_json))
+
+
+@click.command()
+@click.argument("invocation_id", metavar="ID")
+@db_option
+@click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
+              help="How steps run from here on are made durable.")
+@click.option("--progress/--no-progress", default=None,
+              help="Show each step as it finishes (default: when stderr is a terminal).")
+@json_option
+@edge
+def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, as_json: bool) -> None:
+    """Continue an invocation: replay, then run the rest live.
+
+    Use it after a crash, after `journal resolve`, when a timer is due, or after fixing
+    the code of a diverged invocation. Exit status as for `journal run`.
+
+    Example:
+
+        journal resume 3f2a9c
+    """
+    importable_cwd()
+    show = sys.stderr.isatty() if progress is None else progress
+    steps = Progress(show)
+    started = time.perf_counter()
+    try:
+        outcome = _execute(db, durability, steps, lambda engine: engine.resume(invocation_id))
+    except Exit as exc:
+        if exc.code == INTERRUPTED:
+            raise Exit(INTERRUPTED, _interrupted_help(invocation_id, db)) from None
+        raise
+    if show:
+        echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
+    raise Exit(report(outcome, db=db, as_json=as_json))
+
+
+@click.command()
+@db_option
+@click.option("--concurrency", type=click.IntRange(1), default=16, show_default=True,
+              help="How many invocations run at once.")
+@click.option("--until-idle", is_flag=True, help="Exit once nothing is runnable (for scripts and cron).")
+@click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
+@click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
+@edge
+def worker(db: str | None, concurrency: int, until_idle: bool, durability: str, quiet: bool) -> None:
+    """Run invocations as they become runnable, until Ctrl-C.
+
+    Picks up pending invocations, those whose owner died, and timers that are due;
+    resolved promises make their invocations pending, so the worker continues them.
+    Ctrl-C stops cleanly: invocations in flight stay pending for the next worker.
+
+    Example:
+
+        journal worker --concurrency 32
+    """
+    importable_cwd()
+    path = store_path(db)
+    steps = Progress(not quiet, prefix_ids=True)
+    if not quiet:
+        echo_err(f"worker on {path} (pid {os.getpid()}, concurrency {concurrency}); Ctrl-C stops it")
+
+    _execute(db, durability, steps, lambda engine: engine.serve(concurrency=concurrency, idle_exit=until_idle),
+             create=True)
+    if not quiet:
+        echo_err(f"worker idle; exiting ({steps.summary()})")
+
+
+@click.command()
+@click.argument("invocation_id", metavar="ID")
+@click.argument("name")
+@click.argument("value", metavar="[JSON]", required=False)
+@click.option("--reject", metavar="MSG", help="Reject the promise instead: the handler gets PromiseRejected(MSG).")
+@db_option
+@json_option
+@edge
+def resolve(invocation_id: str, name: str, value: str | None, reject: str | None, db: str | None,
+            as_json: bool) -> None:
+    """Resolve (or --reject) a promise an invocation waits for.
+
+    JSON (default null) is delivered to promise NAME of invocation ID.
+
+    A suspended invocation waiting on NAME becomes pending: `journal resume ID` (or a
+    running `journal worker`) continues it. JSON `-` reads the value from stdin.
+
+    Example:
+
+        journal resolve 3f2a9c approval '{"approved": true, "by": "ada"}'
+    """
+    if reject is not None and value is not None:
+        raise fail("give a JSON value or --reject MSG, not both")
+    decoded = None
+    if value is not None:
+        decoded, _ = read_input(value, None)
+
+    async def work(engine: Engine) -> Any:
+        engine.store.require(invocation_id)
+        if reject is not None:
+            return await engine.reject(invocation_id, name, reject)
+        return await engine.resolve(invocation_id, name, decoded)
+
+    record = _execute(db, "sync", Progress(False), work)
+    if as_json:
+        click.echo(render.to_json({
+            "id": record.id, "name": name, "rejected": reject is not None, "status": record.status.value,
+            "waiting": record.waiting,
+        }))
+    else:
+        verb = "rejected" if reject is not None else "resolved"
+        click.echo(f"{verb} promise {name!r} of {record.id}; it is {record.status.value}")
+    if record.status == Status.PENDING:
+        echo_err(f"continue it with: {suggest(['resume', record.id], db)}")
+    elif record.status == Status.SUSPENDED and record.waiting not in (None, name):
+        echo_err(f"note: it waits on promise {record.waiting!r}; {name!r} is kept until the handler asks for it")
+    elif record.status == Status.RUNNING:
+        echo_err("it is running in another process, which receives the value when it asks for it")
+
+
+@click.command()
+@click.argument("invocation_id", metavar="ID")
+@click.option("--no-wait", is_flag=True, help="Only record the request; the next run of the invocation receives it.")
+@db_option
+@click.option("--progress/--no-progress", default=None,
+              help="Show each compensating step as it finishes (default: when stderr is a terminal).")
+@json_option
+@edge
+def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | None, as_json: bool) -> None:
+    """Cancel an invocation: its handler gets `Cancelled`.
+
+    The exception is raised at the handler's next context call.
+
+    The handler may catch it to run compensating steps (journaled as usual); the
+    invocation then ends `cancelled`. A suspended or pending invocation is run here
+    to receive it; one running elsewhere is waited for. Exit status 0 once cancelled.
+
+    Example:
+
+        journal cancel 3f2a9c
+    """
+    importable_cwd()
+    show = sys.stderr.isatty() if progress is None else progress
+    outcome = _execute(db, "sync", Progress(show), lambda engine: engine.cancel(invocation_id, run=not no_wait))
+    if no_wait and outcome.status not in (Status.CANCELLED, Status.COMPLETED, Status.FAILED):
+        if as_json:
+            click.echo(render.to_json(outcome_json(outcome)))
+        else:
+            click.echo(f"cancellation of {invocation_id} requested; it is {outcome.status.value}")
+        raise Exit(OK)
+    raise Exit(report(outcome, db=db, as_json=as_json, cancel_ok=True))

@@ -1,0 +1,119 @@
+"""Forking: a new invocation that starts from a copy of another one's journal prefix.
+
+`fork(store, source, at=SEQ)` copies entries `0 … SEQ-1` into a new invocation, which
+is pending: when resumed it replays the copy and runs live from `SEQ`. The source is
+only read. Recorded step or promise values may be replaced on the way (`values`), to
+edit an agent's state and go on from there.
+
+Only the `Store` protocol is used, so every backend can fork. It takes two transactions:
+`create` (entry 0, the record parked as `diverged` with a note saying a fork is being
+copied) and then one `apply` batch that takes the lease, appends the copied entries and
+makes the invocation pending while giving the lease back. A crash between the two leaves
+a parked invocation that no worker runs, never a half-copied runnable one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Mapping
+
+import msgspec
+
+from ._codec import decode_entry, encode_entry
+from ._entries import TERMINAL_KINDS, NIL, Entry, Promise, Started, Step, kind_of
+from ._kvstore import HOST
+from ._records import InvocationRecord, Status
+from ._store import Acquire, Append, Store, Transition
+from .errors import InvocationConflict, InvocationNotFound, JournalError
+
+_EDITABLE = (Step, Promise)
+
+
+class ForkError(JournalError, ValueError):
+    """A fork cannot be made as asked (a fork point or a replaced value does not fit the journal)."""
+
+
+def fork(
+    store: Store,
+    source_id: str,
+    *,
+    at: int,
+    new_id: str | None = None,
+    values: Mapping[int, bytes] | None = None,
+    now_us: int | None = None,
+) -> InvocationRecord:
+    """Copy entries `0 … at-1` of `source_id` into a new pending invocation; return its record.
+
+    `new_id` defaults to `<source>-fork-<6 hex digits>`. `values` maps the seq of a
+    recorded step or promise (below `at`) to the msgpack bytes of a new value, which
+    replaces the recorded value (and clears a recorded error). Raises
+    `InvocationNotFound`, `InvocationConflict` (the new id exists) or `ForkError`.
+    """
+    source = store.get(source_id)
+    if source is None:
+        raise InvocationNotFound(f"no invocation {source_id!r} to fork; `journal ls` lists the invocations")
+    raw = dict(store.entries(source_id))
+    entries = {seq: decode_entry(data, invocation_id=source_id, seq=seq) for seq, data in raw.items()}
+    started = entries.get(0)
+    if not isinstance(started, Started):
+        raise ForkError(f"invocation {source_id!r} has no start entry (was its journal trimmed?); it cannot be forked")
+    end = min((s for s, e in entries.items() if isinstance(e, TERMINAL_KINDS)), default=max(entries) + 1)
+    if not 1 <= at <= end:
+        raise ForkError(
+            f"cannot fork {source_id!r} at seq {at}: its journal holds seqs 0 to {end - 1}"
+            + (f" before its {kind_of(entries[end])} entry" if end in entries else "")
+            + f"; pick a fork point from 1 to {end} (entries before it are copied)"
+        )
+    edits = dict(values or {})
+    copied: list[tuple[int, bytes]] = []
+    for seq in sorted(s for s in entries if 0 < s < at):
+        entry = entries[seq]
+        if seq in edits:
+            entry = _replace_value(source_id, seq, entry, edits.pop(seq))
+            copied.append((seq, encode_entry(entry, store.max_entry_bytes)))
+        else:
+            copied.append((seq, raw[seq]))
+    if edits:
+        seq = min(edits)
+        raise ForkError(
+            f"cannot replace the value at seq {seq} of {source_id!r}: "
+            + (f"the fork copies only seqs below {at}" if seq >= at or seq < 0 else
+               "seq 0 is the start entry (fork a new `journal run` instead)" if seq == 0 else
+               "nothing is recorded at that seq")
+        )
+
+    new_id = new_id or f"{source_id[:180]}-fork-{uuid.uuid4().hex[:6]}"
+    now = now_us if now_us is not None else time.time_ns() // 1000
+    note = (f"fork of {source_id!r} at seq {at} is being copied; if this stays, the copy was interrupted "
+            "and this invocation can be ignored: fork again")
+    record = InvocationRecord(
+        new_id, source.handler, Status.DIVERGED, now, now, started.key, started.input_digest,
+        divergence=note, parent=source_id,
+    )
+    # Entry 0 is copied as recorded, except that it names the invocation it was forked from.
+    first = msgspec.structs.replace(started, parent=source_id)
+    created_record, created = store.create(record, encode_entry(first, store.max_entry_bytes))
+    if not created:
+        raise InvocationConflict(f"invocation {new_id!r} already exists; pick another --new-id")
+    # A new invocation has no lease, so the first acquisition is epoch 1.
+    acquire = Acquire(new_id, f"{HOST}:{os.getpid()}:fork", HOST, os.getpid(), 60_000_000, now)
+    append = Append(new_id, 1, copied, Transition(Status.PENDING, now, release=True))
+    results = store.apply([acquire, append])
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results[1]
+
+
+def _replace_value(source_id: str, seq: int, entry: Entry, raw: bytes) -> Entry:
+    if not isinstance(entry, _EDITABLE):
+        raise ForkError(
+            f"cannot replace the value at seq {seq} of {source_id!r}: it is a {kind_of(entry)} entry; "
+            "only step and promise values can be replaced"
+        )
+    return msgspec.structs.replace(entry, value=msgspec.Raw(raw) if raw is not None else NIL, error=None)
+
+
+__all__ = ("ForkError", "fork")
