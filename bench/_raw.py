@@ -66,22 +66,32 @@ class RawLmdb:
             env.sync(True)
         return time.perf_counter() - started
 
-    def scan(self, n: int) -> float:
-        """Write `n` entries of one invocation, then time one ordered cursor scan over them."""
-        prefix = b"raw-scan-%d" % self._next
+    def fill_journal(self, n: int) -> bytes:
+        """Write an `n`-entry journal of one invocation in one transaction; return its key prefix."""
+        prefix = b"raw-journal-%d" % self._next
         self._next += 1
         with self.env.begin(write=True) as txn:
             for seq in range(n):
                 txn.put(entry_key(prefix, seq), STEP_BYTES, db=self.db)
-        started = time.perf_counter()
+        return prefix
+
+    def read_journal(self, prefix: bytes) -> int:
+        """One ordered cursor scan over a journal, copying out every value; the count read."""
+        count = 0
         with self.env.begin() as txn, txn.cursor(db=self.db) as cursor:
             cursor.set_range(prefix)
-            count = 0
             for key, value in cursor:
                 if not key.startswith(prefix):
                     break
                 bytes(value)
                 count += 1
+        return count
+
+    def scan(self, n: int) -> float:
+        """Seconds for one cursor scan over a fresh `n`-entry journal."""
+        prefix = self.fill_journal(n)
+        started = time.perf_counter()
+        count = self.read_journal(prefix)
         elapsed = time.perf_counter() - started
         assert count == n
         return elapsed
