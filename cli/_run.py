@@ -274,6 +274,8 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     show = sys.stderr.isatty() if progress is None else progress
     steps = Progress(show)
     started = time.perf_counter()
+    if show:
+        echo_err(f"resuming {invocation_id}")
     try:
         outcome = _execute(db, durability, steps, lambda engine: engine.resume(invocation_id))
     except Exit as exc:

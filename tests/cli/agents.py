@@ -1,0 +1,112 @@
+"""Handlers the CLI tests run by path (`tests/cli/agents.py:NAME`).
+
+Side effects are counted in a log file named by the input, one line per real call, so a
+test can tell a step that ran from a step that was replayed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import msgspec
+
+from runtime import Context, TerminalError
+
+
+def record(log: str, what: str) -> str:
+    """A step's side effect: one line in `log`."""
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(what + "\n")
+    return what
+
+
+async def greet(ctx: Context, name: str) -> str:
+    return await ctx.run("hello", lambda: f"hello {name}")
+
+
+async def no_input(ctx: Context) -> int:
+    return await ctx.run("answer", lambda: 42)
+
+
+class Order(msgspec.Struct):
+    item: str
+    qty: int
+
+
+async def order(ctx: Context, order: Order) -> dict:
+    total = await ctx.run("price", lambda: order.qty * 3)
+    return {"item": order.item, "total": total}
+
+
+async def pipeline(ctx: Context, input: dict) -> list:
+    """Four steps, each feeding the next, each logging its real execution."""
+    log = input["log"]
+    a = await ctx.run("a", record, log, "a")
+    b = await ctx.run("b", record, log, "b")
+    c = await ctx.run("c", record, log, f"c({b})")
+    d = await ctx.run("d", record, log, "d")
+    return [a, b, c, d]
+
+
+async def approval(ctx: Context, input: dict) -> dict:
+    """Draft, wait for a human, publish."""
+    log = input["log"]
+    draft = await ctx.run("draft", record, log, f"draft about {input['topic']}")
+    decision = await ctx.promise("approval")
+    if decision is True:  # a plain `true` approves too
+        decision = {"approved": True}
+    if not decision.get("approved"):
+        raise TerminalError(f"the reviewer said no: {decision.get('why', 'no reason')}")
+    published = await ctx.run("publish", record, log, "published")
+    return {"draft": draft, "by": decision.get("by"), "published": published}
+
+
+async def refuses(ctx: Context, input: dict) -> str:
+    def model() -> str:
+        raise TerminalError("the model refused")
+
+    return await ctx.run("ask", model)
+
+
+async def timer(ctx: Context) -> str:
+    await ctx.sleep(3600)
+    return "woke"
+
+
+async def slow(ctx: Context, input: dict) -> str:
+    """Logs `first`, then blocks in `wait` until the marker file exists (it creates it on first run)."""
+    log, marker = input["log"], input["marker"]
+    await ctx.run("first", record, log, "first")
+
+    async def wait() -> str:
+        if os.path.exists(marker):
+            return record(log, "wait (again)")
+        record(log, "wait")
+        with open(marker, "w"):
+            pass
+        await anyio.sleep(60)  # interrupted here
+        return "never"
+
+    return await ctx.run("wait", wait)
+
+
+async def cancellable(ctx: Context, input: dict) -> str:
+    """Waits for approval; on cancellation runs a compensating step."""
+    from runtime import Cancelled
+
+    log = input["log"]
+    await ctx.run("reserve", record, log, "reserve")
+    try:
+        await ctx.promise("go")
+    except Cancelled:
+        await ctx.run("release", record, log, "release")
+        raise
+    return "done"
+
+
+def not_async(ctx: Context, input: dict) -> str:
+    return "sync"
+
+
+NOT_A_FUNCTION = 3

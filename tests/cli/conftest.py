@@ -1,0 +1,74 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli import cli
+
+HERE = Path(__file__).parent
+AGENTS = HERE / "agents.py"
+
+
+def target(name: str) -> str:
+    """`tests/cli/agents.py:NAME` as an absolute handler path."""
+    return f"{AGENTS}:{name}"
+
+
+@pytest.fixture
+def db(tmp_path):
+    return str(tmp_path / "db")
+
+
+@pytest.fixture
+def log(tmp_path):
+    """The side-effect log handlers append to; `log.lines()` reads it."""
+
+    class Log:
+        path = str(tmp_path / "effects.log")
+
+        def lines(self):
+            try:
+                return Path(self.path).read_text().splitlines()
+            except FileNotFoundError:
+                return []
+
+    return Log()
+
+
+@pytest.fixture
+def journal(db, monkeypatch):
+    """Invoke the `journal` command in-process (CliRunner) on the test's store.
+
+    `journal("ls", "--json")` returns the click Result; stdout and stderr stay apart.
+    """
+    monkeypatch.delenv("JOURNAL_DB", raising=False)
+
+    def invoke(*args: str, input: str | None = None, use_db: bool = True):
+        argv = list(args) + (["--db", db] if use_db else [])
+        return CliRunner().invoke(cli, argv, input=input, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def sh(db, tmp_path):
+    """Run `journal` as a real process (python -m cli) on the test's store."""
+    env = {k: v for k, v in os.environ.items() if k != "JOURNAL_DB"}
+    env["PYTHONUNBUFFERED"] = "1"
+
+    def run(*args: str, input: str | None = None, timeout: float = 30, use_db: bool = True):
+        argv = [sys.executable, "-m", "cli", *args] + (["--db", db] if use_db else [])
+        return subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
+                              cwd=tmp_path, env=env)
+
+    run.argv = lambda *args: [sys.executable, "-m", "cli", *args, "--db", db]
+    run.env = env
+    return run
+
+
+def loads(text: str):
+    return json.loads(text)
