@@ -5,7 +5,8 @@ entries are array-like msgspec Structs tagged with an explicit string; fields ar
 reordered or removed; a new field goes at the end with a default; a new kind is a new
 Struct with a new tag. Times are integer microseconds since the Unix epoch (UTC).
 Values are kept as raw msgpack (`msgspec.Raw`) and decoded lazily with the type the
-reader asks for.
+reader asks for. `prev` links each operation to the one its branch (task) made before it,
+which lets replay match concurrent branches whatever order they are scheduled in.
 """
 
 from __future__ import annotations
@@ -47,12 +48,14 @@ class Step(msgspec.Struct, tag="step", **_OPTS):
     value: msgspec.Raw = NIL
     error: ErrorInfo | None = None
     attempts: int = 1
+    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
 
 
 class Now(msgspec.Struct, tag="now", **_OPTS):
     """`ctx.now()` read the clock; `at` is the instant it returned."""
 
     at: int
+    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
 
 
 class Sleep(msgspec.Struct, tag="sleep", **_OPTS):
@@ -60,6 +63,7 @@ class Sleep(msgspec.Struct, tag="sleep", **_OPTS):
 
     at: int
     until: int
+    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
 
 
 class Promise(msgspec.Struct, tag="promise", **_OPTS):
@@ -69,6 +73,7 @@ class Promise(msgspec.Struct, tag="promise", **_OPTS):
     at: int
     value: msgspec.Raw = NIL
     error: str | None = None
+    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
 
 
 class Completed(msgspec.Struct, tag="completed", **_OPTS):
@@ -97,6 +102,7 @@ class Emitted(msgspec.Struct, tag="emitted", **_OPTS):
 
     at: int
     value: msgspec.Raw
+    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
 
 
 class Patched(msgspec.Struct, tag="patched", **_OPTS):
@@ -104,6 +110,7 @@ class Patched(msgspec.Struct, tag="patched", **_OPTS):
 
     name: str
     at: int
+    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
 
 
 class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
@@ -111,6 +118,7 @@ class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
 
     at: int
     reason: str = ""
+    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
 
 
 Entry = Union[Started, Step, Now, Sleep, Promise, Completed, Failed, Cancelled, Emitted, Patched, CancelReceived]

@@ -64,6 +64,7 @@ class Engine:
         inline_sleep_limit: float = 60.0,
         poll_interval: float = 0.25,
         always_replay: bool = False,
+        divergence_wait: float = 0.5,
     ) -> None:
         self.store = store
         self.durability = Durability(durability)
@@ -73,6 +74,9 @@ class Engine:
         self.poll_interval = poll_interval
         # Testing aid: after every live step, unwind and replay the handler from the start.
         self.always_replay = always_replay
+        # How long an operation that matches nothing waits for sibling branches before the
+        # invocation counts as diverged (only concurrent code can need the wait).
+        self.divergence_wait = divergence_wait
         self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.on_step: Callable[[str, str, str, float, bool], None] | None = None
         self._active: set[str] = set()
@@ -256,7 +260,7 @@ class Engine:
             ctx = InvocationContext(
                 invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
                 max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
-                always_replay=self.always_replay,
+                always_replay=self.always_replay, divergence_wait=self.divergence_wait,
             )
             if self.on_step is not None:
                 hook = self.on_step

@@ -5,13 +5,16 @@ from __future__ import annotations
 import datetime
 import hashlib
 import inspect
+import itertools
 import random as _random
 import time
 import typing
 import uuid as _uuid
-from typing import Any, Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, Callable
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from journal import (
@@ -37,12 +40,18 @@ from journal.errors import LeaseLost
 
 from ._context import Context
 from ._guard import _handler_scope
-from ._replayer import Replayer
+from ._replayer import WAIT, Replayer
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._step_info import StepInfo, _current
 from .errors import Cancelled, PromiseRejected, StepTimeout, TerminalError
 
 _UTC = datetime.timezone.utc
+
+# The seq the current branch (task) of a handler claimed last, tagged with its context's
+# serial. Child tasks inherit their parent's value when spawned; see runtime/_replayer.py.
+_branch_last: ContextVar[tuple[int, int]] = ContextVar("journal_branch_last", default=(0, 0))
+_serials = itertools.count(1)
+_WAIT_POLL = 0.002  # how often a waiting operation looks for progress by sibling branches
 
 
 def now_us() -> int:
@@ -100,14 +109,17 @@ class InvocationContext(Context):
         max_entry_bytes: int,
         inline_sleep_limit: float,
         always_replay: bool = False,
+        divergence_wait: float = 0.5,
     ) -> None:
         self._id = invocation_id
+        self._serial = next(_serials)
         self._replayer = replayer
         self._committer = committer
         self._epoch = epoch
         self._max = max_entry_bytes
         self._inline_sleep_limit = inline_sleep_limit
         self._always_replay = always_replay
+        self._divergence_wait = divergence_wait
         self._exit_mode = committer.durability is Durability.EXIT
         self._pending: list[tuple[int, bytes]] = []  # journaled by sync calls, committed with the next append
         self._random: _random.Random | None = None
@@ -140,26 +152,25 @@ class InvocationContext(Context):
         return _uuid.UUID(bytes=raw, version=4)
 
     def now(self) -> datetime.datetime:
-        seq = self._begin()
-        recorded = self._match(seq, Now)
+        seq, prev, recorded = self._claim_now(Now)
         if recorded is not None:
             return from_us(recorded.at)
-        self._deliver_cancel_sync(seq)
+        self._deliver_cancel_sync(seq, prev)
         at = now_us()
-        self._pending.append((seq, encode_entry(Now(at), self._max)))
+        self._pending.append((seq, encode_entry(Now(at, prev), self._max)))
         return from_us(at)
 
     def patched(self, change_id: str) -> bool:
         self._raise_if_lost()
-        nxt = self._replayer.next_seq
-        recorded = self._replayer._entries.get(nxt)
-        if isinstance(recorded, Patched) and recorded.name == change_id:
-            self._replayer.take()
+        last = self._last()
+        if not self._replayer.exhausted:
+            found = self._replayer.claim(last, Patched, change_id)
+            if found is WAIT or found[1] is None:
+                return False  # recorded before the change: keep the old path
+            self._set_last(found[0])
             return True
-        if self._replayer.replaying:
-            return False  # recorded before the change: keep the old path
-        seq = self._begin()
-        self._pending.append((seq, encode_entry(Patched(change_id, now_us()), self._max)))
+        seq, prev, _ = self._claim_now(Patched, change_id)
+        self._pending.append((seq, encode_entry(Patched(change_id, now_us(), prev), self._max)))
         return True
 
     # -- durable operations ----------------------------------------------------------------
@@ -178,16 +189,15 @@ class InvocationContext(Context):
             raise TypeError(f"ctx.run needs a step name (a non-empty string) first, got {name!r}")
         if not callable(fn):
             raise TypeError(f"ctx.run({name!r}, fn, ...): fn must be callable, got {fn!r}")
-        seq = self._begin()
         rtype = type if type is not None else _return_type(fn)
         call_digest = digest(name, args, kwargs)
-        recorded = self._match(seq, Step, name, call_digest)
+        seq, prev, recorded = await self._claim(Step, name, call_digest)
         if recorded is not None:
             self._report(name, "replayed", 0.0, True)
             if recorded.error is not None:
                 raise _rebuild_error(recorded.error)
             return decode_value(recorded.value, rtype)
-        await self._deliver_cancel(seq)
+        await self._deliver_cancel(seq, prev)
         await self._flush_pending()  # what the step may depend on is durable before its side effect
         policy = retry or DEFAULT_RETRY
         started = time.perf_counter()
@@ -232,7 +242,7 @@ class InvocationContext(Context):
                     _current.reset(token)
             self.live_steps += 1
             if error is not None:
-                await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt))
+                await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev))
                 self._report(name, "failed", time.perf_counter() - started, False)
                 raise _rebuild_error(error)
             try:
@@ -245,7 +255,7 @@ class InvocationContext(Context):
                     f"step {name!r} (seq {seq}) returned a value that does not match its declared type "
                     f"{getattr(rtype, '__name__', rtype)!s}: {exc}"
                 ) from None
-            await self._commit(seq, Step(name, call_digest, now_us(), raw, attempts=attempt))
+            await self._commit(seq, Step(name, call_digest, now_us(), raw, attempts=attempt, prev=prev))
             self._report(name, "live", time.perf_counter() - started, False)
         finally:
             self._inflight -= 1
@@ -256,17 +266,17 @@ class InvocationContext(Context):
         return result
 
     async def sleep(self, seconds: float) -> None:
-        seq = self._begin()
-        recorded = self._match(seq, Sleep)
+        seq, prev, recorded = await self._claim(Sleep)
         if recorded is not None:
             until = recorded.until
-            if isinstance(self._replayer._entries.get(self._replayer.next_seq), CancelReceived):
-                self._raise_cancel(self._replayer.take())
+            nxt = self._replayer.recorded(seq + 1)
+            if isinstance(nxt, CancelReceived):  # cancellation cut this sleep short when recorded
+                await self._claim(CancelReceived)
         else:
-            await self._deliver_cancel(seq)
+            await self._deliver_cancel(seq, prev)
             at = now_us()
             until = at + int(max(seconds, 0) * 1e6)
-            await self._commit(seq, Sleep(at, until))
+            await self._commit(seq, Sleep(at, until, prev))
         remaining = (until - now_us()) / 1e6
         if remaining <= 0:
             return
@@ -276,38 +286,36 @@ class InvocationContext(Context):
         with anyio.move_on_after(remaining):
             await self._wake.wait()
         if self.cancel_reason is not None and not self.cancel_delivered:
-            seq = self._replayer.take()
-            await self._deliver_cancel(seq)
+            seq, prev, _ = await self._claim(CancelReceived)
+            await self._deliver_cancel(seq, prev)
 
     async def promise(self, name: str, *, type: Any = None, timeout: float | None = None) -> Any:
         if not isinstance(name, str) or not name:
             raise TypeError(f"ctx.promise needs a name (a non-empty string), got {name!r}")
-        seq = self._begin()
-        recorded = self._match(seq, Promise, name)
+        seq, prev, recorded = await self._claim(Promise, name)
         if recorded is None:
-            await self._deliver_cancel(seq)
+            await self._deliver_cancel(seq, prev)
             await self._quiesce()
             resolution = self._committer.store.resolution(self._id, name)
             if resolution is None:
                 await self._flush_pending()
                 raise Suspend(waiting=name)
-            recorded = Promise(name, now_us(), resolution.value, resolution.error)
+            recorded = Promise(name, now_us(), resolution.value, resolution.error, prev)
             await self._commit(seq, recorded)
         if recorded.error is not None:
             raise PromiseRejected(f"promise {name!r} of invocation {self._id!r} was rejected: {recorded.error}")
         return decode_value(recorded.value, type if type is not None else Any)
 
     async def emit(self, event: Any) -> None:
-        seq = self._begin()
-        recorded = self._match(seq, Emitted)
+        seq, prev, recorded = await self._claim(Emitted)
         if recorded is not None:
             return
-        await self._deliver_cancel(seq)
+        await self._deliver_cancel(seq, prev)
         try:
             raw = encode_value(event)
         except UnencodableValue as exc:
             raise TerminalError(f"ctx.emit at seq {seq}: {exc}") from None
-        await self._commit(seq, Emitted(now_us(), raw))
+        await self._commit(seq, Emitted(now_us(), raw, prev))
 
     # -- engine side -----------------------------------------------------------------------
 
@@ -321,37 +329,76 @@ class InvocationContext(Context):
         entries = self._pending
         self._pending = []
         if entry is not None:
-            entries.append((self._replayer.take(), encode_entry(entry, self._max)))
+            entries.append((self._replayer.next_live(), encode_entry(entry, self._max)))
         return await self._committer.submit(Append(self._id, self._epoch, entries, transition), durable=True)
 
     # -- internals -------------------------------------------------------------------------
 
-    def _begin(self) -> int:
+    def _last(self) -> int:
+        serial, last = _branch_last.get()
+        return last if serial == self._serial else 0
+
+    def _set_last(self, seq: int) -> None:
+        _branch_last.set((self._serial, seq))
+
+    async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
+        """Claim this operation's seq: `(seq, prev, recorded entry)`; the entry is None to run live."""
         self._raise_if_lost()
-        return self._replayer.take()
+        last = self._last()
+        deadline: float | None = None
+        while True:
+            found = self._replayer.claim(last, kind, name, call_digest)
+            if found is not WAIT:
+                break
+            # Sibling branches may still claim the entries this operation is waiting behind.
+            if self._inflight:
+                await self._idle.wait()
+                deadline = None
+                continue
+            before = self._replayer.claims
+            await anyio.sleep(_WAIT_POLL)
+            if self._replayer.claims != before:
+                deadline = None
+                continue
+            now = anyio.current_time()
+            deadline = deadline if deadline is not None else now + self._divergence_wait
+            if now >= deadline:
+                raise self._replayer.stuck(last, kind, name, call_digest)
+        seq, recorded = found
+        self._set_last(seq)
+        if isinstance(recorded, CancelReceived):
+            self._raise_cancel(seq)
+        return seq, last, recorded
+
+    def _claim_now(self, kind: type, name: str | None = None) -> tuple[int, int, Any]:
+        """`_claim` for synchronous operations, which cannot wait for sibling branches."""
+        self._raise_if_lost()
+        last = self._last()
+        found = self._replayer.claim(last, kind, name)
+        if found is WAIT:
+            raise self._replayer.stuck(last, kind, name)
+        seq, recorded = found
+        self._set_last(seq)
+        if isinstance(recorded, CancelReceived):
+            self._raise_cancel(seq)
+        return seq, last, recorded
 
     def _raise_if_lost(self) -> None:
         if self.lost is not None:
             raise self.lost
 
-    def _match(self, seq: int, kind: type, name: str | None = None, call_digest: int | None = None) -> Any:
-        recorded = self._replayer.match(seq, kind, name, call_digest)
-        if isinstance(recorded, CancelReceived):
-            self._raise_cancel(seq)
-        return recorded
-
     def _raise_cancel(self, seq: int) -> None:
         self.cancel_delivered = True
         raise Cancelled(f"invocation {self._id!r} was cancelled (at seq {seq})")
 
-    def _deliver_cancel_sync(self, seq: int) -> None:
+    def _deliver_cancel_sync(self, seq: int, prev: int) -> None:
         if self.cancel_reason is not None and not self.cancel_delivered:
-            self._pending.append((seq, encode_entry(CancelReceived(now_us(), self.cancel_reason), self._max)))
+            self._pending.append((seq, encode_entry(CancelReceived(now_us(), self.cancel_reason, prev), self._max)))
             self._raise_cancel(seq)
 
-    async def _deliver_cancel(self, seq: int) -> None:
+    async def _deliver_cancel(self, seq: int, prev: int) -> None:
         if self.cancel_reason is not None and not self.cancel_delivered:
-            await self._commit(seq, CancelReceived(now_us(), self.cancel_reason))
+            await self._commit(seq, CancelReceived(now_us(), self.cancel_reason, prev))
             self._raise_cancel(seq)
 
     async def _quiesce(self) -> None:

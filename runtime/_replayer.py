@@ -1,9 +1,19 @@
-"""The deterministic replayer: a cursor over recorded entries.
+"""The deterministic replayer: matches each operation the handler issues with the journal.
 
-Pure: no I/O, no clock, no async. Each context operation takes the next seq when it is
-called (program order), then asks `match` for the entry recorded at that seq. A recorded
-entry must be the same kind, name and argument digest as the call, or the invocation
-diverged. When nothing is recorded at a seq the operation runs live.
+Pure: no I/O, no clock, no async. Each operation claims a seq when it is called, and its
+entry records `prev`, the seq its branch (the task it runs in) claimed before it. Replay
+matches an operation with the unclaimed recorded entry of the same kind, name and
+argument digest *that follows the same predecessor*. In sequential code that is simply
+the next seq. Concurrent branches (task groups, gather) may be scheduled in another order
+on replay than when they were recorded (trio even shuffles them on purpose); following
+`prev` links keeps each branch on its own recorded path, so concurrency never causes a
+false divergence.
+
+When recorded entries follow the branch's predecessor but none matches, the operation
+waits (`WAIT`): those entries may belong to sibling branches spawned at the same point,
+and its own entry may never have been committed (the process died while it ran). Once the
+siblings claim theirs, it runs live. If nothing claims them, the invocation diverged, and
+that is reported before any side effect.
 """
 
 from __future__ import annotations
@@ -13,6 +23,8 @@ from typing import Any
 from journal import TERMINAL_KINDS, CancelReceived, Entry, Started, kind_of, name_of
 
 from .errors import NondeterminismError
+
+WAIT: Any = object()  # claim() result: nothing matches yet; let sibling branches claim first
 
 _LIKELY_CAUSE = (
     "Likely cause: the handler's code changed since this invocation was recorded (a step renamed, "
@@ -28,66 +40,115 @@ def describe(kind: str, name: str | None, digest: int | None = None) -> str:
     return text
 
 
+def _tag(kind: type) -> str:
+    return kind.__struct_config__.tag
+
+
 class Replayer:
-    """Hands out seqs and checks each operation against the journal."""
+    """Hands out seqs and checks each operation against the recorded entries."""
 
     def __init__(self, invocation_id: str, entries: dict[int, Entry]) -> None:
         self.invocation_id = invocation_id
-        self._entries = entries
-        self.next_seq = 1
-        self._last_recorded = max((s for s, e in entries.items() if not isinstance(e, TERMINAL_KINDS)), default=0)
+        self._entries = {s: e for s, e in entries.items() if s > 0 and not isinstance(e, TERMINAL_KINDS)}
+        self._start = entries.get(0)
+        self._terminal = next((e for e in entries.values() if isinstance(e, TERMINAL_KINDS)), None)
+        self._unclaimed = set(self._entries)
+        self._by_prev: dict[int, list[int]] = {}
+        for seq in sorted(self._entries):
+            self._by_prev.setdefault(getattr(self._entries[seq], "prev", 0), []).append(seq)
+        self._live: set[int] = set()
+        self._top = max(entries, default=0)  # the highest seq recorded or handed out
+        self.claims = 0  # grows with every claim; waiters use it to see progress
 
-    @property
-    def replaying(self) -> bool:
-        """True while recorded entries lie ahead of the cursor (the handler is catching up)."""
-        return self.next_seq <= self._last_recorded
-
-    def take(self) -> int:
-        seq = self.next_seq
-        self.next_seq += 1
-        return seq
+    # -- what was recorded -----------------------------------------------------------------
 
     def started(self) -> Started:
-        entry = self._entries.get(0)
-        if not isinstance(entry, Started):
+        if not isinstance(self._start, Started):
             raise NondeterminismError(
                 f"invocation {self.invocation_id!r} has no start entry at seq 0; run `journal check`",
                 invocation_id=self.invocation_id, seq=0,
             )
-        return entry
+        return self._start
 
     def terminal(self) -> Entry | None:
-        return next((e for e in self._entries.values() if isinstance(e, TERMINAL_KINDS)), None)
+        return self._terminal
 
-    def match(self, seq: int, kind: type, name: str | None = None, digest: int | None = None) -> Any:
-        """The entry recorded at `seq` for this operation, or None to run it live."""
-        entry = self._entries.get(seq)
-        if entry is None or isinstance(entry, CancelReceived):
-            return entry
-        recorded_digest = getattr(entry, "digest", None)
-        if type(entry) is kind and name_of(entry) == name and (digest is None or recorded_digest == digest):
-            return entry
-        asked = describe(kind.__struct_config__.tag, name, digest)
-        held = describe(kind_of(entry), name_of(entry), recorded_digest if digest is not None else None)
-        diffs = []
-        if type(entry) is not kind:
-            diffs.append(f"kind: journal {kind_of(entry)!r}, code {kind.__struct_config__.tag!r}")
-        if name_of(entry) != name:
-            diffs.append(f"name: journal {name_of(entry)!r}, code {name!r}")
-        if type(entry) is kind and digest is not None and recorded_digest != digest:
-            diffs.append("arguments: the call's arguments differ from the recorded ones")
-        raise self.divergence(seq, held, asked, diffs)
+    @property
+    def exhausted(self) -> bool:
+        """True once every recorded entry was claimed: operations from now on run live."""
+        return not self._unclaimed
+
+    def recorded(self, seq: int) -> Entry | None:
+        return self._entries.get(seq)
+
+    # -- claiming --------------------------------------------------------------------------
+
+    def claim(self, last: int, kind: type, name: str | None = None, digest: int | None = None) -> Any:
+        """Claim a seq for an operation whose branch last claimed `last`.
+
+        Returns `(seq, recorded entry)` to replay, `(seq, None)` to run live, or `WAIT`.
+        A recorded `CancelReceived` after `last` is returned whatever the operation:
+        cancellation was delivered at that point of the branch.
+        """
+        if self._unclaimed:
+            candidates = [s for s in self._by_prev.get(last, ()) if s in self._unclaimed]
+            if candidates:
+                for seq in candidates:
+                    entry = self._entries[seq]
+                    if isinstance(entry, CancelReceived) or _matches(entry, kind, name, digest):
+                        return self._take(seq, entry)
+                return WAIT
+        # Live. Reuse the lowest seq the crashed run handed out but never committed, if this
+        # branch could have made it, so that later entries' `prev` links still line up.
+        seq = last + 1
+        while seq in self._entries or seq in self._live:
+            seq += 1
+        self._live.add(seq)
+        self._top = max(self._top, seq)
+        self.claims += 1
+        return seq, None
+
+    def next_live(self) -> int:
+        """A seq after everything recorded or handed out (for the terminal entry)."""
+        self._top += 1
+        self._live.add(self._top)
+        return self._top
+
+    def _take(self, seq: int, entry: Entry) -> tuple[int, Entry]:
+        self._unclaimed.discard(seq)
+        self.claims += 1
+        return seq, entry
+
+    # -- divergence ------------------------------------------------------------------------
+
+    def stuck(self, last: int, kind: type, name: str | None = None, digest: int | None = None) -> NondeterminismError:
+        """The operation matched none of the entries recorded after its predecessor, and no
+        sibling branch claimed them: the code no longer does what the journal says."""
+        seq = min(s for s in self._by_prev.get(last, ()) if s in self._unclaimed)
+        return self._report(seq, self._entries[seq], kind, name, digest)
 
     def check_finished(self) -> None:
-        """The handler returned: any recorded operation it never reached is a divergence."""
-        left = sorted(s for s, e in self._entries.items() if s >= self.next_seq and not isinstance(e, TERMINAL_KINDS))
-        if left:
-            seq = left[0]
-            entry = self._entries[seq]
-            raise self.divergence(
-                seq, describe(kind_of(entry), name_of(entry)), "nothing: the handler returned",
-                [f"{len(left)} recorded entr{'y' if len(left) == 1 else 'ies'} from seq {seq} on were not replayed"],
-            )
+        """The handler returned: a recorded operation it never reached is a divergence."""
+        if not self._unclaimed:
+            return
+        left = sorted(self._unclaimed)
+        entry = self._entries[left[0]]
+        raise self.divergence(
+            left[0], describe(kind_of(entry), name_of(entry)), "nothing: the handler returned",
+            [f"{len(left)} recorded entr{'y' if len(left) == 1 else 'ies'} from seq {left[0]} on were not replayed"],
+        )
+
+    def _report(self, seq: int, entry: Entry, kind: type, name: str | None, digest: int | None) -> NondeterminismError:
+        held_digest = getattr(entry, "digest", None)
+        held = describe(kind_of(entry), name_of(entry), held_digest if digest is not None else None)
+        diffs = []
+        if type(entry) is not kind:
+            diffs.append(f"kind: journal {kind_of(entry)!r}, code {_tag(kind)!r}")
+        if name_of(entry) != name:
+            diffs.append(f"name: journal {name_of(entry)!r}, code {name!r}")
+        if type(entry) is kind and name_of(entry) == name and digest is not None and held_digest != digest:
+            diffs.append("arguments: the call's arguments differ from the recorded ones")
+        return self.divergence(seq, held, describe(_tag(kind), name, digest), diffs)
 
     def divergence(self, seq: int, held: str, asked: str, diffs: list[str]) -> NondeterminismError:
         lines = [
@@ -103,3 +164,11 @@ class Replayer:
             f"`journal fork {self.invocation_id} --at {seq}`.",
         ]
         return NondeterminismError("\n".join(lines), invocation_id=self.invocation_id, seq=seq)
+
+
+def _matches(entry: Entry, kind: type, name: str | None, digest: int | None) -> bool:
+    return (
+        type(entry) is kind
+        and name_of(entry) == name
+        and (digest is None or getattr(entry, "digest", None) == digest)
+    )

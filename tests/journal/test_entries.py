@@ -93,17 +93,17 @@ def test_a_step_with_a_100_byte_value_costs_at_most_40_bytes_more():
 # Golden bytes: the format on disk. If one of these changes, old journals stop reading.
 GOLDEN = [
     (Started("pkg.mod:agent", encode_value("hi"), 1, "k", 2, None), "97a773746172746564ad706b672e6d6f643a6167656e74a2686901a16b02c0"),
-    (Step("plan", 7, 1, encode_value([1, 2])), "97a473746570a4706c616e0701920102c001"),
-    (Step("plan", 7, 1, error=ErrorInfo("ValueError", "bad", True)), "97a473746570a4706c616e0701c093aa56616c75654572726f72a3626164c301"),
-    (Now(5), "92a36e6f7705"),
-    (Sleep(1, 2), "93a5736c6565700102"),
-    (Promise("ok", 3, encode_value(True)), "95a770726f6d697365a26f6b03c3c0"),
+    (Step("plan", 7, 1, encode_value([1, 2])), "98a473746570a4706c616e0701920102c00100"),
+    (Step("plan", 7, 1, error=ErrorInfo("ValueError", "bad", True)), "98a473746570a4706c616e0701c093aa56616c75654572726f72a3626164c30100"),
+    (Now(5), "93a36e6f770500"),
+    (Sleep(1, 2), "94a5736c656570010200"),
+    (Promise("ok", 3, encode_value(True)), "96a770726f6d697365a26f6b03c3c000"),
     (Completed(4, encode_value("done")), "93a9636f6d706c6574656404a4646f6e65"),
     (Failed(4, ErrorInfo("E", "m")), "93a66661696c65640493a145a16dc3"),
     (Cancelled(6, "stop"), "93a963616e63656c6c656406a473746f70"),
-    (Emitted(7, encode_value(1)), "93a7656d69747465640701"),
-    (Patched("v2", 8), "93a770617463686564a2763208"),
-    (CancelReceived(9, ""), "93af63616e63656c5f726563656976656409a0"),
+    (Emitted(7, encode_value(1)), "94a7656d6974746564070100"),
+    (Patched("v2", 8), "94a770617463686564a276320800"),
+    (CancelReceived(9, ""), "94af63616e63656c5f726563656976656409a000"),
 ]
 
 
