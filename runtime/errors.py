@@ -7,6 +7,8 @@
     │   ├── PromiseRejected    `ctx.promise` was rejected from outside
     │   └── StepTimeout        a step ran past its `timeout=`
     ├── NondeterminismError    replay met a call the journal did not record; the invocation is parked
+    │   └── DeterminismViolation   the determinism guard caught handler code reading the clock or an
+    │                              unseeded random source outside `ctx.run`
     ├── Cancelled              `cancel` reached the handler at its next context call
     ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict
     │                          (defined in journal.errors, re-exported here)
@@ -54,6 +56,21 @@ class NondeterminismError(JournalError):
         super().__init__(message)
         self.invocation_id = invocation_id
         self.seq = seq
+
+
+class DeterminismViolation(NondeterminismError):
+    """Handler code called `time.time`, `datetime.now`, `random.*`, `uuid.uuid4` or `os.urandom`
+    outside `ctx.run` while the determinism guard was on (`runtime.testing.determinism_guard`).
+
+    The message names the call, where it was made and the `ctx` equivalent. `call` is the
+    function called; `seq` is None (the violation is not tied to a journal entry).
+    """
+
+    def __init__(self, message: str, *, invocation_id: str, call: str) -> None:
+        JournalError.__init__(self, message)
+        self.invocation_id = invocation_id
+        self.seq: int | None = None
+        self.call = call
 
 
 class Cancelled(JournalError):

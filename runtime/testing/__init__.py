@@ -1,3 +1,48 @@
-"""Testing helpers for handlers built on `runtime`: determinism checks and pytest fixtures."""
+"""Testing helpers for handlers built on `runtime`: determinism checks and pytest fixtures.
 
+- `check_determinism(handler, input, ...)` runs a handler, crashes it at every journal
+  write (and between each step's side effect and its commit), resumes it, and fails with
+  the crash point and the first difference if the outcome, the journal or the number of
+  step executions changed.
+- `determinism_guard()` makes handler code that reads the clock or an unseeded random
+  source outside `ctx.run` raise `DeterminismViolation`, naming the `ctx` equivalent.
+- `crash_schedules`, `crash_points`, `step_failures`, `promise_timings`: Hypothesis
+  strategies for the inputs of `check_determinism` (importing them needs `hypothesis`).
+- `replay_journal(handler, store, invocation_id)` checks a recorded journal against the
+  current code without running anything (what `journal replay` does).
+- The pytest plugin (entry point `journal`) provides the `journal_store` and `engine`
+  fixtures.
+"""
+
+from typing import Any
+
+from .._guard import determinism_guard as determinism_guard
+from ..errors import DeterminismViolation as DeterminismViolation
+from ._check import DeterminismCheckFailed as DeterminismCheckFailed
+from ._check import DeterminismReport as DeterminismReport
+from ._check import PromiseTiming as PromiseTiming
+from ._check import check_determinism as check_determinism
+from ._crash import CrashPoint as CrashPoint
+from ._crash import Failure as Failure
+from ._crash import InjectedFailure as InjectedFailure
+from ._crash import Reject as Reject
+from ._crash import StepRun as StepRun
 from ._replay import replay_journal as replay_journal
+
+_STRATEGIES = ("crash_points", "crash_schedules", "promise_timings", "step_failures")
+
+__all__ = (
+    "CrashPoint", "DeterminismCheckFailed", "DeterminismReport", "DeterminismViolation", "Failure",
+    "InjectedFailure", "PromiseTiming", "Reject", "StepRun",
+    "check_determinism", "determinism_guard", "replay_journal",
+    *_STRATEGIES,
+)
+
+
+def __getattr__(name: str) -> Any:
+    # The strategies import hypothesis, which only tests need: load them on first use.
+    if name in _STRATEGIES:
+        from . import _strategies
+
+        return getattr(_strategies, name)
+    raise AttributeError(f"module 'runtime.testing' has no attribute {name!r}")
