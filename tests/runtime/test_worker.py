@@ -1,0 +1,106 @@
+"""Durable timers, recovery and the worker loop."""
+
+import anyio
+import pytest
+
+from journal import Status, decode_entry, kind_of
+from runtime import Context
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_short_sleep_is_journaled_and_waited_inline(open_engine):
+    async def agent(ctx: Context) -> str:
+        await ctx.sleep(0.05)
+        return "woke"
+
+    async with open_engine() as engine:
+        start = anyio.current_time()
+        out = await engine.run(agent, id="s")
+        assert out.result == "woke" and anyio.current_time() - start >= 0.05
+        entries = [decode_entry(d) for _, d in engine.store.entries("s")]
+    assert kind_of(entries[1]) == "sleep" and entries[1].until - entries[1].at == 50_000
+
+
+async def test_a_long_sleep_suspends_and_resumes_with_only_the_time_left(open_engine, calls):
+    async def agent(ctx: Context) -> str:
+        await ctx.run("before", calls("before"))
+        await ctx.sleep(0.3)
+        return await ctx.run("after", calls("after"))
+
+    async with open_engine(inline_sleep_limit=0.1) as engine:
+        out = await engine.run(agent, id="t")
+        assert out.status == Status.SUSPENDED and out.wake_at is not None
+        assert engine.store.lease("t").owner == ""
+        early = await engine.resume("t")  # too early: replays, sees time left, suspends again
+        assert early.status == Status.SUSPENDED
+        await anyio.sleep(0.3)
+        assert engine.runnable() == ["t"]
+        done = await engine.resume("t")
+    assert done.result == "after:()" and calls.counts == {"before": 1, "after": 1}
+
+
+async def test_the_worker_wakes_due_timers_and_resolved_promises(open_engine, calls):
+    async def sleeper(ctx: Context) -> str:
+        await ctx.sleep(0.2)
+        return await ctx.run("slept", calls("slept"))
+
+    async def waiter(ctx: Context) -> str:
+        return await ctx.promise("go")
+
+    async with open_engine(inline_sleep_limit=0.05, poll_interval=0.02) as engine:
+        assert (await engine.run(sleeper, id="sl")).status == Status.SUSPENDED
+        assert (await engine.run(waiter, id="w")).status == Status.SUSPENDED
+        await engine.resolve("w", "go", "went")
+        with anyio.move_on_after(3):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(engine.serve)
+                while not all(engine.store.get(i).finished for i in ("sl", "w")):
+                    await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+        assert (await engine.get("sl")).result == "slept:()"
+        assert (await engine.get("w")).result == "went"
+
+
+async def test_recover_runs_pending_invocations(open_engine, calls):
+    async def agent(ctx: Context, n: int) -> int:
+        return await ctx.run("double", lambda: n * 2)
+
+    async with open_engine() as engine:
+        for i in range(5):
+            await engine.start(agent, i, id=f"p{i}")
+        outcomes = await engine.recover()
+        assert sorted(o.result for o in outcomes) == [0, 2, 4, 6, 8]
+        assert engine.runnable() == []
+
+
+async def test_stopping_the_worker_leaves_in_flight_invocations_resumable(open_engine, calls):
+    started = anyio.Event()
+
+    async def slow(ctx: Context) -> str:
+        await ctx.run("first", calls("first"))
+        started.set()
+        await ctx.run("long", anyio.sleep, 5)
+        return "done"
+
+    async with open_engine(poll_interval=0.02) as engine:
+        await engine.start(slow, id="inflight")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.serve)
+            await started.wait()
+            tg.cancel_scope.cancel()
+        record = engine.store.get("inflight")
+        assert record.status == Status.PENDING and engine.store.lease("inflight").owner == ""
+        assert engine.runnable() == ["inflight"]
+    assert calls.counts == {"first": 1}
+
+
+async def test_serve_with_idle_exit_drains_the_queue(open_engine):
+    async def agent(ctx: Context, n: int) -> int:
+        return await ctx.run("inc", lambda: n + 1)
+
+    async with open_engine(poll_interval=0.01) as engine:
+        for i in range(20):
+            await engine.start(agent, i, id=f"q{i}")
+        await engine.serve(concurrency=4, idle_exit=True)
+        assert all(engine.store.get(f"q{i}").status == Status.COMPLETED for i in range(20))
