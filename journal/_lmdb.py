@@ -118,7 +118,10 @@ class LmdbStore(KVStore):
             try:
                 with self._env.begin(write=True) as txn:
                     result = work(_LmdbTxn(txn, self._dbs))
-                self._dirty.set()
+                # Setting an Event takes its lock; the flusher clears it before it syncs, so
+                # a flag seen set here is followed by a sync that covers this commit.
+                if not self._dirty.is_set():
+                    self._dirty.set()
                 return result
             except lmdb.MapResizedError:
                 self._env.set_mapsize(0)
