@@ -231,7 +231,7 @@ class KVStore(abc.ABC):
     # -- operations (one function per op type) ----------------------------------------------
 
     def _apply_append(self, txn: _Txn, op: Append) -> InvocationRecord | None:
-        id_bytes = validate_id(op.id)
+        id_bytes = _owned_id(op.id)
         _check_epoch(txn, id_bytes, op.id, op.epoch)
         for seq, data in op.entries:
             key = entry_key(id_bytes, seq)
@@ -322,6 +322,22 @@ _APPLY = {
     Resolve: KVStore._apply_resolve,
     RequestCancel: KVStore._apply_request_cancel,
 }
+
+
+_owned_ids: dict[str, bytes] = {}
+
+
+def _owned_id(invocation_id: str) -> bytes:
+    """`validate_id` for the append path, remembered: an owner appends under one id many times."""
+    try:
+        return _owned_ids[invocation_id]
+    except (KeyError, TypeError):
+        pass
+    id_bytes = validate_id(invocation_id)
+    if len(_owned_ids) >= 4096:
+        _owned_ids.clear()
+    _owned_ids[invocation_id] = id_bytes
+    return id_bytes
 
 
 def _decode_record(data: bytes, id_bytes: bytes) -> InvocationRecord:
