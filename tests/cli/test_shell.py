@@ -123,6 +123,21 @@ def test_tail_follow_prints_entries_appended_by_other_processes(sh, log, tmp_pat
     assert [(line.split()[0], line.split()[2]) for line in lines] == [("2", "promise"), ("3", "step"), ("4", "completed")]
 
 
+def test_compact_refuses_while_another_process_has_the_store_open(sh, log, tmp_path):
+    sh("run", target("approval"), "--input", json.dumps({"log": log.path, "topic": "x"}), "--id", "t")
+    tail = subprocess.Popen(sh.argv("tail", "t", "-f"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=sh.env)
+    try:
+        tail.stdout.readline()  # it has the store open now
+        refused = sh("compact")
+        assert refused.returncode == 2
+        assert f"processes {tail.pid} have the store" in refused.stderr
+    finally:
+        tail.terminate()
+        tail.communicate(timeout=10)
+    assert sh("compact").returncode == 0
+
+
 def test_replay_after_a_step_is_renamed_exits_4_with_the_seq_and_both_names(sh, log, tmp_path):
     source = (
         "from tests_cli_agents import record\n"
