@@ -22,6 +22,7 @@ import enum
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from ._store import Op, Store
@@ -36,14 +37,15 @@ class Durability(str, enum.Enum):
         return self.value
 
 
-class _Waiter:
-    __slots__ = ("op", "event", "result", "lead")
+class _Batch:
+    """Operations committed in one transaction and made durable by one fsync."""
 
-    def __init__(self, op: Op) -> None:
-        self.op = op
-        self.event = anyio.Event()
-        self.result: Any = None
-        self.lead = False
+    __slots__ = ("ops", "results", "done")
+
+    def __init__(self) -> None:
+        self.ops: list[Op | None] = []  # None: a flush, which only needs the fsync
+        self.results: list[Any] = []
+        self.done = anyio.Event()  # one event for the whole batch, not one per operation
 
 
 class Committer:
@@ -52,8 +54,8 @@ class Committer:
     def __init__(self, store: Store, durability: Durability | str = Durability.SYNC) -> None:
         self.store = store
         self.durability = Durability(durability)
-        self._queue: list[_Waiter] = []
-        self._leading = False
+        self._filling: _Batch | None = None  # collecting operations while another batch is in flight
+        self._in_flight: _Batch | None = None  # being committed and fsynced
         self._limiter = anyio.CapacityLimiter(1)
         if self.durability is Durability.ASYNC and hasattr(store, "start_background_sync"):
             store.start_background_sync(0.1)
@@ -65,42 +67,44 @@ class Committer:
             durable = self.durability is not Durability.ASYNC
         if not durable:
             return _unwrap(self.store.apply([op])[0])
-        waiter = _Waiter(op)
-        self._queue.append(waiter)
-        if self._leading:
-            await waiter.event.wait()
-            if not waiter.lead:
-                return _unwrap(waiter.result)
-        await self._lead()
-        return _unwrap(waiter.result)
+        return _unwrap(await self._group(op))
 
     async def flush(self) -> None:
         """Make everything committed so far durable (no-op for `async`, whose flusher runs anyway)."""
         if self.durability is not Durability.ASYNC:
-            await anyio.to_thread.run_sync(self.store.sync, limiter=self._limiter)
+            _unwrap(await self._group(None))  # shares the next group commit's fsync
 
-    async def _lead(self) -> None:
-        self._leading = True
-        batch, self._queue = self._queue, []
-        try:
-            # The batch must finish even if the leader is cancelled: the others wait on it.
-            with anyio.CancelScope(shield=True):
-                try:
-                    results = self.store.apply([w.op for w in batch])
-                    await anyio.to_thread.run_sync(self.store.sync, limiter=self._limiter)
-                    self.batches += 1
-                except Exception as exc:  # a failed commit or fsync fails every op in it
-                    results = [exc] * len(batch)
-            for waiter, result in zip(batch, results):
-                waiter.result = result
-                waiter.event.set()
-        finally:
-            if self._queue:
-                nxt = self._queue[0]
-                nxt.lead = True
-                nxt.event.set()
-            else:
-                self._leading = False
+    async def _group(self, op: Op | None) -> Any:
+        batch = self._filling
+        if batch is not None:  # its leader commits it
+            batch.ops.append(op)
+            index = len(batch.ops) - 1
+            await batch.done.wait()
+            return batch.results[index]
+        batch = self._filling = _Batch()
+        batch.ops.append(op)
+        # The first to arrive leads. The batch must finish even if the leader is cancelled:
+        # the others wait on it.
+        with anyio.CancelScope(shield=True):
+            if self._in_flight is None:
+                await anyio.lowlevel.checkpoint()  # tasks already runnable join this batch
+            while self._in_flight is not None:  # everyone arriving meanwhile joins this batch
+                await self._in_flight.done.wait()
+            self._filling, self._in_flight = None, batch
+            try:
+                ops = [o for o in batch.ops if o is not None]
+                results = iter(self.store.apply(ops) if ops else ())
+                await anyio.to_thread.run_sync(self.store.sync, limiter=self._limiter)
+                self.batches += 1
+                batch.results = [None if o is None else next(results) for o in batch.ops]
+            except BaseException as exc:  # a failed commit or fsync fails every op in it
+                batch.results = [exc] * len(batch.ops)
+                if not isinstance(exc, Exception):
+                    raise
+            finally:
+                self._in_flight = None
+                batch.done.set()
+        return batch.results[0]
 
 
 def _unwrap(result: Any) -> Any:
