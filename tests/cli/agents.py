@@ -75,20 +75,26 @@ async def timer(ctx: Context) -> str:
 
 
 async def slow(ctx: Context, input: dict) -> str:
-    """Logs `first`, then blocks in `wait` until the marker file exists (it creates it on first run)."""
+    """Logs `first`, then blocks in `wait` on its first run (creating the marker file to say so)."""
     log, marker = input["log"], input["marker"]
     await ctx.run("first", record, log, "first")
+    return await ctx.run("wait", _block_once, log, marker)
 
-    async def wait() -> str:
-        if os.path.exists(marker):
-            return record(log, "wait (again)")
-        record(log, "wait")
-        with open(marker, "w"):
-            pass
-        await anyio.sleep(60)  # interrupted here
-        return "never"
 
-    return await ctx.run("wait", wait)
+async def gated(ctx: Context, input: dict) -> str:
+    """`slow`, once promise `go` is resolved."""
+    await ctx.promise("go")
+    return await slow(ctx, input)
+
+
+async def _block_once(log: str, marker: str) -> str:
+    if os.path.exists(marker):
+        return record(log, "wait (again)")
+    record(log, "wait")
+    with open(marker, "w"):
+        pass
+    await anyio.sleep(60)  # interrupted here
+    return "never"
 
 
 async def cancellable(ctx: Context, input: dict) -> str:

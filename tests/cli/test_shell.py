@@ -103,6 +103,28 @@ def test_ctrl_c_exits_130_and_the_invocation_stays_resumable(sh, log, tmp_path):
     assert log.lines() == ["first", "wait", "wait (again)"]  # `first` was not run twice
 
 
+def test_ctrl_c_stops_a_worker_and_leaves_its_invocation_pending(sh, log, tmp_path):
+    marker = tmp_path / "in-wait"
+    sh("run", target("gated"), "--input", json.dumps({"log": log.path, "marker": str(marker)}), "--id", "w")
+    sh("resolve", "w", "go")  # pending now: the worker takes it
+    worker = subprocess.Popen(sh.argv("worker"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path, env=sh.env)
+    try:
+        _wait_for(marker.exists, what="the worker to start the step")
+        worker.send_signal(signal.SIGINT)
+        _, err = worker.communicate(timeout=20)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 130, err
+    assert "Traceback" not in err
+    assert json.loads(sh("show", "w", "--json").stdout)["status"] == "pending"
+    finished = sh("worker", "--until-idle")
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(sh("show", "w", "--json").stdout)["status"] == "completed"
+    assert log.lines() == ["first", "wait", "wait (again)"]
+
+
 def test_tail_follow_prints_entries_appended_by_other_processes(sh, log, tmp_path):
     sh("run", target("approval"), "--input", json.dumps({"log": log.path, "topic": "x"}), "--id", "t")
     tail = subprocess.Popen(sh.argv("tail", "t", "-f"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
