@@ -43,7 +43,8 @@ def _replay_line(r: dict[str, Any]) -> str:
     if r["status"] == "ok":
         how = ("the handler ran to its end" if r["finished"] else
                f"the journal ends at seq {r['seq']}; live execution would continue there")
-        return f"{click.style('✓', fg='green')} {r['id']}: {r['checked']} recorded operations match ({how})"
+        matched = "1 recorded operation matches" if r["checked"] == 1 else f"{r['checked']} recorded operations match"
+        return f"{click.style('✓', fg='green')} {r['id']}: {matched} ({how})"
     if r["status"] == "diverged":
         return f"{click.style('✗', fg='red')} {r['id']}: diverged at seq {r['seq']}\n{r['message']}"
     if r["status"] == "skipped":

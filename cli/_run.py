@@ -160,8 +160,12 @@ def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool =
                  f"invocation {outcome.id} failed")
         return FAILED
     if status == Status.CANCELLED:
+        if cancel_ok:  # what `journal cancel` asked for: its result
+            if not as_json:
+                click.echo(f"cancelled {outcome.id}")
+            return OK
         echo_err(f"invocation {outcome.id} was cancelled")
-        return OK if cancel_ok else FAILED
+        return FAILED
     if status == Status.SUSPENDED:
         echo_err(suspension_help(outcome, db))
         return SUSPENDED

@@ -44,7 +44,7 @@ def test_replay_of_unchanged_code_matches_and_changes_nothing(journal, log):
     result = journal("replay", "s", "p")
     assert result.exit_code == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("✓ s: 1 recorded operations match (the journal ends at seq 2")
+    assert lines[0].startswith("✓ s: 1 recorded operation matches (the journal ends at seq 2")
     assert lines[1] == "✓ p: 4 recorded operations match (the handler ran to its end)"
     assert "2 ok" in result.stderr
     assert snapshot(journal, "s", "p") == before

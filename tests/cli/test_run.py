@@ -149,6 +149,8 @@ def test_cancel_runs_the_compensation_and_ends_cancelled(journal, log):
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["status"] == "cancelled"
     assert log.lines() == ["reserve", "release"]
+    again = journal("cancel", "c1")
+    assert (again.exit_code, again.stdout) == (0, "cancelled c1\n")
 
 
 def test_cancel_no_wait_only_records_the_request(journal, log):

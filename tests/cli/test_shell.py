@@ -178,7 +178,7 @@ def test_replay_after_a_step_is_renamed_exits_4_with_the_seq_and_both_names(sh, 
 
     unchanged = sh("replay", "r")
     assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
-    assert "1 recorded operations match" in unchanged.stdout
+    assert "1 recorded operation matches" in unchanged.stdout
 
     handler.write_text(source.replace("'plan', record", "'outline', record"))
     before = sh("show", "r", "--json").stdout
