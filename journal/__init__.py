@@ -13,7 +13,13 @@ from ._committer import Committer as Committer
 from ._committer import Durability as Durability
 from ._entries import TERMINAL_KINDS as TERMINAL_KINDS
 from ._entries import NIL as NIL
+from ._entries import Called as Called
 from ._entries import CancelReceived as CancelReceived
+from ._entries import ContinuedAsNew as ContinuedAsNew
+from ._entries import Selected as Selected
+from ._entries import StateGot as StateGot
+from ._entries import StateKeys as StateKeys
+from ._entries import StateSet as StateSet
 from ._entries import Cancelled as Cancelled
 from ._entries import Completed as Completed
 from ._entries import Emitted as Emitted
@@ -47,6 +53,7 @@ from ._records import Lease as Lease
 from ._records import Resolution as Resolution
 from ._records import Status as Status
 from ._store import Acquire as Acquire
+from ._store import Continue as Continue
 from ._store import Append as Append
 from ._store import Renew as Renew
 from ._store import RequestCancel as RequestCancel
@@ -57,7 +64,8 @@ from ._store import Transition as Transition
 
 __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
-    "Acquire", "Append", "CancelReceived", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
+    "Acquire", "Append", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
+    "StateKeys", "StateSet", "Continue", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",

@@ -74,6 +74,7 @@ class Promise(msgspec.Struct, tag="promise", **_OPTS):
     value: msgspec.Raw = NIL
     error: str | None = None
     prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    timed_out: bool = False
 
 
 class Completed(msgspec.Struct, tag="completed", **_OPTS):
@@ -121,9 +122,66 @@ class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
     prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
 
 
-Entry = Union[Started, Step, Now, Sleep, Promise, Completed, Failed, Cancelled, Emitted, Patched, CancelReceived]
+class StateGot(msgspec.Struct, tag="state_get", **_OPTS):
+    """`ctx.state.get(name)` read `value` from the thread's state (`found` False: it was unset)."""
 
-TERMINAL_KINDS = (Completed, Failed, Cancelled)
+    name: str
+    at: int
+    value: msgspec.Raw = NIL
+    found: bool = False
+    prev: int = 0
+
+
+class StateSet(msgspec.Struct, tag="state_set", **_OPTS):
+    """`ctx.state.set/update/clear(name)` changed the thread's state, in the same transaction."""
+
+    name: str
+    at: int
+    value: msgspec.Raw = NIL
+    cleared: bool = False
+    prev: int = 0
+
+
+class StateKeys(msgspec.Struct, tag="state_keys", **_OPTS):
+    """`ctx.state.keys()` listed the names set in the thread's state."""
+
+    at: int
+    names: list[str] = []
+    prev: int = 0
+
+
+class Called(msgspec.Struct, tag="called", **_OPTS):
+    """`ctx.call`/`ctx.send` started child invocation `child` of handler `name`."""
+
+    name: str
+    digest: int
+    at: int
+    child: str
+    awaited: bool = True
+    prev: int = 0
+
+
+class Selected(msgspec.Struct, tag="selected", **_OPTS):
+    """`ctx.select(...)` was won by branch `index`."""
+
+    at: int
+    index: int
+    prev: int = 0
+
+
+class ContinuedAsNew(msgspec.Struct, tag="continued_as_new", **_OPTS):
+    """The invocation ended here and continues as the fresh invocation `next_id`."""
+
+    at: int
+    next_id: str
+
+
+Entry = Union[
+    Started, Step, Now, Sleep, Promise, Completed, Failed, Cancelled, Emitted, Patched, CancelReceived,
+    StateGot, StateSet, StateKeys, Called, Selected, ContinuedAsNew,
+]
+
+TERMINAL_KINDS = (Completed, Failed, Cancelled, ContinuedAsNew)
 
 
 def kind_of(entry: Entry) -> str:

@@ -11,6 +11,8 @@ Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
     status       status 0x00 id         -> b""
     timers       wake_at(u64 BE) id     -> b""
     promises     id 0x00 name           -> Resolution
+    state        key 0x00 name          -> raw value (a thread's durable state)
+    keyq         key 0x00 queued_at(u64 BE) id -> b"" (invocations of a key, in run order)
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._entries import NIL
 from ._ids import validate_id
 from ._records import FINISHED, InvocationRecord, Lease, Resolution, Status
-from ._store import Acquire, Append, Op, Renew, RequestCancel, Resolve, SetStatus, Transition
+from ._store import Acquire, Append, Continue, Op, Renew, RequestCancel, Resolve, SetStatus, Transition
 from .errors import (
     CorruptEntry,
     InvocationBusy,
@@ -40,7 +42,7 @@ from .errors import (
 
 T = TypeVar("T")
 
-TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises")
+TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq")
 HOST = socket.gethostname()
 
 _enc = msgspec.msgpack.Encoder()
@@ -157,6 +159,16 @@ class KVStore(abc.ABC):
             raw = txn.get("promises", key)
             return None if raw is None else _resolution_dec.decode(raw)
 
+    def state(self, key: str) -> dict[str, bytes]:
+        prefix = validate_id(key, "key") + b"\x00"
+        with self._read() as txn:
+            return {k[len(prefix):].decode(): bytes(v) for k, v in txn.scan("state", prefix)}
+
+    def key_queue(self, key: str) -> list[str]:
+        prefix = validate_id(key, "key") + b"\x00"
+        with self._read() as txn:
+            return [k[len(prefix) + 8:].decode() for k, _ in txn.scan("keyq", prefix)]
+
     def due_timers(self, now_us: int) -> list[str]:
         out = []
         with self._read() as txn:
@@ -183,8 +195,7 @@ class KVStore(abc.ABC):
                         + "; pick a new --id, or pass the same input to attach to it"
                     )
                 return existing, False
-            _put_record(txn, id_bytes, record, None)
-            txn.put("entries", entry_key(id_bytes, 0), started)
+            _insert(txn, id_bytes, record, started)
             return record, True
 
         return self._transact(work)
@@ -220,6 +231,8 @@ class KVStore(abc.ABC):
                 for key, _ in list(txn.scan("promises", id_bytes + b"\x00")):
                     txn.delete("promises", key)
                 txn.delete("leases", id_bytes)
+                if record.key is not None and not record.finished:
+                    txn.delete("keyq", _queue_key(record, id_bytes))
                 if not keep_record:
                     _unindex(txn, id_bytes, record)
                     txn.delete("invocations", id_bytes)
@@ -242,15 +255,39 @@ class KVStore(abc.ABC):
                 )
         for seq, data in op.entries:
             txn.put("entries", entry_key(id_bytes, seq), data)
+        if op.state:
+            _write_state(txn, id_bytes, op.id, op.state)
         if op.transition is not None:
             return _transition(txn, id_bytes, op.id, op.transition)
         return None
+
+    def _apply_continue(self, txn: _Txn, op: Continue) -> InvocationRecord:
+        id_bytes = validate_id(op.id)
+        _check_epoch(txn, id_bytes, op.id, op.epoch)
+        new_bytes = validate_id(op.record.id)
+        if _get_record(txn, new_bytes) is not None:
+            raise InvocationConflict(
+                f"cannot continue invocation {op.id!r} as {op.record.id!r}: that id is taken; pass another id"
+            )
+        old = _require_record(txn, id_bytes, op.id)
+        for seq, data in op.entries:
+            txn.put("entries", entry_key(id_bytes, seq), data)
+        _insert(txn, new_bytes, op.record, op.started)
+        old.continued_as = op.record.id
+        return _transition(txn, id_bytes, op.id, op.transition, old)
 
     def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
         id_bytes = validate_id(op.id)
         record = _require_record(txn, id_bytes, op.id)
         if record.finished:
             raise InvocationBusy(f"invocation {op.id!r} is already {record.status}; there is nothing to run")
+        if record.key is not None:
+            head = _queue_head(txn, record.key)
+            if head is not None and head != op.id:
+                raise InvocationBusy(
+                    f"invocation {op.id!r} is queued behind {head!r} on key {record.key!r}: invocations of "
+                    "one key run one at a time, in arrival order; it runs when that one finishes"
+                )
         lease = _get_lease(txn, id_bytes)
         if lease_is_live(lease, op.now_us) and lease.owner != op.owner:
             raise InvocationBusy(
@@ -316,6 +353,7 @@ class KVStore(abc.ABC):
 
 _APPLY = {
     Append: KVStore._apply_append,
+    Continue: KVStore._apply_continue,
     Acquire: KVStore._apply_acquire,
     Renew: KVStore._apply_renew,
     SetStatus: KVStore._apply_set_status,
@@ -338,6 +376,67 @@ def _owned_id(invocation_id: str) -> bytes:
         _owned_ids.clear()
     _owned_ids[invocation_id] = id_bytes
     return id_bytes
+
+
+def _queue_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
+    return record.key.encode() + b"\x00" + record.queued_at.to_bytes(8, "big") + id_bytes
+
+
+def _queue_head(txn: _Txn, key: str) -> str | None:
+    prefix = key.encode() + b"\x00"
+    for k, _ in txn.scan("keyq", prefix):
+        return k[len(prefix) + 8:].decode()
+    return None
+
+
+def _insert(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> None:
+    if record.key is not None:
+        record.queued_at = record.queued_at or record.created_at
+        txn.put("keyq", _queue_key(record, id_bytes), b"")
+    _put_record(txn, id_bytes, record, None)
+    txn.put("entries", entry_key(id_bytes, 0), started)
+
+
+def _write_state(txn: _Txn, id_bytes: bytes, invocation_id: str, changes: list[tuple[str, bytes | None]]) -> None:
+    record = _require_record(txn, id_bytes, invocation_id)
+    if record.key is None:
+        raise JournalError(f"invocation {invocation_id!r} has no key, so it has no state to change")
+    prefix = record.key.encode() + b"\x00"
+    for name, raw in changes:
+        if raw is None:
+            txn.delete("state", prefix + name.encode())
+        else:
+            txn.put("state", prefix + name.encode(), raw)
+
+
+def _settle_links(txn: _Txn, id_bytes: bytes, record: InvocationRecord) -> None:
+    """A finished invocation leaves its key's queue and reports to the parent awaiting it."""
+    if record.key is not None:
+        txn.delete("keyq", _queue_key(record, id_bytes))
+    if record.parent is None or record.continued_as is not None:
+        return
+    parent_bytes = record.parent.encode()
+    parent = _get_record(txn, parent_bytes)
+    if parent is None or parent.finished:
+        return
+    root = record
+    while root.continued_from is not None:  # the parent awaits the first invocation of a chain
+        earlier = _get_record(txn, root.continued_from.encode())
+        if earlier is None:
+            break
+        root = earlier
+    name = "child:" + root.id
+    key = parent_bytes + b"\x00" + name.encode()
+    if txn.get("promises", key) is not None:
+        return
+    if record.status == Status.COMPLETED:
+        resolution = Resolution(record.updated_at, record.result)
+    else:
+        reason = record.error.message if record.error is not None else str(record.status)
+        resolution = Resolution(record.updated_at, NIL, f"child invocation {record.id!r} {record.status}: {reason}")
+    txn.put("promises", key, _enc.encode(resolution))
+    if parent.status == Status.SUSPENDED and parent.waiting == name:
+        _transition(txn, parent_bytes, parent.id, Transition(Status.PENDING, record.updated_at), parent)
 
 
 def _decode_record(data: bytes, id_bytes: bytes) -> InvocationRecord:
@@ -418,6 +517,8 @@ def _transition(
     if record.status in FINISHED:
         record.cancel_requested = False
     _put_record(txn, id_bytes, record, old)
+    if record.status in FINISHED and old.status not in FINISHED:
+        _settle_links(txn, id_bytes, record)
     if change.release:
         lease = _get_lease(txn, id_bytes)
         if lease is not None:

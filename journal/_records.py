@@ -41,7 +41,10 @@ class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
     wake_at: int | None = None  # the timer it is suspended on (µs)
     divergence: str | None = None  # the nondeterminism report that parked it
     cancel_requested: bool = False
-    parent: str | None = None
+    parent: str | None = None  # the invocation that started this one with ctx.call/ctx.send
+    queued_at: int = 0  # its place in its key's queue (a continuation keeps its predecessor's)
+    continued_from: str | None = None  # continue-as-new chain: the invocation this one continues
+    continued_as: str | None = None  # ... and the one that continues it
 
     @property
     def finished(self) -> bool:

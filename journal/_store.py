@@ -31,12 +31,17 @@ class Transition(msgspec.Struct, gc=False):
 
 
 class Append(msgspec.Struct, gc=False):
-    """Append entries `(seq, bytes)` if `epoch` still owns the invocation."""
+    """Append entries `(seq, bytes)` if `epoch` still owns the invocation.
+
+    `state` mutations `(name, raw value or None to clear)` apply to the invocation's key in
+    the same transaction as the entries that record them.
+    """
 
     id: str
     epoch: int
     entries: list[tuple[int, bytes]]
     transition: Transition | None = None
+    state: list[tuple[str, bytes | None]] | None = None
 
 
 class Acquire(msgspec.Struct, gc=False):
@@ -75,6 +80,17 @@ class Resolve(msgspec.Struct, gc=False):
     error: str | None = None
 
 
+class Continue(msgspec.Struct, gc=False):
+    """Continue-as-new: finish `id` (owned at `epoch`) and create `record` with entry 0, at once."""
+
+    id: str
+    epoch: int
+    entries: list[tuple[int, bytes]]
+    transition: Transition
+    record: InvocationRecord
+    started: bytes
+
+
 class RequestCancel(msgspec.Struct, gc=False):
     """Ask for cancellation; result is the record after the request."""
 
@@ -82,7 +98,7 @@ class RequestCancel(msgspec.Struct, gc=False):
     at: int
 
 
-Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel
+Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue
 
 
 @runtime_checkable
@@ -109,6 +125,12 @@ class Store(Protocol):
     def resolution(self, invocation_id: str, name: str) -> Resolution | None: ...
 
     def due_timers(self, now_us: int) -> list[str]: ...
+
+    def state(self, key: str) -> dict[str, bytes]:
+        """The durable state of key (thread) `key`: name -> raw msgpack value."""
+
+    def key_queue(self, key: str) -> list[str]:
+        """Unfinished invocations of `key` in the order they run (the first one runs now)."""
 
     def apply(self, ops: Sequence[Op]) -> list[Any]: ...
 

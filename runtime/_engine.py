@@ -14,7 +14,10 @@ from journal import (
     Cancelled as CancelledEntry,
     Committer,
     Completed,
+    Continue,
+    ContinuedAsNew,
     Durability,
+    Emitted,
     ErrorInfo,
     Failed,
     InvocationRecord,
@@ -29,6 +32,7 @@ from journal import (
     Transition,
     UnencodableValue,
     decode_entry,
+    decode_value,
     digest,
     encode_entry,
     encode_value,
@@ -38,8 +42,8 @@ from journal.errors import InvocationBusy, LeaseLost
 
 from ._guard import _handler_scope
 from ._handlers import NO_INPUT, decode_input, handler_path, load_handler, prepare_input, register
-from ._invocation import InvocationContext, Restart, Suspend, now_us
-from ._outcome import Outcome
+from ._invocation import ContinueAsNew, InvocationContext, Restart, Suspend, now_us
+from ._outcome import Event, Outcome
 from ._replayer import Replayer
 from .errors import Cancelled, NondeterminismError, TerminalError
 
@@ -168,6 +172,9 @@ class Engine:
 
     async def cancel(self, invocation_id: str, *, run: bool = True) -> Outcome:
         """Ask the invocation to cancel. If nobody runs it, run it here so the handler receives `Cancelled`."""
+        waiting = self.store.require(invocation_id).waiting
+        if waiting is not None and waiting.startswith("child:"):
+            await self.cancel(waiting[len("child:"):], run=run)  # the child it awaits goes first
         record = await self.committer.submit(RequestCancel(invocation_id, now_us()), durable=True)
         if not run or record.finished:
             return Outcome.of(record)
@@ -175,6 +182,68 @@ class Engine:
             return await self._execute(invocation_id)
         except InvocationBusy:
             return await self.wait(invocation_id)
+
+    # -- children and streams -------------------------------------------------------------------
+
+    def _child_input(self, target: Callable[..., Any] | str, input: Any) -> tuple[Any, Any]:
+        fn = load_handler(target) if isinstance(target, str) else target
+        path = register(fn)
+        try:
+            raw, _ = prepare_input(fn, input)
+        except (ValueError, UnencodableValue) as exc:
+            raise TerminalError(f"cannot start child {path}: {exc}") from None
+        return path, raw
+
+    async def _create_child(self, parent: str, path: str, raw: Any, child_id: str, key: str | None,
+                            delay: float | None) -> None:
+        at = now_us()
+        input_digest = digest(bytes(raw))
+        record = InvocationRecord(child_id, path, Status.PENDING, at, at, key, input_digest, parent=parent)
+        started = encode_entry(Started(path, raw, at, key, input_digest, parent), self.store.max_entry_bytes)
+        record, created = self.store.create(record, started)
+        if created and delay:
+            self.store.apply_one(SetStatus(child_id, Transition(Status.SUSPENDED, at, wake_at=at + int(delay * 1e6))))
+        await self.committer.flush()
+
+    async def _run_child(self, child_id: str) -> None:
+        """Run an awaited child here if nobody else is running it; it may finish or suspend."""
+        record = self.store.require(child_id)
+        runnable = record.status == Status.PENDING or (
+            record.status == Status.RUNNING and not lease_is_live(self.store.lease(child_id), now_us())
+        )
+        if runnable and child_id not in self._active:
+            # In a task of its own, so the child's context variables do not leak into the parent's.
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._execute_if_free, child_id)
+
+    async def _execute_if_free(self, invocation_id: str) -> None:
+        try:
+            await self._execute(invocation_id)
+        except InvocationBusy:
+            pass
+
+    async def stream(self, invocation_id: str, *, after: int = 0, poll: float = 0.05) -> AsyncIterator[Event]:
+        """The events the invocation emits with `ctx.emit`, each once and in seq order, as they are
+        journaled (from any process); ends when the invocation (and any continuation) finishes."""
+        delivered: set[int] = set()
+        floor = after  # every seq up to here was seen
+        while True:
+            record = self.store.require(invocation_id)
+            for seq, data in self.store.entries(invocation_id, start=floor + 1):
+                if seq in delivered:
+                    continue
+                entry = decode_entry(data, invocation_id=invocation_id, seq=seq)
+                if isinstance(entry, Emitted):
+                    yield Event(invocation_id=invocation_id, seq=seq, value=decode_value(entry.value), at=entry.at)
+                delivered.add(seq)
+                while floor + 1 in delivered:
+                    floor += 1
+            if record.finished:
+                if record.continued_as is None:
+                    return
+                invocation_id, delivered, floor = record.continued_as, set(), 0
+                continue
+            await anyio.sleep(poll)
 
     # -- recovery and the worker loop -----------------------------------------------------------
 
@@ -238,6 +307,9 @@ class Engine:
     async def _execute(self, invocation_id: str, fn: Callable[..., Any] | None = None) -> Outcome:
         while True:
             outcome = await self._execute_once(invocation_id, fn)
+            if outcome.continued_as is not None:  # the logical run goes on in its continuation
+                invocation_id = outcome.continued_as
+                continue
             # A promise resolved (or a cancel requested) while the handler unwound to wait.
             if outcome.status != Status.PENDING:
                 return outcome
@@ -261,6 +333,7 @@ class Engine:
                 invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
                 max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
                 always_replay=self.always_replay, divergence_wait=self.divergence_wait,
+                key=started.key, spawner=self,
             )
             if self.on_step is not None:
                 hook = self.on_step
@@ -322,20 +395,52 @@ class Engine:
             raise exc
         if any(isinstance(e, Restart) for e in leaves):
             return Outcome(id=invocation_id, status=Status.PENDING)  # always-replay: run it again from the top
-        if not any(isinstance(e, (Exception, Suspend)) for e in leaves):
+        if not any(isinstance(e, (Exception, Suspend, ContinueAsNew)) for e in leaves):
             raise exc  # an unknown BaseException behaves like a crash: nothing is written, the lease lapses
         diverged = next((e for e in leaves if isinstance(e, NondeterminismError)), None)
         if diverged is not None:
             record = await self.committer.submit(SetStatus(invocation_id, Transition(
                 Status.DIVERGED, now_us(), divergence=str(diverged), release=True), epoch), durable=True)
             return Outcome.of(record)
-        suspend = next((e for e in leaves if isinstance(e, Suspend)), None)
-        if suspend is not None and not ctx.cancel_delivered:
-            return await self._finish(ctx, None, Status.SUSPENDED, waiting=suspend.waiting, wake_at=suspend.wake_at)
+        cont = next((e for e in leaves if isinstance(e, ContinueAsNew)), None)
+        if cont is not None and not ctx.cancel_delivered:
+            return await self._continue_as_new(ctx, cont, epoch)
+        suspends = [e for e in leaves if isinstance(e, Suspend)]
+        if suspends and not ctx.cancel_delivered:
+            # Branches may wait on different things (select over a promise and a timer): wake on any.
+            waiting = next((e.waiting for e in suspends if e.waiting is not None), None)
+            wakes = [e.wake_at for e in suspends if e.wake_at is not None]
+            return await self._finish(ctx, None, Status.SUSPENDED, waiting=waiting, wake_at=min(wakes, default=None))
         if ctx.cancel_delivered and all(isinstance(e, (Cancelled, Suspend)) for e in leaves):
             return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
         error = _error_info(leaves)
         return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
+
+    async def _continue_as_new(self, ctx: InvocationContext, cont: ContinueAsNew, epoch: int) -> Outcome:
+        invocation_id = ctx.invocation_id
+        record = self.store.require(invocation_id)
+        fn = load_handler(record.handler)
+        try:
+            raw, _ = prepare_input(fn, cont.input)
+        except (ValueError, UnencodableValue) as exc:
+            error = ErrorInfo("TerminalError", f"continue_as_new: {exc}")
+            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
+        root, _, generation = invocation_id.rpartition("~")
+        next_id = f"{root}~{int(generation) + 1}" if root and generation.isdigit() else f"{invocation_id}~1"
+        at = now_us()
+        input_digest = digest(bytes(raw))
+        new = InvocationRecord(next_id, record.handler, Status.PENDING, at, at, record.key, input_digest,
+                               parent=record.parent, queued_at=record.queued_at, continued_from=invocation_id)
+        started = encode_entry(Started(record.handler, raw, at, record.key, input_digest, record.parent),
+                               self.store.max_entry_bytes)
+        with anyio.CancelScope(shield=True):
+            await ctx._flush_pending()
+            end = encode_entry(ContinuedAsNew(at, next_id), self.store.max_entry_bytes)
+            done = Transition(Status.COMPLETED, at, result=encode_value({"continued_as": next_id}), release=True)
+            finished = await self.committer.submit(
+                Continue(invocation_id, epoch, [(ctx._replayer.next_live(), end)], done, new, started), durable=True
+            )
+        return Outcome.of(finished)
 
     async def _finish(self, ctx: InvocationContext, entry: Any, status: Status, **change: Any) -> Outcome:
         try:

@@ -11,14 +11,16 @@ import time
 import typing
 import uuid as _uuid
 from contextvars import ContextVar
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import anyio
 import anyio.lowlevel
 import msgspec
 
 from journal import (
+    NIL,
     Append,
+    Called,
     CancelReceived,
     Committer,
     Durability,
@@ -27,6 +29,7 @@ from journal import (
     Now,
     Patched,
     Promise,
+    Selected,
     Sleep,
     Step,
     Transition,
@@ -41,6 +44,7 @@ from journal.errors import LeaseLost
 from ._context import Context
 from ._guard import _handler_scope
 from ._replayer import WAIT, Replayer
+from ._state import State
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._step_info import StepInfo, _current
 from .errors import Cancelled, PromiseRejected, StepTimeout, TerminalError
@@ -69,6 +73,31 @@ class Suspend(BaseException):
         super().__init__(waiting or wake_at)
         self.waiting = waiting
         self.wake_at = wake_at
+
+
+class ContinueAsNew(BaseException):
+    """Internal: `ctx.continue_as_new(input)` unwinds the handler to start afresh."""
+
+    def __init__(self, input: Any) -> None:
+        super().__init__("continue as new")
+        self.input = input
+
+
+class _Fence:
+    __slots__ = ("parked",)
+
+    def __init__(self) -> None:
+        self.parked = anyio.Event()
+
+
+_fence: ContextVar[_Fence | None] = ContextVar("journal_select_fence", default=None)
+
+
+def _first_error(group: BaseExceptionGroup) -> BaseException:
+    leaves = [group]
+    while leaves and isinstance(leaves[0], BaseExceptionGroup):
+        leaves = list(leaves[0].exceptions) + leaves[1:]
+    return next((e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())), leaves[0])
 
 
 class Restart(BaseException):
@@ -110,6 +139,8 @@ class InvocationContext(Context):
         inline_sleep_limit: float,
         always_replay: bool = False,
         divergence_wait: float = 0.5,
+        key: str | None = None,
+        spawner: Any = None,
     ) -> None:
         self._id = invocation_id
         self._serial = next(_serials)
@@ -122,6 +153,10 @@ class InvocationContext(Context):
         self._divergence_wait = divergence_wait
         self._exit_mode = committer.durability is Durability.EXIT
         self._pending: list[tuple[int, bytes]] = []  # journaled by sync calls, committed with the next append
+        self._pending_state: list[tuple[str, bytes | None]] = []  # state changes that go with them
+        self._key = key
+        self._spawner = spawner  # the engine: starts and runs child invocations
+        self.state = State(self, key)
         self._random: _random.Random | None = None
         self._uuid_counter = 0
         self._inflight = 0
@@ -292,19 +327,129 @@ class InvocationContext(Context):
     async def promise(self, name: str, *, type: Any = None, timeout: float | None = None) -> Any:
         if not isinstance(name, str) or not name:
             raise TypeError(f"ctx.promise needs a name (a non-empty string), got {name!r}")
+        deadline = None
+        if timeout is not None:  # the deadline is a durable timer of its own
+            dseq, dprev, timer = await self._claim(Sleep)
+            if timer is None:
+                at = now_us()
+                timer = Sleep(at, at + int(max(timeout, 0) * 1e6), dprev)
+                await self._commit(dseq, timer)
+            deadline = timer.until
         seq, prev, recorded = await self._claim(Promise, name)
         if recorded is None:
             await self._deliver_cancel(seq, prev)
             await self._quiesce()
-            resolution = self._committer.store.resolution(self._id, name)
-            if resolution is None:
+            resolution = await self._await_resolution(name, deadline)
+            if resolution is None and (deadline is None or now_us() < deadline):
                 await self._flush_pending()
-                raise Suspend(waiting=name)
-            recorded = Promise(name, now_us(), resolution.value, resolution.error, prev)
+                raise Suspend(waiting=name, wake_at=deadline)
+            if resolution is None:
+                recorded = Promise(name, now_us(), NIL, "timed out", prev, timed_out=True)
+            else:
+                recorded = Promise(name, now_us(), resolution.value, resolution.error, prev)
             await self._commit(seq, recorded)
+        if recorded.timed_out:
+            raise StepTimeout(f"promise {name!r} of invocation {self._id!r} was not resolved within {timeout} s")
         if recorded.error is not None:
             raise PromiseRejected(f"promise {name!r} of invocation {self._id!r} was rejected: {recorded.error}")
         return decode_value(recorded.value, type if type is not None else Any)
+
+    async def _await_resolution(self, name: str, deadline: int | None) -> Any:
+        """The promise's resolution; a deadline near enough is waited for here instead of suspending."""
+        store = self._committer.store
+        resolution = store.resolution(self._id, name)
+        while resolution is None and deadline is not None:
+            left = (deadline - now_us()) / 1e6
+            if left <= 0 or left > self._inline_sleep_limit:
+                break
+            with anyio.move_on_after(min(left, 0.05)):
+                await self._wake.wait()
+            if self.cancel_reason is not None:
+                break
+            resolution = store.resolution(self._id, name)
+        return resolution
+
+    # -- child invocations, combinators, continue-as-new -----------------------------------------
+
+    async def call(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
+                   type: Any = None) -> Any:
+        child_id = await self._start_child(target, input, id=id, key=key, awaited=True, delay=None)
+        await self._spawner._run_child(child_id)
+        return await self.promise("child:" + child_id, type=type)
+
+    async def send(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
+                   delay: float | None = None) -> str:
+        return await self._start_child(target, input, id=id, key=key, awaited=False, delay=delay)
+
+    async def _start_child(self, target: Any, input: Any, *, id: str | None, key: str | None, awaited: bool,
+                           delay: float | None) -> str:
+        path, raw = self._spawner._child_input(target, input)
+        seq, prev, recorded = await self._claim(Called, path, digest(path, bytes(raw), id, key, awaited))
+        if recorded is not None:
+            return recorded.child
+        await self._deliver_cancel(seq, prev)
+        await self._flush_pending()
+        child_id = id if id is not None else f"{self._id}.{seq}"
+        await self._spawner._create_child(self._id, path, raw, child_id, key, delay)
+        await self._commit(seq, Called(path, digest(path, bytes(raw), id, key, awaited), now_us(), child_id,
+                                       awaited, prev))
+        return child_id
+
+    async def gather(self, *aws: Any) -> list[Any]:
+        results: list[Any] = [None] * len(aws)
+
+        async def one(i: int, aw: Any) -> None:
+            results[i] = await aw
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, aw in enumerate(aws):
+                    tg.start_soon(one, i, aw)
+        except BaseExceptionGroup as group:
+            raise _first_error(group) from None
+        return results
+
+    async def select(self, *aws: Any) -> tuple[int, Any]:
+        if not aws:
+            raise TypeError("ctx.select needs at least one awaitable")
+        seq, prev, recorded = await self._claim(Selected)
+        winner_index = recorded.index if recorded is not None else None
+        done = anyio.Event()
+        outcome: dict[str, Any] = {}
+        fences = [_Fence() for _ in aws]
+
+        async def branch(i: int, aw: Any) -> None:
+            token = _fence.set(fences[i] if winner_index is not None and i != winner_index else None)
+            try:
+                value = await aw
+                if "index" not in outcome and (winner_index is None or i == winner_index):
+                    outcome.update(index=i, value=value)
+                    done.set()
+            except Exception as exc:
+                if "index" not in outcome and (winner_index is None or i == winner_index):
+                    outcome.update(index=i, error=exc)
+                    done.set()
+            finally:
+                fences[i].parked.set()
+                _fence.reset(token)
+
+        async with anyio.create_task_group() as tg:
+            for i, aw in enumerate(aws):
+                tg.start_soon(branch, i, aw)
+            await done.wait()
+            if winner_index is not None:  # replay: let the losers claim what they journaled first
+                for i, fence in enumerate(fences):
+                    if i != winner_index:
+                        await fence.parked.wait()
+            tg.cancel_scope.cancel()
+        if recorded is None:
+            await self._commit(seq, Selected(now_us(), outcome["index"], prev))
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["index"], outcome["value"]
+
+    def continue_as_new(self, input: Any = None) -> NoReturn:
+        raise ContinueAsNew(input)
 
     async def emit(self, event: Any) -> None:
         seq, prev, recorded = await self._claim(Emitted)
@@ -326,11 +471,17 @@ class InvocationContext(Context):
 
     async def finish(self, entry: Any | None, transition: Transition) -> Any:
         """Commit the final entry (if any), everything buffered, and the status change, at once."""
-        entries = self._pending
-        self._pending = []
+        entries, self._pending = self._pending, []
+        state, self._pending_state = self._pending_state or None, []
         if entry is not None:
             entries.append((self._replayer.next_live(), encode_entry(entry, self._max)))
-        return await self._committer.submit(Append(self._id, self._epoch, entries, transition), durable=True)
+        return await self._committer.submit(Append(self._id, self._epoch, entries, transition, state), durable=True)
+
+    def take_pending(self) -> tuple[list[tuple[int, bytes]], list[tuple[str, bytes | None]]]:
+        """Buffered entries and state changes not yet committed (continue-as-new commits them)."""
+        entries, self._pending = self._pending, []
+        state, self._pending_state = self._pending_state, []
+        return entries, state
 
     # -- internals -------------------------------------------------------------------------
 
@@ -365,6 +516,11 @@ class InvocationContext(Context):
             if now >= deadline:
                 raise self._replayer.stuck(last, kind, name, call_digest)
         seq, recorded = found
+        fence = _fence.get()
+        if recorded is None and fence is not None:
+            # A branch that lost a replayed select stops where its recorded path ends.
+            fence.parked.set()
+            await anyio.sleep_forever()
         self._set_last(seq)
         if isinstance(recorded, CancelReceived):
             self._raise_cancel(seq)
@@ -422,8 +578,9 @@ class InvocationContext(Context):
         await self._submit(entries)
 
     async def _submit(self, entries: list[tuple[int, bytes]]) -> None:
+        state, self._pending_state = self._pending_state or None, []
         try:
-            await self._committer.submit(Append(self._id, self._epoch, entries))
+            await self._committer.submit(Append(self._id, self._epoch, entries, None, state))
         except LeaseLost as exc:
             self.lost = exc
             raise

@@ -12,6 +12,15 @@ from journal import ErrorInfo, InvocationRecord, Status, decode_value
 from .errors import TerminalError
 
 
+class Event(msgspec.Struct, kw_only=True):
+    """An event a handler published with `ctx.emit`, as `Engine.stream` delivers it."""
+
+    invocation_id: str
+    seq: int
+    value: Any
+    at: int
+
+
 class Outcome(msgspec.Struct, kw_only=True):
     id: str
     status: Status
@@ -20,6 +29,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     waiting: str | None = None
     wake_at: datetime.datetime | None = None
     divergence: str | None = None
+    continued_as: str | None = None
 
     @classmethod
     def of(cls, record: InvocationRecord, result_type: Any = Any) -> "Outcome":
@@ -32,6 +42,7 @@ class Outcome(msgspec.Struct, kw_only=True):
         return cls(
             id=record.id, status=record.status, result=result, error=record.error,
             waiting=record.waiting, wake_at=wake, divergence=record.divergence,
+            continued_as=record.continued_as,
         )
 
     def value(self) -> Any:

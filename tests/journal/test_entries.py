@@ -9,6 +9,12 @@ from hypothesis import strategies as st
 
 from journal import (
     NIL,
+    Called,
+    ContinuedAsNew,
+    Selected,
+    StateGot,
+    StateKeys,
+    StateSet,
     CancelReceived,
     Cancelled,
     Completed,
@@ -51,6 +57,12 @@ entries = st.one_of(
     st.builds(Emitted, times, raws),
     st.builds(Patched, names, times),
     st.builds(CancelReceived, times, st.text(max_size=20)),
+    st.builds(StateGot, names, times, raws, st.booleans(), times),
+    st.builds(StateSet, names, times, raws, st.booleans(), times),
+    st.builds(StateKeys, times, st.lists(names, max_size=3), times),
+    st.builds(Called, names, st.integers(0, 2**64 - 1), times, names, st.booleans(), times),
+    st.builds(Selected, times, st.integers(0, 100), times),
+    st.builds(ContinuedAsNew, times, names),
 )
 
 
@@ -97,13 +109,19 @@ GOLDEN = [
     (Step("plan", 7, 1, error=ErrorInfo("ValueError", "bad", True)), "98a473746570a4706c616e0701c093aa56616c75654572726f72a3626164c30100"),
     (Now(5), "93a36e6f770500"),
     (Sleep(1, 2), "94a5736c656570010200"),
-    (Promise("ok", 3, encode_value(True)), "96a770726f6d697365a26f6b03c3c000"),
+    (Promise("ok", 3, encode_value(True)), "97a770726f6d697365a26f6b03c3c000c2"),
     (Completed(4, encode_value("done")), "93a9636f6d706c6574656404a4646f6e65"),
     (Failed(4, ErrorInfo("E", "m")), "93a66661696c65640493a145a16dc3"),
     (Cancelled(6, "stop"), "93a963616e63656c6c656406a473746f70"),
     (Emitted(7, encode_value(1)), "94a7656d6974746564070100"),
     (Patched("v2", 8), "94a770617463686564a276320800"),
     (CancelReceived(9, ""), "94af63616e63656c5f726563656976656409a000"),
+    (StateGot("notes", 1, encode_value([1]), True, 2), "96a973746174655f676574a56e6f746573019101c302"),
+    (StateSet("notes", 1, encode_value([1]), False, 2), "96a973746174655f736574a56e6f746573019101c202"),
+    (StateKeys(1, ["a", "b"], 2), "94aa73746174655f6b6579730192a161a16202"),
+    (Called("pkg.mod:child", 7, 1, "inv.3", True, 2), "97a663616c6c6564ad706b672e6d6f643a6368696c640701a5696e762e33c302"),
+    (Selected(1, 0, 2), "94a873656c6563746564010002"),
+    (ContinuedAsNew(1, "inv~1"), "93b0636f6e74696e7565645f61735f6e657701a5696e767e31"),
 ]
 
 

@@ -13,11 +13,11 @@ class Crash(BaseException):
     """Stands in for the process dying: the engine writes nothing more."""
 
 
-async def _crash_then_resume(open_engine, first, second, *, id="inv", input=None):
+async def _crash_then_resume(open_engine, first, second, *, id="inv", input=None, key=None):
     """Run `first` until it crashes, then resume the same invocation with `second`."""
     async with open_engine(lease_ttl=0.05) as engine:
         with pytest.raises(Crash):
-            await engine.run(first, input, id=id)
+            await engine.run(first, input, id=id, key=key)
     await anyio.sleep(0.06)  # the crashed owner's lease lapses
     async with open_engine() as engine:
         engine.register(second)

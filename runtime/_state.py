@@ -1,0 +1,110 @@
+"""`ctx.state`: durable state shared by the invocations of one key (a conversation thread).
+
+Invocations of a key run one at a time, so state needs no locking. Reads are journaled,
+so replay sees what the first execution saw; changes are journaled and applied to the
+key's state in the same transaction as their entry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import msgspec
+
+from journal import NIL, StateGot, StateKeys, StateSet, UnencodableValue, decode_value, encode_entry, encode_value
+
+from .errors import TerminalError
+
+if TYPE_CHECKING:
+    from ._invocation import InvocationContext
+
+class State:
+    """The state of the invocation's key. Get it as `ctx.state`."""
+
+    def __init__(self, ctx: "InvocationContext", key: str | None) -> None:
+        self._ctx = ctx
+        self._key = key
+        self._overlay: dict[str, bytes | None] = {}  # changes made by this execution so far
+
+    def _require_key(self, what: str) -> str:
+        if self._key is None:
+            raise TerminalError(
+                f"ctx.state.{what}() needs a key: start the invocation with a key "
+                "(`journal run --key THREAD ...` or `engine.run(..., key=...)`)"
+            )
+        return self._key
+
+    def _current(self, name: str) -> bytes | None:
+        if name in self._overlay:
+            return self._overlay[name]
+        return self._ctx._committer.store.state(self._require_key("get")).get(name)
+
+    async def get(self, name: str, default: Any = None, *, type: Any = None) -> Any:
+        """The value of `name`, decoded as `type`, or `default` if it is not set."""
+        self._require_key("get")
+        ctx = self._ctx
+        seq, prev, recorded = await ctx._claim(StateGot, name)
+        if recorded is None:
+            await ctx._deliver_cancel(seq, prev)
+            raw = self._current(name)
+            recorded = StateGot(name, _now(), raw if raw is not None else NIL, raw is not None, prev)
+            await ctx._commit(seq, recorded)
+        return decode_value(recorded.value, type) if recorded.found else default
+
+    async def keys(self) -> list[str]:
+        """The names that are set, sorted."""
+        key = self._require_key("keys")
+        ctx = self._ctx
+        seq, prev, recorded = await ctx._claim(StateKeys)
+        if recorded is None:
+            await ctx._deliver_cancel(seq, prev)
+            names = set(ctx._committer.store.state(key))
+            names |= {n for n, v in self._overlay.items() if v is not None}
+            names -= {n for n, v in self._overlay.items() if v is None}
+            recorded = StateKeys(_now(), sorted(names), prev)
+            await ctx._commit(seq, recorded)
+        return list(recorded.names)
+
+    def set(self, name: str, value: Any) -> None:
+        """Set `name` to `value` (journaled; applied with the next journal write)."""
+        self._change(name, value, cleared=False)
+
+    def clear(self, name: str) -> None:
+        """Remove `name`."""
+        self._change(name, None, cleared=True)
+
+    def update(self, name: str, value: Any, *, reducer: Callable[[Any, Any], Any], default: Any = None,
+               type: Any = None) -> Any:
+        """Set `name` to `reducer(current, value)` and return it, e.g. append a message to a list."""
+        return self._change(name, value, cleared=False, reducer=(reducer, default, type))
+
+    def _change(self, name: str, value: Any, *, cleared: bool, reducer: Any = None) -> Any:
+        self._require_key("set")
+        ctx = self._ctx
+        seq, prev, recorded = ctx._claim_now(StateSet, name)
+        type_ = reducer[2] if reducer is not None else None
+        if recorded is not None:  # replay: the change is already in the store
+            self._overlay[name] = None if recorded.cleared else bytes(recorded.value)
+            return None if recorded.cleared else decode_value(recorded.value, type_)
+        ctx._deliver_cancel_sync(seq, prev)
+        if reducer is not None:
+            fn, default, _ = reducer
+            raw = self._current(name)
+            value = fn(decode_value(raw, type_) if raw is not None else default, value)
+        raw_value: bytes | None = None
+        if not cleared:
+            try:
+                raw_value = bytes(encode_value(value))
+            except UnencodableValue as exc:
+                raise TerminalError(f"ctx.state.set({name!r}) at seq {seq}: {exc}") from None
+        stored = NIL if raw_value is None else msgspec.Raw(raw_value)
+        ctx._pending.append((seq, encode_entry(StateSet(name, _now(), stored, cleared, prev), ctx._max)))
+        ctx._pending_state.append((name, raw_value))
+        self._overlay[name] = raw_value
+        return None if raw_value is None else decode_value(raw_value, type_)
+
+
+def _now() -> int:
+    from ._invocation import now_us
+
+    return now_us()

@@ -1,0 +1,341 @@
+"""Threads with state, streaming, child invocations, versioning, continue-as-new, combinators."""
+
+import anyio
+import pytest
+
+from journal import Status, decode_entry, decode_value, kind_of
+from runtime import Context, PromiseRejected, StepTimeout, TerminalError
+
+from .test_replay import Crash
+
+pytestmark = pytest.mark.anyio
+
+
+def kinds(store, invocation_id):
+    return [kind_of(decode_entry(d)) for _, d in store.entries(invocation_id)]
+
+
+def append(messages, message):
+    return [*(messages or []), message]
+
+
+async def chat(ctx: Context, message: str) -> list:
+    history = await ctx.state.get("history", default=[])
+    reply = await ctx.run("reply", lambda: f"echo({message}) after {len(history)} turns")
+    return ctx.state.update("history", [message, reply], reducer=append)
+
+
+# -- threads with durable state -------------------------------------------------------------------
+
+async def test_a_thread_remembers_earlier_turns(open_engine):
+    async with open_engine() as engine:
+        await engine.run(chat, "hi", key="thread-1")
+        await engine.run(chat, "again", key="thread-1")
+        third = await engine.run(chat, "third", key="thread-1")
+        other = await engine.run(chat, "elsewhere", key="thread-2")
+        state = engine.store.state("thread-1")
+    assert [turn[0] for turn in third.result] == ["hi", "again", "third"]
+    assert third.result[2][1] == "echo(third) after 2 turns"
+    assert len(other.result) == 1
+    assert [t[0] for t in decode_value(state["history"])] == ["hi", "again", "third"]
+
+
+async def test_state_changes_commit_with_their_entry_and_replay_returns_the_same_reads(open_engine):
+    seen = []
+
+    async def agent(ctx: Context) -> int:
+        count = await ctx.state.get("count", default=0)
+        seen.append(count)
+        ctx.state.set("count", count + 1)
+        await ctx.promise("go")
+        return await ctx.state.get("count")
+
+    async with open_engine() as engine:
+        assert (await engine.run(agent, key="k", id="a")).status == Status.SUSPENDED
+        assert decode_value(engine.store.state("k")["count"]) == 1
+        await engine.resolve("a", "go", True)
+        done = await engine.resume("a")
+        assert kinds(engine.store, "a") == ["started", "state_get", "state_set", "promise", "state_get", "completed"]
+    assert done.result == 1 and set(seen) == {0}  # the replayed read saw 0 again, not the 1 it wrote
+
+
+async def test_state_keys_clear_and_the_missing_key_error(open_engine):
+    async def agent(ctx: Context) -> list:
+        ctx.state.set("a", 1)
+        ctx.state.set("b", 2)
+        ctx.state.clear("a")
+        return await ctx.state.keys()
+
+    async def keyless(ctx: Context) -> None:
+        await ctx.state.get("x")
+
+    async with open_engine() as engine:
+        assert (await engine.run(agent, key="k")).result == ["b"]
+        assert list(engine.store.state("k")) == ["b"]
+        out = await engine.run(keyless)
+        assert out.status == Status.FAILED and "needs a key" in out.error.message
+
+
+async def test_invocations_of_one_key_run_one_at_a_time_in_arrival_order(open_engine):
+    async def waits(ctx: Context, n: int) -> int:
+        await ctx.promise("go")
+        ctx.state.update("order", n, reducer=append)
+        return n
+
+    async with open_engine() as engine:
+        assert (await engine.run(waits, 1, key="q", id="first")).status == Status.SUSPENDED
+        await engine.start(waits, 2, key="q", id="second")
+        assert engine.store.key_queue("q") == ["first", "second"]
+        with pytest.raises(Exception, match="queued behind 'first'"):
+            await engine.resume("second")
+        await engine.resolve("second", "go", True)
+        await engine.resolve("first", "go", True)
+        assert (await engine.resume("first")).result == 1
+        assert engine.store.key_queue("q") == ["second"]
+        assert (await engine.resume("second")).result == 2
+        assert decode_value(engine.store.state("q")["order"]) == [1, 2]
+
+
+async def test_a_changed_state_name_is_a_divergence(open_engine):
+    async def old(ctx: Context) -> None:
+        await ctx.state.get("history")
+        await ctx.run("crash", _crash_once)
+
+    async def new(ctx: Context) -> None:
+        await ctx.state.get("messages")
+
+    from .test_replay import _crash_then_resume
+
+    _armed["on"] = True
+    outcome, _ = await _crash_then_resume(open_engine, old, new, key="t")
+    assert outcome.status == Status.DIVERGED and "'history'" in outcome.divergence and "'messages'" in outcome.divergence
+
+
+_armed = {"on": False}
+
+
+def _crash_once():
+    if _armed["on"]:
+        _armed["on"] = False
+        raise Crash()
+
+
+# -- streaming ---------------------------------------------------------------------------------
+
+async def test_stream_delivers_each_event_once_in_order_across_a_replay(open_engine):
+    async def agent(ctx: Context) -> str:
+        for i in range(3):
+            await ctx.emit({"chunk": i})
+        await ctx.promise("more")
+        await ctx.emit({"chunk": 3})
+        return "done"
+
+    async with open_engine() as engine:
+        await engine.run(agent, id="s")
+        received = []
+
+        async def consume():
+            async for event in engine.stream("s"):
+                received.append((event.seq, event.value["chunk"]))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await anyio.sleep(0.1)
+            await engine.resolve("s", "more", True)
+            await engine.resume("s")  # replays the first three emits: not delivered again
+    assert [chunk for _, chunk in received] == [0, 1, 2, 3]
+    assert [seq for seq, _ in received] == sorted(seq for seq, _ in received)
+
+
+# -- child invocations --------------------------------------------------------------------------
+
+async def child_double(ctx: Context, n: int) -> int:
+    return await ctx.run("double", lambda: n * 2)
+
+
+async def child_waits(ctx: Context, n: int) -> int:
+    return n + await ctx.promise("extra", type=int)
+
+
+async def child_fails(ctx: Context, n: int) -> int:
+    raise TerminalError(f"cannot do {n}")
+
+
+async def test_call_runs_a_child_invocation_and_journals_its_id_and_result(open_engine, calls):
+    async def parent(ctx: Context) -> list:
+        a = await ctx.call(child_double, 5)
+        b = await ctx.call(child_double, 6, id="fixed-child")
+        await ctx.run("after", calls("after"))
+        return [a, b]
+
+    async with open_engine() as engine:
+        out = await engine.run(parent, id="p")
+        assert out.result == [10, 12]
+        assert kinds(engine.store, "p") == ["started", "called", "promise", "called", "promise", "step", "completed"]
+        first_child = decode_entry(engine.store.entries("p")[1][1]).child
+        assert engine.store.get(first_child).parent == "p"
+        assert engine.store.get("fixed-child").status == Status.COMPLETED
+
+
+async def test_a_suspended_child_suspends_its_parent_until_it_finishes(open_engine):
+    async def parent(ctx: Context) -> int:
+        return await ctx.call(child_waits, 1, id="kid")
+
+    async with open_engine() as engine:
+        out = await engine.run(parent, id="p")
+        assert out.status == Status.SUSPENDED and out.waiting == "child:kid"
+        await engine.resolve("kid", "extra", 41)
+        assert (await engine.resume("kid")).result == 42
+        assert engine.store.get("p").status == Status.PENDING  # the child's result woke it
+        assert (await engine.resume("p")).result == 42
+
+
+async def test_a_failed_child_raises_in_the_parent(open_engine):
+    async def parent(ctx: Context) -> str:
+        try:
+            await ctx.call(child_fails, 3)
+        except PromiseRejected as exc:
+            return str(exc)
+        return "no"
+
+    async with open_engine() as engine:
+        assert "cannot do 3" in (await engine.run(parent)).result
+
+
+async def test_send_starts_a_child_without_waiting(open_engine):
+    async def parent(ctx: Context) -> str:
+        return await ctx.send(child_double, 4, id="sent")
+
+    async with open_engine() as engine:
+        assert (await engine.run(parent)).result == "sent"
+        assert engine.store.get("sent").status == Status.PENDING
+        await engine.recover()
+        assert (await engine.get("sent")).result == 8
+
+
+async def test_cancelling_a_parent_cancels_the_child_it_awaits(open_engine):
+    async def parent(ctx: Context) -> int:
+        return await ctx.call(child_waits, 1, id="kid2")
+
+    async with open_engine() as engine:
+        await engine.run(parent, id="p2")
+        out = await engine.cancel("p2")
+        assert out.status == Status.CANCELLED
+        assert engine.store.get("kid2").status == Status.CANCELLED
+
+
+# -- versioning ---------------------------------------------------------------------------------
+
+async def test_patched_keeps_old_journals_on_the_old_path(open_engine):
+    async def v1(ctx: Context) -> str:
+        a = await ctx.run("a", lambda: "a")
+        c = await ctx.run("c", lambda: "c")
+        await ctx.promise("go")
+        return a + c
+
+    async def v2(ctx: Context) -> str:
+        a = await ctx.run("a", lambda: "a")
+        if ctx.patched("add-b"):
+            a += await ctx.run("b", lambda: "b")
+        c = await ctx.run("c", lambda: "c")
+        await ctx.promise("go")
+        return a + c
+
+    async with open_engine() as engine:
+        await engine.run(v1, id="old")
+        from runtime._handlers import _by_path
+
+        _by_path[engine.store.get("old").handler] = v2
+        await engine.resolve("old", "go", 1)
+        assert (await engine.resume("old")).result == "ac"  # recorded before the change
+        assert "patched" not in kinds(engine.store, "old")
+        await engine.run(v2, id="new")
+        await engine.resolve("new", "go", 1)
+        assert (await engine.resume("new")).result == "abc"
+        assert kinds(engine.store, "new")[:4] == ["started", "step", "patched", "step"]
+
+
+# -- continue-as-new ------------------------------------------------------------------------------
+
+async def loop_agent(ctx: Context, state: dict) -> dict:
+    n = await ctx.run("work", lambda: state["n"] + 1)
+    if n < state["until"]:
+        ctx.continue_as_new({"n": n, "until": state["until"]})
+    return {"n": n}
+
+
+async def test_continue_as_new_starts_a_fresh_linked_journal(open_engine):
+    async with open_engine() as engine:
+        out = await engine.run(loop_agent, {"n": 0, "until": 3}, id="loop", key="loop-key")
+        assert out.result == {"n": 3} and out.id == "loop~2"
+        first, second = engine.store.get("loop"), engine.store.get("loop~1")
+        assert first.continued_as == "loop~1" and second.continued_from == "loop"
+        assert kinds(engine.store, "loop") == ["started", "step", "continued_as_new"]
+        assert kinds(engine.store, "loop~2") == ["started", "step", "completed"]
+        assert engine.store.get("loop~2").key == "loop-key"
+        assert engine.store.key_queue("loop-key") == []
+        # Attaching to the first id follows the chain to the final result.
+        assert (await engine.run(loop_agent, {"n": 0, "until": 3}, id="loop", key="loop-key")).result == {"n": 3}
+
+
+# -- combinators and timeouts ---------------------------------------------------------------------
+
+async def test_gather_returns_results_in_argument_order(open_engine):
+    async def slow(x):
+        await anyio.sleep(0.01 * (3 - x))
+        return x
+
+    async def agent(ctx: Context) -> list:
+        return await ctx.gather(*(ctx.run(f"s{i}", slow, i) for i in range(3)))
+
+    async with open_engine() as engine:
+        assert (await engine.run(agent)).result == [0, 1, 2]
+
+
+async def test_select_journals_the_winner_and_replay_picks_the_same(open_engine, calls):
+    async def fast():
+        return "fast"
+
+    async def slow():
+        await anyio.sleep(0.2)
+        return "slow"
+
+    async def agent(ctx: Context) -> list:
+        index, value = await ctx.select(ctx.run("slow", slow), ctx.run("fast", fast))
+        await ctx.promise("go")
+        return [index, value]
+
+    async with open_engine() as engine:
+        await engine.run(agent, id="sel")
+        assert "selected" in kinds(engine.store, "sel")
+        await engine.resolve("sel", "go", 1)
+        assert (await engine.resume("sel")).result == [1, "fast"]
+
+
+async def test_promise_timeout_raises_step_timeout_and_replays_it(open_engine):
+    async def agent(ctx: Context) -> str:
+        try:
+            await ctx.promise("answer", timeout=0.05)
+        except StepTimeout:
+            return "gave up"
+        return "answered"
+
+    async with open_engine() as engine:
+        assert (await engine.run(agent, id="to")).result == "gave up"
+        entries = [decode_entry(d) for _, d in engine.store.entries("to")]
+        assert entries[2].timed_out
+
+
+async def test_a_long_promise_timeout_suspends_and_wakes_on_the_timer(open_engine):
+    async def agent(ctx: Context) -> str:
+        try:
+            return await ctx.promise("answer", timeout=0.3)
+        except StepTimeout:
+            return "timed out"
+
+    async with open_engine(inline_sleep_limit=0.05) as engine:
+        out = await engine.run(agent, id="lt")
+        assert out.status == Status.SUSPENDED and out.waiting == "answer" and out.wake_at is not None
+        await anyio.sleep(0.35)
+        assert engine.runnable() == ["lt"]
+        assert (await engine.resume("lt")).result == "timed out"
