@@ -6,9 +6,12 @@ import abc
 import datetime
 import random
 import uuid
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NoReturn, TypeVar
 
 from ._retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from ._state import State
 
 T = TypeVar("T")
 
@@ -26,6 +29,11 @@ class Context(abc.ABC):
     @abc.abstractmethod
     def invocation_id(self) -> str:
         """The id of the invocation this handler runs."""
+
+    state: "State"
+    """The durable state of the invocation's key (thread): `await ctx.state.get(name)`,
+    `ctx.state.set(name, value)`, `ctx.state.update(name, value, reducer=...)`,
+    `ctx.state.clear(name)`, `await ctx.state.keys()`. Needs an invocation started with a key."""
 
     @abc.abstractmethod
     async def run(
@@ -79,3 +87,30 @@ class Context(abc.ABC):
     @abc.abstractmethod
     def patched(self, change_id: str) -> bool:
         """True on new executions, False when replaying a journal recorded before `change_id`."""
+
+    @abc.abstractmethod
+    async def call(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
+                   type: Any = None) -> Any:
+        """Start handler `target` (a function or `path:function`) as a child invocation and wait for
+        its result. The child's id (default `<parent id>.<seq>`) and result are journaled; a failed
+        child raises `PromiseRejected`. While the child is suspended, so is the parent."""
+
+    @abc.abstractmethod
+    async def send(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
+                   delay: float | None = None) -> str:
+        """Start a child invocation without waiting for it (after `delay` seconds); returns its id.
+        It is left pending for a worker (`journal worker`) to run."""
+
+    @abc.abstractmethod
+    async def gather(self, *aws: Awaitable[Any]) -> list[Any]:
+        """Run context operations concurrently and return their results in argument order."""
+
+    @abc.abstractmethod
+    async def select(self, *aws: Awaitable[Any]) -> tuple[int, Any]:
+        """Run operations concurrently; return `(index, result)` of the first to finish and cancel
+        the rest. The winner is journaled, so replay picks the same one."""
+
+    @abc.abstractmethod
+    def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this journal and continue the same logical run as a fresh invocation with `input`
+        (same key, linked both ways), so a long-lived loop keeps its replay cost bounded."""
