@@ -1,8 +1,10 @@
 """`replay_journal`: check a recorded journal against the current code, without running anything.
 
-The handler runs against a read-only context that serves each operation from the
-journal through the `Replayer`, exactly as a resumed invocation would be served, except
-that nothing is appended, no step function is called and no timer is waited for:
+The handler runs against the ordinary invocation context, fed by the `Replayer` exactly as
+a resumed invocation would be, with one difference: every operation that would go live
+(the point where the journal holds nothing more for it) stops instead. So nothing is
+appended, no step function is called, no child invocation is started and no timer is
+waited for:
 
 - an operation the journal holds (same kind, name and argument digest, on the same
   branch) returns the recorded outcome, or raises the recorded error;
@@ -19,49 +21,25 @@ journals), and from the shell as `journal replay ID`.
 
 from __future__ import annotations
 
-import datetime
-import hashlib
-import itertools
-import random as _random
-import uuid as _uuid
-from contextvars import ContextVar
 from typing import Any, Callable
 
 import anyio
 import anyio.lowlevel
 import msgspec
 
-from journal import (
-    CancelReceived,
-    Emitted,
-    Entry,
-    Now,
-    Patched,
-    Promise,
-    Sleep,
-    Step,
-    Store,
-    decode_entry,
-    decode_value,
-    digest,
-    kind_of,
-)
+from journal import Durability, Entry, Store, decode_entry, kind_of
+from journal.errors import JournalError
 
-from .._context import Context
+from .._engine import Engine
 from .._guard import _handler_scope
 from .._handlers import NO_INPUT, decode_input, load_handler
-from .._invocation import _rebuild_error, _return_type, from_us
-from .._replayer import WAIT, Replayer, describe
-from ..errors import Cancelled, InvocationNotFound, NondeterminismError, PromiseRejected
+from .._invocation import ContinueAsNew, InvocationContext, Suspend
+from .._replayer import Replayer, describe
+from ..errors import InvocationNotFound, NondeterminismError
 
-# Scheduler rounds without any claim before a waiting operation (or a stopped check) gives
-# up: replay does no I/O, so sibling branches make progress at every round if they can.
+# Scheduler rounds without any claim before a stopped check ends: replay does no I/O, so
+# branches that can still make progress do so at every round.
 _QUIET_ROUNDS = 64
-
-# The seq the current branch (task) claimed last, tagged with its context's serial; child
-# tasks inherit their parent's value when spawned, which is how branches are told apart.
-_branch_last: ContextVar[tuple[int, int]] = ContextVar("journal_replay_branch_last", default=(0, 0))
-_serials = itertools.count(1)
 
 
 class ReplayReport(msgspec.Struct, kw_only=True):
@@ -78,124 +56,84 @@ class _Stop(BaseException):
     """Internal: a synchronous operation reached the end of the journal (not caught by `except Exception`)."""
 
 
-class _ReplayContext(Context):
-    """Serves a handler from its journal; never appends, never runs a step, never sleeps."""
+def _refused(what: str) -> JournalError:
+    return JournalError(f"replay_journal must not write, yet the handler's context tried to {what}; report it as a bug")
 
-    def __init__(self, invocation_id: str, replayer: Replayer) -> None:
-        self._id = invocation_id
-        self._serial = next(_serials)
-        self._replayer = replayer
-        self._random: _random.Random | None = None
-        self._uuid_counter = 0
+
+class _NoWrites:
+    """Stands where the committer goes: replay never reaches a write, and this makes sure."""
+
+    durability = Durability.SYNC
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def submit(self, op: Any, *, durable: bool | None = None) -> Any:
+        raise _refused(f"commit {type(op).__name__}")
+
+    async def flush(self) -> None:
+        pass
+
+
+class _NoChildren:
+    """Stands where the engine goes for `ctx.call`/`ctx.send`: children are neither created nor run.
+
+    Their ids and results are in the parent's journal; only the call's digest is computed,
+    the way the engine computes it.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._child_input = Engine(store)._child_input
+
+    async def _run_child(self, child_id: str) -> None:
+        pass
+
+    async def _create_child(self, *args: Any, **kwargs: Any) -> None:
+        raise _refused("start a child invocation")
+
+
+class _ReplayContext(InvocationContext):
+    """The live context, except that an operation with nothing recorded stops instead of running."""
+
+    def __init__(self, store: Store, invocation_id: str, replayer: Replayer, key: str | None) -> None:
+        super().__init__(
+            invocation_id=invocation_id, replayer=replayer, committer=_NoWrites(store), epoch=0,  # type: ignore[arg-type]
+            max_entry_bytes=store.max_entry_bytes, inline_sleep_limit=0.0, divergence_wait=0.1, key=key,
+            spawner=_NoChildren(store),
+        )
         self.checked = 0
         self.divergence: NondeterminismError | None = None
         self.stopped_at: int | None = None  # lowest seq where a branch reached the end of the journal
         self.settled = anyio.Event()  # a branch stopped or diverged: the check is ending
 
-    @property
-    def invocation_id(self) -> str:
-        return self._id
-
-    # The same derivations as the live context, so replayed handlers see the same values.
-    def random(self) -> _random.Random:
-        if self._random is None:
-            seed = int.from_bytes(hashlib.blake2b(self._id.encode(), digest_size=8).digest(), "big")
-            self._random = _random.Random(seed)
-        return self._random
-
-    def uuid(self) -> _uuid.UUID:
-        self._uuid_counter += 1
-        raw = hashlib.blake2b(f"{self._id}\x00{self._uuid_counter}".encode(), digest_size=16).digest()
-        return _uuid.UUID(bytes=raw, version=4)
-
-    def now(self) -> datetime.datetime:
-        return from_us(self._claim_now(Now).at)
-
-    def patched(self, change_id: str) -> bool:
+    async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
         self._halted()
-        last = self._last()
-        if not self._replayer.exhausted:
-            found = self._replayer.claim(last, Patched, change_id)
-            if found is WAIT or found[1] is None:
-                return False  # recorded before the change: the old path
-            self._took(found[0])
-            return True
-        seq, _ = self._replayer.claim(last, Patched, change_id)  # every entry claimed: this would be live
-        self._past_the_end(seq, Patched, change_id, None)
-        raise _Stop()
-
-    async def run(self, name: str, fn: Callable[..., Any], *args: Any, retry: Any = None, type: Any = None,
-                  timeout: float | None = None, **kwargs: Any) -> Any:
-        recorded: Step = await self._claim(Step, name, digest(name, args, kwargs))
-        if recorded.error is not None:
-            raise _rebuild_error(recorded.error)
-        return decode_value(recorded.value, type if type is not None else _return_type(fn))
-
-    async def sleep(self, seconds: float) -> None:
-        await self._claim(Sleep)
-        if isinstance(self._replayer.recorded(self._last() + 1), CancelReceived):
-            await self._claim(CancelReceived)  # cancellation cut this sleep short when recorded
-
-    async def promise(self, name: str, *, type: Any = None, timeout: float | None = None) -> Any:
-        recorded: Promise = await self._claim(Promise, name)
-        if recorded.error is not None:
-            raise PromiseRejected(f"promise {name!r} of invocation {self._id!r} was rejected: {recorded.error}")
-        return decode_value(recorded.value, type if type is not None else Any)
-
-    async def emit(self, event: Any) -> None:
-        await self._claim(Emitted)
-
-    # -- claiming ------------------------------------------------------------------------------
-
-    def _last(self) -> int:
-        serial, last = _branch_last.get()
-        return last if serial == self._serial else 0
-
-    def _took(self, seq: int) -> None:
-        _branch_last.set((self._serial, seq))
-        self.checked += 1
-
-    async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> Any:
-        self._halted()
-        last = self._last()
-        quiet = 0
-        while True:
-            found = self._replayer.claim(last, kind, name, call_digest)
-            if found is not WAIT:
-                break
-            before = self._replayer.claims
-            await anyio.lowlevel.checkpoint()
-            quiet = 0 if self._replayer.claims != before else quiet + 1
-            if quiet >= _QUIET_ROUNDS:
-                raise self._diverged(self._replayer.stuck(last, kind, name, call_digest))
-        seq, recorded = found
+        try:
+            seq, last, recorded = await super()._claim(kind, name, call_digest)
+        except NondeterminismError as exc:
+            raise self._diverged(exc) from None
         if recorded is None:
             self._past_the_end(seq, kind, name, call_digest)
             await anyio.sleep_forever()  # this branch would run live from here: it stops
-        return self._served(seq, recorded)
+        self.checked += 1
+        return seq, last, recorded
 
-    def _claim_now(self, kind: type, name: str | None = None) -> Any:
+    def _claim_now(self, kind: type, name: str | None = None) -> tuple[int, int, Any]:
         self._halted()
-        last = self._last()
-        found = self._replayer.claim(last, kind, name)
-        if found is WAIT:
-            raise self._diverged(self._replayer.stuck(last, kind, name))
-        seq, recorded = found
+        try:
+            seq, last, recorded = super()._claim_now(kind, name)
+        except NondeterminismError as exc:
+            raise self._diverged(exc) from None
         if recorded is None:
             self._past_the_end(seq, kind, name, None)
             raise _Stop()
-        return self._served(seq, recorded)
-
-    def _served(self, seq: int, recorded: Entry) -> Entry:
-        self._took(seq)
-        if isinstance(recorded, CancelReceived):
-            raise Cancelled(f"invocation {self._id!r} was cancelled (at seq {seq})")
-        return recorded
+        self.checked += 1
+        return seq, last, recorded
 
     def _past_the_end(self, seq: int, kind: type, name: str | None, call_digest: int | None) -> None:
         terminal = self._replayer.terminal()
         if terminal is not None:
-            # The recorded run ended here, the code goes on: a call the journal never saw.
+            # The recorded run ended there, the code goes on: a call the journal never saw.
             raise self._diverged(self._replayer.divergence(
                 seq, f"{kind_of(terminal)} (the recorded run ended there)",
                 describe(kind.__struct_config__.tag, name, call_digest),
@@ -234,7 +172,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
     if handler is None or isinstance(handler, str):
         handler = load_handler(handler or started.handler)
     value = decode_input(handler, started.input)
-    ctx = _ReplayContext(invocation_id, replayer)
+    ctx = _ReplayContext(store, invocation_id, replayer, record.key)
     ended: list[BaseException | None] = []
 
     async def drive(scope: anyio.CancelScope) -> None:
@@ -269,7 +207,9 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
         raise ctx.divergence
     outcome = ended[0] if ended else None
     if outcome is not None and not _handler_ending(outcome):
-        raise outcome  # KeyboardInterrupt and the like: not the handler's result
+        raise outcome  # KeyboardInterrupt and the like: not the handler's doing
+    if isinstance(outcome, Suspend) and ctx.stopped_at is None:
+        ctx.stopped_at = max(entries) + 1  # a recorded timer is still to fire: the journal ends there
     stopped = ctx.stopped_at is not None or not ended
     if not stopped:
         replayer.check_finished()  # the handler ended: every recorded operation must have been reached
@@ -283,7 +223,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
 
 
 def _handler_ending(exc: BaseException) -> bool:
-    """Whether `exc` is a way the handler itself ended (an error, or the replay stopping it)."""
+    """Whether `exc` is a way the handler itself ended (an error, a wait, continue-as-new, a stop)."""
     if isinstance(exc, BaseExceptionGroup):
         return all(_handler_ending(e) for e in exc.exceptions)
-    return isinstance(exc, (Exception, _Stop)) or isinstance(exc, anyio.get_cancelled_exc_class())
+    return isinstance(exc, (Exception, _Stop, Suspend, ContinueAsNew, anyio.get_cancelled_exc_class()))

@@ -231,3 +231,36 @@ async def test_a_durable_sleep_is_not_waited_for():
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_a_journal_waiting_on_a_timer_stops_where_it_ends():
+    async def agent(ctx) -> str:
+        first = await ctx.run("first", lambda: "1")
+        await ctx.sleep(3600)
+        return await ctx.run("after", _never, first)
+
+    store, outcome = await _record(agent)
+    assert outcome.status == "suspended"
+    with anyio.fail_after(2):
+        report = await replay_journal(agent, store, "inv")
+    assert (report.finished, report.checked, report.stopped_at) == (False, 2, 3)
+
+
+@pytest.mark.anyio
+async def test_child_invocations_are_neither_started_nor_run_on_replay():
+    ran = []
+
+    async def child(ctx, n: int) -> int:
+        return await ctx.run("double", lambda: ran.append(n) or n * 2)
+
+    async def parent(ctx) -> list:
+        return [await ctx.call(child, 1), await ctx.call(child, 2)]
+
+    store, outcome = await _record(parent)
+    assert outcome.result == [2, 4] and ran == [1, 2]
+    invocations = sorted(r.id for r in store.list())
+    report = await replay_journal(parent, store, "inv")
+    assert report.finished
+    assert ran == [1, 2]
+    assert sorted(r.id for r in store.list()) == invocations
