@@ -104,3 +104,30 @@ async def test_serve_with_idle_exit_drains_the_queue(open_engine):
             await engine.start(agent, i, id=f"q{i}")
         await engine.serve(concurrency=4, idle_exit=True)
         assert all(engine.store.get(f"q{i}").status == Status.COMPLETED for i in range(20))
+
+
+async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
+    from runtime import Engine, InvocationBusy
+
+    started = anyio.Event()
+
+    async def long(ctx: Context) -> str:
+        await ctx.run("a", lambda: 1)
+        started.set()
+        await anyio.sleep(0.6)  # twice the lease's time to live
+        return await ctx.run("b", lambda: "done")
+
+    async with open_engine(lease_ttl=0.3, poll_interval=0.02) as owner:
+        async with anyio.create_task_group() as tg:
+            results = []
+
+            async def run():
+                results.append(await owner.run(long, id="lease"))
+
+            tg.start_soon(run)
+            await started.wait()
+            await anyio.sleep(0.45)  # past the first expiry: only renewal keeps it
+            async with Engine.open(tmp_path / "db") as rival:
+                with pytest.raises(InvocationBusy):
+                    await rival.resume("lease")
+        assert results[0].result == "done"
