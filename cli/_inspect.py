@@ -113,7 +113,7 @@ def ls(statuses: tuple[str, ...], limit: int | None, db: str | None, as_json: bo
         [r.id, render.status(r.status), short_handler(r.handler), str(counts[r.id]), render.age(r.updated_at)]
         for r in records
     ]
-    click.echo(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(0, 2), right=(3,)))
+    click.echo(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
 
 
 # -- show ---------------------------------------------------------------------------------------
@@ -184,7 +184,7 @@ def _entries_table(entries: list[tuple[int, Any]], start_us: int, width: int) ->
             rows.append([str(seq), "?", "corrupt", "-", str(entry)])
         else:
             rows.append(render.entry_row(seq, entry, start_us=start_us))
-    return render.table(render.ENTRY_HEADERS, rows, flex=(3, 4), right=(0,), width=width)
+    return render.table(render.ENTRY_HEADERS, rows, flex=(4, 3), right=(0,), width=width)
 
 
 # -- tail ---------------------------------------------------------------------------------------

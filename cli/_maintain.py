@@ -75,7 +75,7 @@ def trim(older_than: str, statuses: tuple[str, ...], keep_record: bool, dry_run:
     if chosen:
         rows = [[r.id, render.status(r.status), short_handler(r.handler), str(counts.get(r.id, 0)),
                  render.age(r.updated_at)] for r in chosen]
-        click.echo(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(0, 2), right=(3,)))
+        click.echo(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
     total = sum(counts.get(r.id, 0) for r in chosen)
     verb = "would remove" if dry_run else "removed"
     what = "journal" if keep_record else "invocation"

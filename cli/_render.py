@@ -135,18 +135,20 @@ def terminal_width() -> int:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, flex: Sequence[int] = (),
           right: Sequence[int] = (), width: int | None = None) -> str:
-    """Columns separated by two spaces, shrunk to fit `width`: columns in `flex` give way first.
+    """Columns separated by two spaces, shrunk to fit `width`.
 
-    Cells may carry ANSI colour (`status`); widths are measured without it.
+    The columns in `flex` give way, in the order listed, each down to a floor of 12 (or its
+    header's width); the others keep their width. Cells may carry ANSI colour (`status`);
+    widths are measured without it.
     """
     rows = [list(r) for r in rows]
     width = width or terminal_width()
     widths = [max([len(click.unstyle(h))] + [len(click.unstyle(r[i])) for r in rows]) for i, h in enumerate(headers)]
     excess = sum(widths) + 2 * (len(widths) - 1) - width
-    for i in sorted(flex, key=lambda i: -widths[i]):
+    for i in flex:
         if excess <= 0:
             break
-        floor = max(len(headers[i]), 8)
+        floor = max(len(headers[i]), 12)
         give = min(excess, widths[i] - floor)
         if give > 0:
             widths[i] -= give
@@ -204,7 +206,7 @@ ENTRY_HEADERS = ("SEQ", "AT", "KIND", "NAME", "DETAIL")
 
 def entries_table(entries: list[tuple[int, Entry]], *, start_us: int | None, width: int | None = None) -> str:
     rows = [entry_row(seq, e, start_us=start_us) for seq, e in entries]
-    return table(ENTRY_HEADERS, rows, flex=(3, 4), right=(0,), width=width)
+    return table(ENTRY_HEADERS, rows, flex=(4, 3), right=(0,), width=width)
 
 
 def entries_json(entries: list[tuple[int, Entry]]) -> list[dict[str, Any]]:

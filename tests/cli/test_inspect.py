@@ -51,7 +51,16 @@ def test_ls_table_fits_80_columns_and_cuts_long_ids_with_an_ellipsis(journal):
     assert lines[0].split() == ["ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"]
     assert all(len(line) <= 80 for line in lines)
     assert any("…" in line and line.startswith("an-invocation-id") for line in lines)
-    assert any(line.startswith("short ") and "completed" in line and "agents.py:greet" in line for line in lines)
+    assert any(line.startswith("short ") and "completed" in line and "agents.py:g…" in line for line in lines)
+
+
+def test_ls_keeps_a_generated_id_whole_and_shortens_the_handler_first(journal):
+    run = journal("run", target("approval"), "--input", '{"log": "/dev/null", "topic": "x"}', "--json")
+    generated = json.loads(run.stdout)["id"]
+    assert len(generated) == 32
+    lines = journal("ls").stdout.splitlines()
+    assert lines[1].startswith(generated + "  ")
+    assert "  agents.py:ap" in lines[1] and "…" in lines[1] and len(lines[1]) <= 80
 
 
 def test_ls_of_an_empty_store_says_so(journal, db):
