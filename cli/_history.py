@@ -71,6 +71,7 @@ def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db:
 
     Example:
 
+    \b
         journal replay --all
     """
     if every == bool(invocation_ids):
@@ -136,6 +137,7 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
 
     Example:
 
+    \b
         journal fork 3f2a9c --at 3 --set 2='"a better plan"'
     """
     values = _parse_sets(sets)

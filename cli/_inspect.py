@@ -92,6 +92,7 @@ def ls(statuses: tuple[str, ...], limit: int | None, db: str | None, as_json: bo
 
     Example:
 
+    \b
         journal ls --status suspended --status diverged
     """
     with open_store(db) as store:
@@ -153,6 +154,7 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
 
     Example:
 
+    \b
         journal show 3f2a9c
     """
     with open_store(db) as store:
@@ -218,6 +220,7 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
 
     Example:
 
+    \b
         journal tail 3f2a9c -f
     """
     width = render.terminal_width()
@@ -276,6 +279,7 @@ def export(invocation_id: str, fmt: str, db: str | None) -> None:
 
     Example:
 
+    \b
         journal export 3f2a9c --format jsonl > 3f2a9c.jsonl
     """
     with open_store(db) as store:

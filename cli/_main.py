@@ -27,7 +27,8 @@ def cli() -> None:
 
     Example:
 
-        journal run examples/hello.py:agent --input '"Ada"'
+    \b
+        journal run examples/research.py:research --input '{"question": "Why LMDB?"}'
     """
 
 

@@ -53,6 +53,7 @@ def trim(older_than: str, statuses: tuple[str, ...], keep_record: bool, dry_run:
 
     Example:
 
+    \b
         journal trim --older-than 7d --status completed --dry-run
     """
     seconds = parse_age(older_than)
@@ -119,6 +120,7 @@ def compact(force: bool, db: str | None, as_json: bool) -> None:
 
     Example:
 
+    \b
         journal trim --older-than 30d && journal compact
     """
     with open_store(db, readonly=False) as store:
@@ -151,6 +153,7 @@ def check(db: str | None, as_json: bool) -> None:
 
     Example:
 
+    \b
         journal check --json
     """
     with open_store(db) as store:

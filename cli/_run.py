@@ -224,7 +224,8 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
     Example:
 
-        journal run examples/hello.py:agent --input '"Ada"'
+    \b
+        journal run examples/research.py:research --input '{"question": "Why LMDB?"}'
     """
     fn = load(target)
     value, given = read_input(input_json, input_file)
@@ -272,6 +273,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
 
     Example:
 
+    \b
         journal resume 3f2a9c
     """
     importable_cwd()
@@ -308,6 +310,7 @@ def worker(db: str | None, concurrency: int, until_idle: bool, durability: str, 
 
     Example:
 
+    \b
         journal worker --concurrency 32
     """
     importable_cwd()
@@ -341,6 +344,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 
     Example:
 
+    \b
         journal resolve 3f2a9c approval '{"approved": true, "by": "ada"}'
     """
     if reject is not None and value is not None:
@@ -391,6 +395,7 @@ def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | N
 
     Example:
 
+    \b
         journal cancel 3f2a9c
     """
     importable_cwd()

@@ -3,6 +3,7 @@
 import datetime
 import json
 import shlex
+from pathlib import Path
 
 import click
 import click.testing
@@ -76,6 +77,16 @@ def test_every_command_has_help_with_a_real_example(name):
         # The example parses: the options it uses exist and its arguments fit.
         cli.commands[argv[1]].make_context(argv[1], argv[2:])
     assert name in used
+
+
+def test_the_run_example_in_the_help_runs(tmp_path, monkeypatch):
+    root = Path(__file__).resolve().parents[2]
+    text = click.testing.CliRunner().invoke(cli, ["run", "--help"]).stdout
+    argv = shlex.split(text.split("Example:", 1)[1].strip().splitlines()[0])
+    monkeypatch.chdir(root)
+    result = click.testing.CliRunner().invoke(cli, argv[1:] + ["--db", str(tmp_path / "db")])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["answer"]
 
 
 def test_the_group_lists_every_command():

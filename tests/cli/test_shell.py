@@ -195,7 +195,9 @@ def test_replay_after_a_step_is_renamed_exits_4_with_the_seq_and_both_names(sh, 
     resumed = sh("resume", "r")
     assert resumed.returncode == 4
     assert "at seq 1" in resumed.stderr and "'outline'" in resumed.stderr
-    assert json.loads(sh("show", "r", "--json").stdout)["status"] == "diverged"
+    shown = json.loads(sh("show", "r", "--json").stdout)
+    assert shown["status"] == "diverged" and shown["error"]["type"] == "NondeterminismError"
+    assert "journal has: step 'plan'" in sh("show", "r").stdout  # the report, for whoever looks later
     assert log.lines() == ["plan"]
 
 
