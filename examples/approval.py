@@ -4,7 +4,7 @@
         --input '{"order": "A-1001", "amount": 42.5, "reason": "arrived broken"}'
     # exit code 3: suspended, waiting on promise "approval"
     journal resolve refund-1001 approval '{"approved": true, "by": "dana"}'
-    journal resume refund-1001
+    journal resume refund-1001      # or let a running `journal worker` pick it up
 
 While it waits, the invocation is only its journal: no process, no memory, no lease.
 The approval may come minutes or days later, from another process or machine sharing
@@ -49,7 +49,7 @@ async def issue_refund(order: str, amount: float) -> Receipt:
     """Stands in for a payment provider's refund call, keyed for idempotency."""
     key = current_step().idempotency_key
     await simulated_latency()
-    record_call(f"refund {order} {amount:.2f}")
+    record_call(f"{order} {amount:.2f}")
     # A real provider returns the same refund for the same Idempotency-Key.
     return Receipt("rf_" + hashlib.sha256(key.encode()).hexdigest()[:12], order, amount)
 
@@ -57,7 +57,7 @@ async def issue_refund(order: str, amount: float) -> Receipt:
 async def send_email(to: str, body: str) -> str:
     """Stands in for an email API."""
     await simulated_latency()
-    record_call(f"email {to}")
+    record_call(to)
     return f"sent to {to}"
 
 
@@ -71,8 +71,11 @@ async def refund(ctx: Context, request: RefundRequest) -> dict:
     ])
     await ctx.emit({"waiting_for": "approval", "draft": draft.content})
 
-    # Suspends here until someone runs `journal resolve ID approval '{"approved": true}'`.
-    decision = await ctx.promise("approval", type=Decision)
+    # Suspends here until someone runs `journal resolve ID approval '{"approved": true}'`
+    # (a bare `true` or `false` is accepted too).
+    decision = await ctx.promise("approval", type=Decision | bool)
+    if isinstance(decision, bool):
+        decision = Decision(approved=decision)
     if not decision.approved:
         return {"order": request.order, "status": "declined", "by": decision.by, "note": decision.note}
 

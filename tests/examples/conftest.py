@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -58,6 +57,10 @@ class Workspace:
         return subprocess.Popen(argv, cwd=self.dir, env={**self.env, **env}, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
+    def journal(self, *args: str, **env: str) -> subprocess.Popen[str]:
+        """The real `journal` command, on this workspace's store."""
+        return self.popen(str(JOURNAL_CLI), *args, **env)
+
     def driver(self, *args: str, **env: str) -> subprocess.Popen[str]:
         return self.popen(sys.executable, str(DRIVER), *args, **env)
 
@@ -65,10 +68,11 @@ class Workspace:
         out, err = proc.communicate(timeout=timeout)
         return proc.returncode, out, err
 
-    def outcome(self, proc: subprocess.Popen[str]) -> dict:
-        code, out, err = self.finish(proc)
-        assert code == 0, f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
-        return json.loads(out.strip().splitlines()[-1])
+    def outcome(self, proc: subprocess.Popen[str], code: int = 0) -> dict:
+        """The one JSON object the process printed (the driver, or the command with `--json`)."""
+        returncode, out, err = self.finish(proc)
+        assert returncode == code, f"exit {returncode}, expected {code}\nstdout:\n{out}\nstderr:\n{err}"
+        return json.loads(out)
 
     def kill_when(self, proc: subprocess.Popen[str], ready, timeout: float = 30) -> None:
         """SIGKILL `proc` as soon as `ready()` is true: no cleanup, no lease given back."""
@@ -98,17 +102,6 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     env = {k: v for k, v in os.environ.items() if k not in _OUTSIDE}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return Workspace(tmp_path, db, log, env)
-
-
-def cli_ready() -> bool:
-    """True once the `journal` command runs (it is being built alongside these examples)."""
-    if not JOURNAL_CLI.exists() and shutil.which("journal") is None:
-        return False
-    try:
-        done = subprocess.run([str(JOURNAL_CLI), "run", "--help"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
 
 
 @pytest.fixture
