@@ -120,7 +120,7 @@ def ls(statuses: tuple[str, ...], limit: int | None, db: str | None, as_json: bo
 # -- show ---------------------------------------------------------------------------------------
 
 
-def _header(record: InvocationRecord, entries: list[tuple[int, Any]], db: str | None) -> list[tuple[str, str]]:
+def _header(record: InvocationRecord, entries: list[tuple[int, Any]]) -> list[tuple[str, str]]:
     state = render.status(record.status)
     if record.waiting is not None:
         state += f" (waiting for promise {record.waiting!r})"
@@ -164,7 +164,7 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
             return
         entries = decoded(store, invocation_id)
     width = render.terminal_width()
-    for label, text in _header(record, entries, db):
+    for label, text in _header(record, entries):
         styled = click.unstyle(text) != text  # the status line: short, keep its colour
         click.echo(f"{label:<12}{text if styled else render.cut(text, width - 12)}")
     if entries:

@@ -204,11 +204,6 @@ def entry_row(seq: int, entry: Entry, *, start_us: int | None) -> list[str]:
 ENTRY_HEADERS = ("SEQ", "AT", "KIND", "NAME", "DETAIL")
 
 
-def entries_table(entries: list[tuple[int, Entry]], *, start_us: int | None, width: int | None = None) -> str:
-    rows = [entry_row(seq, e, start_us=start_us) for seq, e in entries]
-    return table(ENTRY_HEADERS, rows, flex=(4, 3), right=(0,), width=width)
-
-
 def entries_json(entries: list[tuple[int, Entry]]) -> list[dict[str, Any]]:
     return [entry_view(e, seq) for seq, e in entries]
 

@@ -5,14 +5,7 @@ import os
 
 import pytest
 
-from journal import LmdbStore
-
 from .conftest import AGENTS, target
-
-
-def entries_of(db, invocation_id):
-    with LmdbStore(db, readonly=True) as store:
-        return store.entry_count(invocation_id)
 
 
 def test_run_prints_the_result_and_exits_0(journal):
