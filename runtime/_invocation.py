@@ -305,7 +305,9 @@ class InvocationContext(Context):
         if recorded is not None:
             until = recorded.until
             nxt = self._replayer.recorded(seq + 1)
-            if isinstance(nxt, CancelReceived):  # cancellation cut this sleep short when recorded
+            # Cancellation cut this sleep short when recorded only if it came before the timer
+            # was due; a later one was delivered at the branch's next operation.
+            if isinstance(nxt, CancelReceived) and nxt.at < until:
                 await self._claim(CancelReceived)
         else:
             await self._deliver_cancel(seq, prev)
@@ -315,14 +317,15 @@ class InvocationContext(Context):
         remaining = (until - now_us()) / 1e6
         if remaining <= 0:
             return
-        if remaining > self._inline_sleep_limit:
+        cancelling = self.cancel_reason is not None and not self.cancel_delivered
+        if remaining > self._inline_sleep_limit and not cancelling:  # a pending cancel is delivered here instead
             await self._quiesce()
             raise Suspend(wake_at=until)
         with anyio.move_on_after(remaining):
             await self._wake.wait()
         if self.cancel_reason is not None and not self.cancel_delivered:
             seq, prev, _ = await self._claim(CancelReceived)
-            await self._deliver_cancel(seq, prev)
+            await self._deliver_cancel(seq, prev, at=min(now_us(), until - 1))
 
     async def promise(self, name: str, *, type: Any = None, timeout: float | None = None) -> Any:
         if not isinstance(name, str) or not name:
@@ -552,9 +555,9 @@ class InvocationContext(Context):
             self._pending.append((seq, encode_entry(CancelReceived(now_us(), self.cancel_reason, prev), self._max)))
             self._raise_cancel(seq)
 
-    async def _deliver_cancel(self, seq: int, prev: int) -> None:
+    async def _deliver_cancel(self, seq: int, prev: int, at: int | None = None) -> None:
         if self.cancel_reason is not None and not self.cancel_delivered:
-            await self._commit(seq, CancelReceived(now_us(), self.cancel_reason, prev))
+            await self._commit(seq, CancelReceived(now_us() if at is None else at, self.cancel_reason, prev))
             self._raise_cancel(seq)
 
     async def _quiesce(self) -> None:
