@@ -20,8 +20,10 @@ check with a `DeterminismCheckFailed` naming the crash point; otherwise a
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
+import hashlib
 import itertools
 import time
 from contextvars import ContextVar
@@ -367,19 +369,53 @@ def _show_outcome(record: InvocationRecord) -> str:
 
 
 def _journal_difference(reference: dict[int, Entry], entries: dict[int, Entry]) -> str | None:
-    for seq in sorted(set(reference) | set(entries)):
-        want, got = reference.get(seq), entries.get(seq)
-        if want is not None and got is not None and _canonical(want) == _canonical(got):
-            continue
-        return f"first difference in the journal at seq {seq}: the reference has {_show_entry(want)}, this run has {_show_entry(got)}"
-    return None
+    """The first entry one journal has and the other lacks, or None if they are the same.
+
+    Entries are compared by their content *and their branch's path to them* (the chain of
+    `prev` links back to the start), not by seq: concurrent branches may be scheduled in
+    another order after a crash and number their entries differently, which is not a
+    difference; a sequential path that changed order is.
+    """
+    want, got = _paths(reference), _paths(entries)
+    if collections.Counter(want.values()) == collections.Counter(got.values()):
+        return None
+    missing = collections.Counter(want.values()) - collections.Counter(got.values())
+    extra = collections.Counter(got.values()) - collections.Counter(want.values())
+    firsts = [min((s for s, k in want.items() if k in missing), default=None),
+              min((s for s, k in got.items() if k in extra), default=None)]
+    seq = min(s for s in firsts if s is not None)
+    return (
+        f"first difference in the journal at seq {seq}: the reference has {_show_entry(reference.get(seq))}, "
+        f"this run has {_show_entry(entries.get(seq))}"
+    )
 
 
-_IGNORED_FIELDS = frozenset({"at", "attempts"})
+def _paths(entries: dict[int, Entry]) -> dict[int, bytes]:
+    """Each entry's identity: a digest of its canonical content and of its predecessor's identity."""
+    keys: dict[int, bytes] = {}
+
+    def key(seq: int) -> bytes:
+        found = keys.get(seq)
+        if found is None:
+            entry = entries.get(seq)
+            if entry is None:  # a link to nothing (should not happen): identify it by the number
+                return f"missing {seq}".encode()
+            prev = getattr(entry, "prev", None)
+            parent = key(prev) if prev and prev != seq and prev < seq else b""
+            found = keys[seq] = hashlib.blake2b(_path_encoder.encode((parent, _canonical(entry))), digest_size=16).digest()
+        return found
+
+    for seq in sorted(entries):
+        key(seq)
+    return keys
+
+
+_path_encoder = msgspec.msgpack.Encoder()
+_IGNORED_FIELDS = frozenset({"at", "attempts", "prev"})
 
 
 def _canonical(entry: Entry) -> tuple[Any, ...]:
-    """What must be equal between runs: everything but times and attempt counts (a sleep by its length)."""
+    """What must be equal between runs: everything but times, attempt counts and seq links (a sleep by its length)."""
     fields = []
     for field in entry.__struct_fields__:
         value = getattr(entry, field)
@@ -428,9 +464,9 @@ def _clip(text: str, limit: int = 120) -> str:
 def _step_problems(session: Session, reference: Session | None) -> list[str]:
     """Step functions that ran more often than the reference plus what crashes caught in flight."""
     problems = []
-    for seq in sorted(session.runs):
-        runs = session.runs[seq]
-        name = runs[0].name
+    for key in sorted(session.runs):
+        runs = session.runs[key]
+        seq, name = key
         again = next((r for r in runs if r.committed_before), None)
         if again is not None:
             problems.append(
@@ -438,7 +474,7 @@ def _step_problems(session: Session, reference: Session | None) -> list[str]:
                 f"already committed; its runs: " + "; ".join(r.describe() for r in runs)
             )
             continue
-        expected = 1 if reference is None else len(reference.runs.get(seq, ())) or 1
+        expected = 1 if reference is None else len(reference.runs.get(key, ())) or 1
         caught = sum(1 for r in runs if r.state == "crashed")
         if len(runs) > expected + caught:
             problems.append(_too_many(name, seq, runs, expected, caught))

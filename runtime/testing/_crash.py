@@ -121,8 +121,10 @@ class Session:
         self.writes = 0  # every journal write of the scenario
         self.write_labels: list[str] = []
         self.crashes: list[tuple[CrashPoint, str]] = []  # the point, and what was being written
-        self.committed: set[int] = set()  # seqs whose step outcome is in the store
-        self.runs: dict[int, list[StepRun]] = {}
+        # Step executions by (seq, name): the same seq may be reused for another step by a
+        # resumed run whose concurrent branches were scheduled differently.
+        self.committed: set[tuple[int, str]] = set()  # steps whose outcome is in the store
+        self.runs: dict[tuple[int, str], list[StepRun]] = {}
         self.scheduled_resolutions: list[tuple[int, str, Any]] = []  # (after write, name, value)
         self.delivered: set[str] = set()
 
@@ -160,16 +162,17 @@ class Session:
         for op, result in zip(ops, results):
             if isinstance(op, Append) and not isinstance(result, BaseException):
                 for seq, data in op.entries:
-                    if isinstance(decode_entry(data), Step):
-                        self._committed(seq)
+                    entry = decode_entry(data)
+                    if isinstance(entry, Step):
+                        self._committed((seq, entry.name))
         self.deliver_due()
         if due:
             self._die(view, point, label)
         return results
 
-    def _committed(self, seq: int) -> None:
-        self.committed.add(seq)
-        for run in reversed(self.runs.get(seq, ())):
+    def _committed(self, key: tuple[int, str]) -> None:
+        self.committed.add(key)
+        for run in reversed(self.runs.get(key, ())):
             if run.process == self.process and run.state == "running":
                 run.state = "committed"
                 break
@@ -229,9 +232,10 @@ class Session:
     def _step_started(self, info: StepInfo) -> StepRun:
         if self.current is None or self.current.dead:
             raise _Crash()  # a dead process runs no more side effects
-        runs = self.runs.setdefault(info.seq, [])
+        key = (info.seq, info.name)
+        runs = self.runs.setdefault(key, [])
         if info.attempt == 1 or not runs or runs[-1].process != self.process:
-            runs.append(StepRun(info.seq, info.name, self.process, info.seq in self.committed))
+            runs.append(StepRun(info.seq, info.name, self.process, key in self.committed))
         return runs[-1]
 
     def _inject(self, info: StepInfo) -> None:

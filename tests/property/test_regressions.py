@@ -54,3 +54,40 @@ async def test_cancelling_an_invocation_suspended_on_a_durable_timer_delivers_ca
 def test_cancelling_a_timer_suspended_invocation_is_deterministic_under_crashes():
     report = check_determinism(long_timer, cancel="suspended")
     assert report.status == Status.CANCELLED and report.crash_points > 0
+
+
+async def step_beside_clock(ctx: Context) -> str:
+    async def read_clock():
+        ctx.now()
+
+    async def step():
+        await ctx.run("a", lambda: "a")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_clock)
+        tg.start_soon(step)
+    return "done"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known runtime bug: a synchronous operation (ctx.now, ctx.patched) cannot wait for sibling "
+    "branches during replay, so it reports a divergence when an entry of a sibling that has not "
+    "claimed it yet follows the same predecessor"
+))
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # starts the branches in spawn order, every time
+async def test_clock_read_in_a_branch_replays_beside_a_sibling_step_journaled_before_the_crash():
+    # The journal a run can leave when the step's branch ran first and the process died
+    # before the clock reading (buffered until the next append) was committed: seq 1 is the
+    # step, and the now() is not journaled. On replay the clock branch is scheduled first.
+    from journal import Acquire, Append, Renew, Step, digest, encode_entry, encode_value
+
+    store = MemoryStore()
+    engine = Engine(store)
+    await engine.start(step_beside_clock, id="c")
+    epoch, _ = store.apply_one(Acquire("c", "dead-process", "host", 1, 10**9, 0))
+    step = Step("a", digest("a", (), {}), 1, encode_value("a"), prev=0)
+    store.apply_one(Append("c", epoch, [(1, encode_entry(step))]))
+    store.apply_one(Renew("c", epoch, 0, 0))  # the owner died: its lease no longer protects it
+    outcome = await engine.resume("c")
+    assert outcome.status == Status.COMPLETED, outcome.divergence
