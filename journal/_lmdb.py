@@ -159,9 +159,20 @@ class LmdbStore(KVStore):
         self._sync_thread = threading.Thread(target=loop, name="journal-fsync", daemon=True)
         self._sync_thread.start()
 
-    def copy_to(self, path: str) -> None:
-        """A consistent compacting copy of the store (safe while others write)."""
-        self._env.copy(path, compact=True)
+    def copy_to(self, path: str | os.PathLike[str]) -> None:
+        """A consistent, compacting copy of the store in directory `path` (created; must be empty).
+
+        Safe while other processes write: the copy is one read transaction's snapshot. This
+        is how to back a store up.
+        """
+        path = os.fspath(path)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        if os.listdir(path):
+            raise StoreError(f"cannot copy the store into {path}: the directory is not empty")
+        try:
+            self._env.copy(path, compact=True)
+        except lmdb.Error as exc:
+            raise _translate(exc, path) from None
 
     def close(self) -> None:
         if self._closed:

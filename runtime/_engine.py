@@ -374,9 +374,7 @@ class Engine:
         except UnencodableValue as exc:
             error = ErrorInfo("TerminalError", f"the handler's result cannot be journaled: {exc}")
             return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
-        outcome = await self._finish(ctx, Completed(now_us(), raw), Status.COMPLETED, result=raw)
-        outcome.result = result if outcome.status == Status.COMPLETED else outcome.result
-        return outcome
+        return await self._finish(ctx, Completed(now_us(), raw), Status.COMPLETED, result=raw)
 
     async def _settle(self, ctx: InvocationContext, exc: BaseException, epoch: int) -> Outcome:
         """Turn however the handler ended into the invocation's next status."""

@@ -11,7 +11,8 @@ import time
 import typing
 import uuid as _uuid
 from contextvars import ContextVar
-from typing import Any, Callable, NoReturn
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, NoReturn
 
 import anyio
 import anyio.lowlevel
@@ -245,22 +246,25 @@ class InvocationContext(Context):
                 token = _current.set(StepInfo(self._id, seq, name, attempt, f"{self._id}:{seq}"))
                 scope = _handler_scope.set(None)
                 try:
-                    if timeout is not None:
-                        with anyio.fail_after(timeout):
-                            value = await _call(fn, args, kwargs)
-                    else:
+                    if timeout is None:
                         value = await _call(fn, args, kwargs)
+                    else:
+                        # Only this deadline is a step timeout; a TimeoutError the function
+                        # raises itself (a socket timeout) is an ordinary, retryable error.
+                        with anyio.move_on_after(timeout) as deadline:
+                            value = await _call(fn, args, kwargs)
+                        if deadline.cancelled_caught:
+                            raise StepTimeout(f"step {name!r} (seq {seq}) did not finish within {timeout} s")
                     error = None
                     break
-                except TerminalError as exc:
-                    error = ErrorInfo(exc.type_name, exc.message or str(exc), True)
-                    break
-                except TimeoutError:
-                    exc = StepTimeout(f"step {name!r} (seq {seq}) did not finish within {timeout} s")
+                except StepTimeout as exc:
                     if policy.retries(exc, attempt):
                         await anyio.sleep(policy.delay(attempt))
                         continue
                     error = ErrorInfo("StepTimeout", str(exc), True)
+                    break
+                except TerminalError as exc:
+                    error = ErrorInfo(exc.type_name, exc.message or str(exc), True)
                     break
                 except Exception as exc:
                     if policy.retries(exc, attempt):
@@ -302,6 +306,12 @@ class InvocationContext(Context):
 
     async def sleep(self, seconds: float) -> None:
         seq, prev, recorded = await self._claim(Sleep)
+        # The timer counts as in flight: a sibling branch that must suspend (an unresolved
+        # promise in ctx.select or gather) waits for it instead of cancelling it.
+        with self._busy():
+            await self._sleep(seq, prev, recorded, seconds)
+
+    async def _sleep(self, seq: int, prev: int, recorded: Any, seconds: float) -> None:
         if recorded is not None:
             until = recorded.until
             nxt = self._replayer.recorded(seq + 1)
@@ -319,7 +329,7 @@ class InvocationContext(Context):
             return
         cancelling = self.cancel_reason is not None and not self.cancel_delivered
         if remaining > self._inline_sleep_limit and not cancelling:  # a pending cancel is delivered here instead
-            await self._quiesce()
+            await self._quiesce(own=1)
             raise Suspend(wake_at=until)
         with anyio.move_on_after(remaining):
             await self._wake.wait()
@@ -355,7 +365,13 @@ class InvocationContext(Context):
             raise StepTimeout(f"promise {name!r} of invocation {self._id!r} was not resolved within {timeout} s")
         if recorded.error is not None:
             raise PromiseRejected(f"promise {name!r} of invocation {self._id!r} was rejected: {recorded.error}")
-        return decode_value(recorded.value, type if type is not None else Any)
+        try:
+            return decode_value(recorded.value, type if type is not None else Any)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise TerminalError(
+                f"promise {name!r} of invocation {self._id!r} (seq {seq}) was resolved with a value that does not "
+                f"fit type={getattr(type, '__name__', type)}: {exc}; resolve it with a matching value"
+            ) from None
 
     async def _await_resolution(self, name: str, deadline: int | None) -> Any:
         """The promise's resolution; a deadline near enough is waited for here instead of suspending."""
@@ -560,10 +576,25 @@ class InvocationContext(Context):
             await self._commit(seq, CancelReceived(now_us() if at is None else at, self.cancel_reason, prev))
             self._raise_cancel(seq)
 
-    async def _quiesce(self) -> None:
-        # Let concurrent steps finish and journal before the handler unwinds to wait.
-        while self._inflight:
-            await self._idle.wait()
+    @contextmanager
+    def _busy(self) -> Iterator[None]:
+        """Count an operation in flight (a running step, a timer) while the block runs."""
+        self._inflight += 1
+        if self._inflight == 1:
+            self._idle = anyio.Event()
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    async def _quiesce(self, own: int = 0) -> None:
+        """Before the handler unwinds to wait: let sibling branches start, and let the steps
+        and timers in flight (other than the caller's `own`) finish and journal."""
+        await anyio.lowlevel.checkpoint()
+        while self._inflight > own:
+            await anyio.sleep(_WAIT_POLL)
 
     async def _flush_pending(self) -> None:
         if self._pending and not self._exit_mode:

@@ -35,6 +35,8 @@ class Outcome(msgspec.Struct, kw_only=True):
     def of(cls, record: InvocationRecord, result_type: Any = Any) -> "Outcome":
         result = None
         if record.status == Status.COMPLETED:
+            if result_type is Any:
+                result_type = _registered_return_type(record.handler)
             result = decode_value(record.result, result_type)
         wake = None
         if record.wake_at is not None:
@@ -52,3 +54,13 @@ class Outcome(msgspec.Struct, kw_only=True):
         if self.error is not None:
             raise TerminalError(f"invocation {self.id!r} {self.status}: {self.error.message}", type_name=self.error.type)
         raise TerminalError(f"invocation {self.id!r} is {self.status}, not completed")
+
+
+def _registered_return_type(handler: str) -> Any:
+    """The handler's return annotation, when the handler is loaded in this process: results are
+    then typed the same way whether the invocation ran here just now or finished long ago."""
+    from ._handlers import _by_path
+    from ._invocation import _return_type
+
+    fn = _by_path.get(handler)
+    return _return_type(fn) if fn is not None else Any

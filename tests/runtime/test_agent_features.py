@@ -339,3 +339,57 @@ async def test_a_long_promise_timeout_suspends_and_wakes_on_the_timer(open_engin
         await anyio.sleep(0.35)
         assert engine.runnable() == ["lt"]
         assert (await engine.resume("lt")).result == "timed out"
+
+
+async def test_select_over_a_promise_and_a_short_timer_lets_the_timer_win(open_engine):
+    async def agent(ctx: Context) -> list:
+        return list(await ctx.select(ctx.promise("answer"), ctx.sleep(0.1)))
+
+    async with open_engine() as engine:
+        out = await engine.run(agent, id="race")
+    assert out.result == [1, None]
+
+
+async def test_a_timeout_error_raised_by_the_step_itself_is_an_ordinary_failure(open_engine):
+    from runtime import RetryPolicy
+
+    attempts = []
+
+    def flaky_socket():
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise TimeoutError("read timed out")
+        return "ok"
+
+    async def agent(ctx: Context) -> str:
+        return await ctx.run("fetch", flaky_socket, retry=RetryPolicy(initial_interval=0.001))
+
+    async with open_engine() as engine:
+        assert (await engine.run(agent)).result == "ok"
+    assert len(attempts) == 2
+
+
+async def test_a_promise_value_of_the_wrong_type_names_the_promise(open_engine):
+    async def agent(ctx: Context) -> int:
+        return await ctx.promise("count", type=int)
+
+    async with open_engine() as engine:
+        await engine.run(agent, id="wt")
+        await engine.resolve("wt", "count", "three")
+        out = await engine.resume("wt")
+    assert out.status == Status.FAILED and "'count'" in out.error.message and "type=int" in out.error.message
+
+
+async def test_results_are_typed_by_the_return_annotation_when_read_back(open_engine):
+    import msgspec
+
+    class Report(msgspec.Struct):
+        text: str
+
+    async def agent(ctx: Context) -> Report:
+        return Report(await ctx.run("t", lambda: "x"))
+
+    async with open_engine() as engine:
+        live = await engine.run(agent, id="typed")
+        later = await engine.get("typed")
+    assert live.result == later.result == Report("x")
