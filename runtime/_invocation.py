@@ -155,6 +155,8 @@ class InvocationContext(Context):
         self._exit_mode = committer.durability is Durability.EXIT
         self._pending: list[tuple[int, bytes]] = []  # journaled by sync calls, committed with the next append
         self._pending_state: list[tuple[str, bytes | None]] = []  # state changes that go with them
+        # Synchronous operations that ran live while sibling entries were still unclaimed.
+        self._tentative: list[tuple[int, type, str | None]] = []
         self._key = key
         self._spawner = spawner  # the engine: starts and runs child invocations
         self.state = State(self, key)
@@ -234,6 +236,7 @@ class InvocationContext(Context):
                 raise _rebuild_error(recorded.error)
             return decode_value(recorded.value, rtype)
         await self._deliver_cancel(seq, prev)
+        await self._settle_tentative()
         await self._flush_pending()  # what the step may depend on is durable before its side effect
         policy = retry or DEFAULT_RETRY
         started = time.perf_counter()
@@ -490,6 +493,7 @@ class InvocationContext(Context):
 
     async def finish(self, entry: Any | None, transition: Transition) -> Any:
         """Commit the final entry (if any), everything buffered, and the status change, at once."""
+        await self._settle_tentative()
         entries, self._pending = self._pending, []
         state, self._pending_state = self._pending_state or None, []
         if entry is not None:
@@ -546,12 +550,15 @@ class InvocationContext(Context):
         return seq, last, recorded
 
     def _claim_now(self, kind: type, name: str | None = None) -> tuple[int, int, Any]:
-        """`_claim` for synchronous operations, which cannot wait for sibling branches."""
+        """`_claim` for synchronous operations, which cannot wait for sibling branches: where
+        `_claim` would wait, they run live at once, and the wait happens before the next write
+        or side effect (`_settle_tentative`), which reports the divergence if there was one."""
         self._raise_if_lost()
         last = self._last()
         found = self._replayer.claim(last, kind, name)
         if found is WAIT:
-            raise self._replayer.stuck(last, kind, name)
+            found = self._replayer.claim_live(last)
+            self._tentative.append((last, kind, name))
         seq, recorded = found
         self._set_last(seq)
         if isinstance(recorded, CancelReceived):
@@ -596,6 +603,24 @@ class InvocationContext(Context):
         while self._inflight > own:
             await anyio.sleep(_WAIT_POLL)
 
+    async def _settle_tentative(self) -> None:
+        """Wait until sibling branches claimed the entries that synchronous operations ran
+        live beside; if they never do, those operations diverged."""
+        while self._tentative:
+            last, kind, name = self._tentative[0]
+            deadline: float | None = None
+            while self._replayer.others_after(last):
+                before = self._replayer.claims
+                await anyio.sleep(_WAIT_POLL)
+                if self._replayer.claims != before or self._inflight:
+                    deadline = None
+                    continue
+                now = anyio.current_time()
+                deadline = deadline if deadline is not None else now + self._divergence_wait
+                if now >= deadline:
+                    raise self._replayer.stuck(last, kind, name)
+            self._tentative.pop(0)
+
     async def _flush_pending(self) -> None:
         if self._pending and not self._exit_mode:
             entries, self._pending = self._pending, []
@@ -612,6 +637,7 @@ class InvocationContext(Context):
         await self._submit(entries)
 
     async def _submit(self, entries: list[tuple[int, bytes]]) -> None:
+        await self._settle_tentative()
         state, self._pending_state = self._pending_state or None, []
         try:
             await self._committer.submit(Append(self._id, self._epoch, entries, None, state))

@@ -98,8 +98,12 @@ class Replayer:
                     if isinstance(entry, CancelReceived) or _matches(entry, kind, name, digest):
                         return self._take(seq, entry)
                 return WAIT
-        # Live. Reuse the lowest seq the crashed run handed out but never committed, if this
-        # branch could have made it, so that later entries' `prev` links still line up.
+        return self.claim_live(last)
+
+    def claim_live(self, last: int) -> tuple[int, None]:
+        """A seq to run an operation live. It reuses the lowest seq after `last` that the
+        crashed run handed out but never committed, so that later entries' `prev` links
+        still line up."""
         seq = last + 1
         while seq in self._entries or seq in self._live:
             seq += 1
@@ -107,6 +111,10 @@ class Replayer:
         self._top = max(self._top, seq)
         self.claims += 1
         return seq, None
+
+    def others_after(self, last: int) -> bool:
+        """Whether unclaimed recorded entries follow `last` (sibling branches have yet to claim them)."""
+        return any(s in self._unclaimed for s in self._by_prev.get(last, ()))
 
     def next_live(self) -> int:
         """A seq after everything recorded or handed out (for the terminal entry)."""

@@ -69,11 +69,6 @@ async def step_beside_clock(ctx: Context) -> str:
     return "done"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known runtime bug: a synchronous operation (ctx.now, ctx.patched) cannot wait for sibling "
-    "branches during replay, so it reports a divergence when an entry of a sibling that has not "
-    "claimed it yet follows the same predecessor"
-))
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # starts the branches in spawn order, every time
 async def test_clock_read_in_a_branch_replays_beside_a_sibling_step_journaled_before_the_crash():

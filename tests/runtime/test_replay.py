@@ -156,3 +156,18 @@ async def test_nondeterminism_error_is_raised_before_any_side_effect(open_engine
     outcome, _ = await _crash_then_resume(open_engine, old, new)
     assert outcome.status == Status.DIVERGED and effects == []
     assert isinstance(NondeterminismError("x", invocation_id="i", seq=1), Exception)
+
+
+async def test_a_clock_read_beside_an_unclaimed_entry_still_reports_divergence_before_side_effects(open_engine):
+    _crash_flag["armed"] = True
+    effects = []
+    old = _program("plan", "search")  # journal: plan (seq 1), search (seq 2), then a crash
+
+    async def new(ctx: Context) -> list:
+        ctx.now()  # nothing like it was recorded after seq 0: runs live, tentatively
+        await ctx.run("charge", lambda: effects.append("charged"))
+        return []
+
+    outcome, _ = await _crash_then_resume(open_engine, old, new)
+    assert outcome.status == Status.DIVERGED and "at seq 1" in outcome.divergence
+    assert effects == []
