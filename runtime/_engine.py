@@ -41,8 +41,11 @@ from journal._kvstore import HOST, lease_is_live
 from journal.errors import InvocationBusy, LeaseLost
 
 from ._guard import _handler_scope
-from ._handlers import NO_INPUT, decode_input, handler_path, load_handler, prepare_input, register
-from ._invocation import ContinueAsNew, InvocationContext, Restart, Suspend, now_us
+from ._handlers import NO_INPUT, decode_input, load_handler, prepare_input, register
+from ._clock import now_us
+from ._composition import ContinueAsNew
+from ._invocation import InvocationContext, Restart
+from ._suspend import Suspend
 from ._outcome import Event, Outcome
 from ._replayer import Replayer
 from .errors import Cancelled, NondeterminismError, TerminalError

@@ -12,7 +12,7 @@ import typing
 import uuid as _uuid
 from contextvars import ContextVar
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, NoReturn
+from typing import Any, Callable, Iterator
 
 import anyio
 import anyio.lowlevel
@@ -21,7 +21,6 @@ import msgspec
 from journal import (
     NIL,
     Append,
-    Called,
     CancelReceived,
     Committer,
     Durability,
@@ -30,7 +29,6 @@ from journal import (
     Now,
     Patched,
     Promise,
-    Selected,
     Sleep,
     Step,
     Transition,
@@ -42,6 +40,9 @@ from journal import (
 )
 from journal.errors import LeaseLost
 
+from ._clock import from_us, now_us
+from ._composition import Composition, _fence
+from ._suspend import Suspend
 from ._context import Context
 from ._guard import _handler_scope
 from ._replayer import WAIT, Replayer
@@ -50,55 +51,12 @@ from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._step_info import StepInfo, _current
 from .errors import Cancelled, PromiseRejected, StepTimeout, TerminalError
 
-_UTC = datetime.timezone.utc
 
 # The seq the current branch (task) of a handler claimed last, tagged with its context's
 # serial. Child tasks inherit their parent's value when spawned; see runtime/_replayer.py.
 _branch_last: ContextVar[tuple[int, int]] = ContextVar("journal_branch_last", default=(0, 0))
 _serials = itertools.count(1)
 _WAIT_POLL = 0.002  # how often a waiting operation looks for progress by sibling branches
-
-
-def now_us() -> int:
-    return time.time_ns() // 1000
-
-
-def from_us(us: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(us / 1e6, _UTC)
-
-
-class Suspend(BaseException):
-    """Internal: unwinds the handler when it must wait (a BaseException so `except Exception` misses it)."""
-
-    def __init__(self, waiting: str | None = None, wake_at: int | None = None) -> None:
-        super().__init__(waiting or wake_at)
-        self.waiting = waiting
-        self.wake_at = wake_at
-
-
-class ContinueAsNew(BaseException):
-    """Internal: `ctx.continue_as_new(input)` unwinds the handler to start afresh."""
-
-    def __init__(self, input: Any) -> None:
-        super().__init__("continue as new")
-        self.input = input
-
-
-class _Fence:
-    __slots__ = ("parked",)
-
-    def __init__(self) -> None:
-        self.parked = anyio.Event()
-
-
-_fence: ContextVar[_Fence | None] = ContextVar("journal_select_fence", default=None)
-
-
-def _first_error(group: BaseExceptionGroup) -> BaseException:
-    leaves = [group]
-    while leaves and isinstance(leaves[0], BaseExceptionGroup):
-        leaves = list(leaves[0].exceptions) + leaves[1:]
-    return next((e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())), leaves[0])
 
 
 class Restart(BaseException):
@@ -126,7 +84,7 @@ def _return_type(fn: Callable[..., Any]) -> Any:
     return hint
 
 
-class InvocationContext(Context):
+class InvocationContext(Composition, Context):
     """One invocation's context, bound to its replayer, its lease epoch and the committer."""
 
     def __init__(
@@ -391,88 +349,6 @@ class InvocationContext(Context):
             resolution = store.resolution(self._id, name)
         return resolution
 
-    # -- child invocations, combinators, continue-as-new -----------------------------------------
-
-    async def call(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
-                   type: Any = None) -> Any:
-        child_id = await self._start_child(target, input, id=id, key=key, awaited=True, delay=None)
-        await self._spawner._run_child(child_id)
-        return await self.promise("child:" + child_id, type=type)
-
-    async def send(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
-                   delay: float | None = None) -> str:
-        return await self._start_child(target, input, id=id, key=key, awaited=False, delay=delay)
-
-    async def _start_child(self, target: Any, input: Any, *, id: str | None, key: str | None, awaited: bool,
-                           delay: float | None) -> str:
-        path, raw = self._spawner._child_input(target, input)
-        seq, prev, recorded = await self._claim(Called, path, digest(path, bytes(raw), id, key, awaited))
-        if recorded is not None:
-            return recorded.child
-        await self._deliver_cancel(seq, prev)
-        await self._flush_pending()
-        child_id = id if id is not None else f"{self._id}.{seq}"
-        await self._spawner._create_child(self._id, path, raw, child_id, key, delay)
-        await self._commit(seq, Called(path, digest(path, bytes(raw), id, key, awaited), now_us(), child_id,
-                                       awaited, prev))
-        return child_id
-
-    async def gather(self, *aws: Any) -> list[Any]:
-        results: list[Any] = [None] * len(aws)
-
-        async def one(i: int, aw: Any) -> None:
-            results[i] = await aw
-
-        try:
-            async with anyio.create_task_group() as tg:
-                for i, aw in enumerate(aws):
-                    tg.start_soon(one, i, aw)
-        except BaseExceptionGroup as group:
-            raise _first_error(group) from None
-        return results
-
-    async def select(self, *aws: Any) -> tuple[int, Any]:
-        if not aws:
-            raise TypeError("ctx.select needs at least one awaitable")
-        seq, prev, recorded = await self._claim(Selected)
-        winner_index = recorded.index if recorded is not None else None
-        done = anyio.Event()
-        outcome: dict[str, Any] = {}
-        fences = [_Fence() for _ in aws]
-
-        async def branch(i: int, aw: Any) -> None:
-            token = _fence.set(fences[i] if winner_index is not None and i != winner_index else None)
-            try:
-                value = await aw
-                if "index" not in outcome and (winner_index is None or i == winner_index):
-                    outcome.update(index=i, value=value)
-                    done.set()
-            except Exception as exc:
-                if "index" not in outcome and (winner_index is None or i == winner_index):
-                    outcome.update(index=i, error=exc)
-                    done.set()
-            finally:
-                fences[i].parked.set()
-                _fence.reset(token)
-
-        async with anyio.create_task_group() as tg:
-            for i, aw in enumerate(aws):
-                tg.start_soon(branch, i, aw)
-            await done.wait()
-            if winner_index is not None:  # replay: let the losers claim what they journaled first
-                for i, fence in enumerate(fences):
-                    if i != winner_index:
-                        await fence.parked.wait()
-            tg.cancel_scope.cancel()
-        if recorded is None:
-            await self._commit(seq, Selected(now_us(), outcome["index"], prev))
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["index"], outcome["value"]
-
-    def continue_as_new(self, input: Any = None) -> NoReturn:
-        raise ContinueAsNew(input)
-
     async def emit(self, event: Any) -> None:
         seq, prev, recorded = await self._claim(Emitted)
         if recorded is not None:
@@ -499,12 +375,6 @@ class InvocationContext(Context):
         if entry is not None:
             entries.append((self._replayer.next_live(), encode_entry(entry, self._max)))
         return await self._committer.submit(Append(self._id, self._epoch, entries, transition, state), durable=True)
-
-    def take_pending(self) -> tuple[list[tuple[int, bytes]], list[tuple[str, bytes | None]]]:
-        """Buffered entries and state changes not yet committed (continue-as-new commits them)."""
-        entries, self._pending = self._pending, []
-        state, self._pending_state = self._pending_state, []
-        return entries, state
 
     # -- internals -------------------------------------------------------------------------
 

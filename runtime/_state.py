@@ -13,6 +13,7 @@ import msgspec
 
 from journal import NIL, StateGot, StateKeys, StateSet, UnencodableValue, decode_value, encode_entry, encode_value
 
+from ._clock import now_us
 from .errors import TerminalError
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class State:
         if recorded is None:
             await ctx._deliver_cancel(seq, prev)
             raw = self._current(name)
-            recorded = StateGot(name, _now(), raw if raw is not None else NIL, raw is not None, prev)
+            recorded = StateGot(name, now_us(), raw if raw is not None else NIL, raw is not None, prev)
             await ctx._commit(seq, recorded)
         return decode_value(recorded.value, type) if recorded.found else default
 
@@ -61,7 +62,7 @@ class State:
             names = set(ctx._committer.store.state(key))
             names |= {n for n, v in self._overlay.items() if v is not None}
             names -= {n for n, v in self._overlay.items() if v is None}
-            recorded = StateKeys(_now(), sorted(names), prev)
+            recorded = StateKeys(now_us(), sorted(names), prev)
             await ctx._commit(seq, recorded)
         return list(recorded.names)
 
@@ -98,13 +99,8 @@ class State:
             except UnencodableValue as exc:
                 raise TerminalError(f"ctx.state.set({name!r}) at seq {seq}: {exc}") from None
         stored = NIL if raw_value is None else msgspec.Raw(raw_value)
-        ctx._pending.append((seq, encode_entry(StateSet(name, _now(), stored, cleared, prev), ctx._max)))
+        ctx._pending.append((seq, encode_entry(StateSet(name, now_us(), stored, cleared, prev), ctx._max)))
         ctx._pending_state.append((name, raw_value))
         self._overlay[name] = raw_value
         return None if raw_value is None else decode_value(raw_value, type_)
 
-
-def _now() -> int:
-    from ._invocation import now_us
-
-    return now_us()

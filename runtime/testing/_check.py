@@ -50,7 +50,7 @@ from journal import (
 from .._engine import Engine
 from .._guard import determinism_guard
 from .._handlers import _by_path, handler_path
-from .._invocation import now_us
+from .._clock import now_us
 from ._crash import CrashPoint, Failure, Reject, Session, StepRun, _CheckedContext, describe_entry, is_crash
 
 PromiseTiming = Literal["start", "waiting"] | int

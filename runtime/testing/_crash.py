@@ -34,8 +34,11 @@ from journal import (
     name_of,
 )
 
+from journal.errors import PromiseConflict
+
 from .._context import Context
-from .._invocation import _return_type, now_us
+from .._clock import now_us
+from .._invocation import _return_type
 from .._step_info import StepInfo, current_step
 from ..errors import TerminalError
 
@@ -200,6 +203,8 @@ class Session:
         else:
             op = Resolve(self.invocation_id, name, now_us(), bytes(encode_value(value)))
         (result,) = self.base.apply([op])
+        if isinstance(result, PromiseConflict) and self.base.get(self.invocation_id).finished:  # type: ignore[union-attr]
+            return  # it arrived after the invocation ended: nobody waits for it any more
         if isinstance(result, BaseException):
             raise result
 

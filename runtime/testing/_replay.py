@@ -33,7 +33,9 @@ from journal.errors import JournalError
 from .._engine import Engine
 from .._guard import _handler_scope
 from .._handlers import NO_INPUT, decode_input, load_handler
-from .._invocation import ContinueAsNew, InvocationContext, Suspend
+from .._composition import ContinueAsNew
+from .._invocation import InvocationContext
+from .._suspend import Suspend
 from .._replayer import Replayer, describe
 from ..errors import InvocationNotFound, NondeterminismError
 

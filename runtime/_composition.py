@@ -1,0 +1,137 @@
+"""Operations that compose others: child invocations, gather, select, continue-as-new.
+
+A mixin of the live context (`InvocationContext`), kept apart because each of these is
+built from the context's primitive operations rather than being one itself.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import anyio
+
+from journal import Called, Selected, digest
+
+from ._clock import now_us
+
+from ._suspend import Suspend
+
+if TYPE_CHECKING:
+    from ._invocation import InvocationContext as _Base
+else:
+    _Base = object
+
+
+class ContinueAsNew(BaseException):
+    """Internal: `ctx.continue_as_new(input)` unwinds the handler to start afresh."""
+
+    def __init__(self, input: Any) -> None:
+        super().__init__("continue as new")
+        self.input = input
+
+
+class _Fence:
+    __slots__ = ("parked",)
+
+    def __init__(self) -> None:
+        self.parked = anyio.Event()
+
+
+_fence: ContextVar[_Fence | None] = ContextVar("journal_select_fence", default=None)
+
+
+def _first_error(group: BaseExceptionGroup) -> BaseException:
+    leaves = [group]
+    while leaves and isinstance(leaves[0], BaseExceptionGroup):
+        leaves = list(leaves[0].exceptions) + leaves[1:]
+    return next((e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())), leaves[0])
+
+
+class Composition(_Base):
+    async def call(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
+                   type: Any = None) -> Any:
+        child_id = await self._start_child(target, input, id=id, key=key, awaited=True, delay=None)
+        await self._spawner._run_child(child_id)
+        return await self.promise("child:" + child_id, type=type)
+
+    async def send(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
+                   delay: float | None = None) -> str:
+        return await self._start_child(target, input, id=id, key=key, awaited=False, delay=delay)
+
+    async def _start_child(self, target: Any, input: Any, *, id: str | None, key: str | None, awaited: bool,
+                           delay: float | None) -> str:
+        path, raw = self._spawner._child_input(target, input)
+        seq, prev, recorded = await self._claim(Called, path, digest(path, bytes(raw), id, key, awaited))
+        if recorded is not None:
+            return recorded.child
+        await self._deliver_cancel(seq, prev)
+        await self._flush_pending()
+        child_id = id if id is not None else f"{self._id}.{seq}"
+        await self._spawner._create_child(self._id, path, raw, child_id, key, delay)
+        await self._commit(seq, Called(path, digest(path, bytes(raw), id, key, awaited), now_us(), child_id,
+                                       awaited, prev))
+        return child_id
+
+    async def gather(self, *aws: Any) -> list[Any]:
+        results: list[Any] = [None] * len(aws)
+
+        async def one(i: int, aw: Any) -> None:
+            results[i] = await aw
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, aw in enumerate(aws):
+                    tg.start_soon(one, i, aw)
+        except BaseExceptionGroup as group:
+            raise _first_error(group) from None
+        return results
+
+    async def select(self, *aws: Any) -> tuple[int, Any]:
+        if not aws:
+            raise TypeError("ctx.select needs at least one awaitable")
+        seq, prev, recorded = await self._claim(Selected)
+        winner_index = recorded.index if recorded is not None else None
+        done = anyio.Event()
+        outcome: dict[str, Any] = {}
+        fences = [_Fence() for _ in aws]
+
+        async def branch(i: int, aw: Any) -> None:
+            token = _fence.set(fences[i] if winner_index is not None and i != winner_index else None)
+            try:
+                value = await aw
+                if "index" not in outcome and (winner_index is None or i == winner_index):
+                    outcome.update(index=i, value=value)
+                    done.set()
+            except Exception as exc:
+                if "index" not in outcome and (winner_index is None or i == winner_index):
+                    outcome.update(index=i, error=exc)
+                    done.set()
+            except BaseException as exc:
+                # A loser that unwinds to wait (an unresolved promise) after the race was won
+                # must not suspend the invocation.
+                if not (isinstance(exc, Suspend) and "index" in outcome):
+                    raise
+            finally:
+                fences[i].parked.set()
+                _fence.reset(token)
+
+        async with anyio.create_task_group() as tg:
+            for i, aw in enumerate(aws):
+                tg.start_soon(branch, i, aw)
+            await done.wait()
+            if winner_index is not None:  # replay: let the losers claim what they journaled first
+                for i, fence in enumerate(fences):
+                    if i != winner_index:
+                        await fence.parked.wait()
+            tg.cancel_scope.cancel()
+        if recorded is None:
+            await self._commit(seq, Selected(now_us(), outcome["index"], prev))
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["index"], outcome["value"]
+
+    def continue_as_new(self, input: Any = None) -> NoReturn:
+        raise ContinueAsNew(input)
+
+
