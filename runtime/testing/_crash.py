@@ -215,12 +215,15 @@ class Session:
 
     # -- step functions ----------------------------------------------------------------------
 
-    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, fn: Callable[..., Any], started: list[StepRun]) -> Callable[..., Any]:
+        """`fn` counted: each execution is recorded, and appended to `started`."""
         session = self
 
         async def checked_step(*args: Any, **kwargs: Any) -> Any:
             info = current_step()
             run = session._step_started(info)
+            if not started or started[-1] is not run:
+                started.append(run)
             try:
                 session._inject(info)
                 result = fn(*args, **kwargs)
@@ -233,6 +236,12 @@ class Session:
             return result
 
         return checked_step
+
+    def call_ended(self, started: list[StepRun]) -> None:
+        """The `ctx.run` call returned or raised: an execution not committed by then never will be."""
+        for run in started:
+            if run.state == "running":
+                run.state = "unjournaled"
 
     def _step_started(self, info: StepInfo) -> StepRun:
         if self.current is None or self.current.dead:
@@ -302,12 +311,16 @@ class _CheckedContext:
         return self._inner.invocation_id
 
     async def run(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if callable(fn):
-            # The engine reads the return annotation of the function it is given: keep the user's.
-            if kwargs.get("type") is None:
-                kwargs["type"] = _return_type(fn)
-            fn = self._session.wrap(fn)
-        return await self._inner.run(name, fn, *args, **kwargs)
+        if not callable(fn):
+            return await self._inner.run(name, fn, *args, **kwargs)  # let the engine explain
+        # The engine reads the return annotation of the function it is given: keep the user's.
+        if kwargs.get("type") is None:
+            kwargs["type"] = _return_type(fn)
+        started: list[StepRun] = []
+        try:
+            return await self._inner.run(name, self._session.wrap(fn, started), *args, **kwargs)
+        finally:
+            self._session.call_ended(started)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
