@@ -193,13 +193,17 @@ class InvocationContext(Composition, Context):
             if recorded.error is not None:
                 raise _rebuild_error(recorded.error)
             return decode_value(recorded.value, rtype)
-        await self._deliver_cancel(seq, prev)
-        await self._settle_tentative()
-        await self._flush_pending()  # what the step may depend on is durable before its side effect
+        # The guards repeat each call's own first test: a step pays no coroutine call for
+        # what does not apply (the hot path of every live step).
+        if self.cancel_reason is not None:
+            await self._deliver_cancel(seq, prev)
+        if self._tentative:
+            await self._settle_tentative()
+        if self._pending:
+            await self._flush_pending()  # what the step may depend on is durable before its side effect
         policy = retry or DEFAULT_RETRY
         started = time.perf_counter()
-        self._inflight += 1
-        self._idle = anyio.Event() if self._inflight == 1 else self._idle
+        self._inflight += 1  # `_idle` is made unset by whoever waits for it (`_claim`)
         try:
             attempt = 0
             while True:
@@ -396,6 +400,8 @@ class InvocationContext(Composition, Context):
                 break
             # Sibling branches may still claim the entries this operation is waiting behind.
             if self._inflight:
+                if self._idle.is_set():  # set when the last idle period began: a new one to wait on
+                    self._idle = anyio.Event()
                 await self._idle.wait()
                 deadline = None
                 continue
@@ -457,8 +463,6 @@ class InvocationContext(Composition, Context):
     def _busy(self) -> Iterator[None]:
         """Count an operation in flight (a running step, a timer) while the block runs."""
         self._inflight += 1
-        if self._inflight == 1:
-            self._idle = anyio.Event()
         try:
             yield
         finally:
@@ -507,7 +511,8 @@ class InvocationContext(Composition, Context):
         await self._submit(entries)
 
     async def _submit(self, entries: list[tuple[int, bytes]]) -> None:
-        await self._settle_tentative()
+        if self._tentative:
+            await self._settle_tentative()
         state, self._pending_state = self._pending_state or None, []
         try:
             await self._committer.submit(Append(self._id, self._epoch, entries, None, state))
