@@ -322,17 +322,24 @@ def main(argv: list[str] | None = None) -> int:
     only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
     parent = tempfile.mkdtemp(prefix="journal-bench-", dir=args.dir)
     started = time.perf_counter()
+    load_before = os.getloadavg()
+    if load_before[0] > 1.0:
+        print(f"  note: load average {load_before[0]:.2f} before the run; other work on this machine "
+              "will show up in the figures", file=sys.stderr)
     try:
         samples = measure(plan, parent, only, lambda text: print(f"  {text}", file=sys.stderr, flush=True))
         info = machine(parent)
     finally:
         shutil.rmtree(parent, ignore_errors=True)
+    info["load_average_before"] = [round(x, 2) for x in load_before]
+    info["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     rows = summarise(samples)
     seconds = time.perf_counter() - started
     print(render(rows, samples))
     print(f"\n{info['cpus']} CPUs ({info['cpu_model']}), {info['filesystem']}, Python {info['python']}, "
           f"lmdb {info['lmdb']}; medians of {plan.reps} (crash workloads {plan.crash_reps}) repetitions; "
-          f"{seconds:.0f} s")
+          f"{seconds:.0f} s; load average {info['load_average_before'][0]} before, "
+          f"{info['load_average_after'][0]} after")
     report = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -1,0 +1,150 @@
+"""`python -m bench.breakdown`: where the time of one live step goes, layer by layer.
+
+Each line is measured in this process, in this run, as the median of several batches:
+raw LMDB, then each layer the journal puts on top of it, then the pieces of Python
+machinery a step pays for. Differences between consecutive layers are what each layer
+costs. Not a workload: a map for whoever optimises the hot path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextvars
+import itertools
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any, Callable
+
+import anyio
+import anyio.to_thread
+
+from journal import Append, Committer, LmdbStore, Step, decode_value, digest, encode_entry, encode_value
+
+from . import _agents, _raw
+from ._workloads import _open_invocations
+
+_var: contextvars.ContextVar[Any] = contextvars.ContextVar("bench")
+
+
+def _median_us(fn: Callable[[int], float], n: int, batches: int) -> float:
+    return statistics.median(fn(n) / n * 1e6 for _ in range(batches))
+
+
+def _timeit(stmt: Callable[[], Any]) -> Callable[[int], float]:
+    def run(n: int) -> float:
+        started = time.perf_counter()
+        for _ in range(n):
+            stmt()
+        return time.perf_counter() - started
+    return run
+
+
+def _atimeit(make: Callable[[], Any]) -> Callable[[int], float]:
+    async def body(n: int) -> float:
+        started = time.perf_counter()
+        for _ in range(n):
+            await make()
+        return time.perf_counter() - started
+    return lambda n: anyio.run(body, n)
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _noop() -> None:
+    return None
+
+
+def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
+    rows: list[tuple[str, str, float]] = []
+
+    def add(section: str, what: str, us: float) -> None:
+        rows.append((section, what, us))
+        print(f"  {section:6s} {what:58s} {us:9.2f} us", flush=True)
+
+    raw = _raw.RawLmdb(parent)
+    store = LmdbStore(os.path.join(parent, "store"))
+    try:
+        ((invocation_id, epoch),) = _open_invocations(store, 1)
+        seqs = itertools.count(1)
+
+        def apply_one() -> None:
+            store.apply([Append(invocation_id, epoch, [(next(seqs), _raw.STEP_BYTES)])])
+
+        async def submit(mode: str, n: int) -> float:
+            committer = Committer(store, mode)
+            started = time.perf_counter()
+            for _ in range(n):
+                await committer.submit(Append(invocation_id, epoch, [(next(seqs), _raw.STEP_BYTES)]))
+            return time.perf_counter() - started
+
+        async def steps(mode: str, n: int) -> float:
+            from runtime import Engine
+
+            engine = Engine(store, durability=mode)
+            outcome = await engine.run(_agents.steps, n)
+            return _agents.loop_seconds.pop(outcome.id)
+
+        # The async layers: what a step costs when nothing waits for the disk.
+        add("async", "raw LMDB put + commit (no sync)", _median_us(lambda n: raw.commits(n, fsync=False), 2000, batches))
+        add("async", "store.apply(Append) of one entry", _median_us(_timeit(apply_one), 2000, batches))
+        add("async", "Committer.submit(Append), async", _median_us(lambda n: anyio.run(submit, "async", n), 2000, batches))
+        add("async", "ctx.run of a no-op step, async (W1)", _median_us(lambda n: anyio.run(steps, "async", n), 1000, batches))
+
+        # The pieces of Python machinery inside one live step.
+        step = Step("step", 1, 1, encode_value(_agents.PAYLOAD))
+        raw_value = encode_value(_agents.PAYLOAD)
+        add("piece", "digest(name, args, kwargs)", _median_us(_timeit(lambda: digest("step", (), {})), 20000, batches))
+        add("piece", "encode_value + decode_value of 100 bytes",
+            _median_us(_timeit(lambda: decode_value(encode_value(_agents.PAYLOAD), bytes)), 20000, batches))
+        add("piece", "encode_entry(Step)", _median_us(_timeit(lambda: encode_entry(step)), 20000, batches))
+        add("piece", "decode_value(raw) untyped", _median_us(_timeit(lambda: decode_value(raw_value)), 20000, batches))
+
+        def contextvar_pair() -> None:
+            _var.reset(_var.set(1))
+
+        add("piece", "ContextVar set + reset", _median_us(_timeit(contextvar_pair), 20000, batches))
+        add("piece", "await of a coroutine that returns at once", _median_us(_atimeit(_nothing), 20000, batches))
+
+        async def event_cost(n: int) -> float:
+            started = time.perf_counter()
+            for _ in range(n):
+                anyio.Event()
+            return time.perf_counter() - started
+
+        add("piece", "anyio.Event()", _median_us(lambda n: anyio.run(event_cost, n), 20000, batches))
+
+        # The sync layers: a step that waits for its fsync, alone (no group to share it with).
+        add("sync", "raw LMDB put + commit + fsync", _median_us(lambda n: raw.commits(n, fsync=True), 100, batches))
+        add("sync", "fsync alone (LmdbStore.sync after one commit)",
+            _median_us(_timeit(lambda: (apply_one(), store.sync())), 100, batches))
+        add("sync", "thread round trip, anyio.to_thread.run_sync(no-op)",
+            _median_us(_atimeit(lambda: anyio.to_thread.run_sync(_noop)), 300, batches))
+        add("sync", "Committer.submit(Append), sync", _median_us(lambda n: anyio.run(submit, "sync", n), 100, batches))
+        add("sync", "ctx.run of a no-op step, sync (W1)", _median_us(lambda n: anyio.run(steps, "sync", n), 100, batches))
+    finally:
+        store.close()
+        raw.close()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.breakdown", description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=7, help="batches per line; the median is shown")
+    parser.add_argument("--dir", help="where to create the stores (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    parent = tempfile.mkdtemp(prefix="journal-breakdown-", dir=args.dir)
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    try:
+        measure(parent, args.batches)
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
