@@ -1,0 +1,183 @@
+"""Real processes, real SIGKILLs: workers are killed at random moments over at least 200
+runs, and afterwards no completed step ran again, no entry was lost, and every invocation
+finished with the reference result.
+
+Workers are started ahead of time (one waits, warm, while another works) so that the
+runs cost the work and not Python's start-up; each is killed after a random delay while
+it resumes a batch of invocations on a real LMDB store. Batches alternate between `sync`
+and `async` durability (both survive a killed process). The random seed is printed on
+failure.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from journal import LmdbStore, Status, Step, decode_entry, decode_value
+from runtime import Engine
+
+from .crash_worker import STEPS, crash_agent, expected
+
+ROOT = Path(__file__).resolve().parents[2]
+KILLS = 200  # killed worker runs, at least
+BATCH = 40  # invocations per batch
+MAX_SECONDS = 150
+
+
+class Workers:
+    """Spawns workers ahead of time, so that warm ones are waiting for their turn."""
+
+    def __init__(self, db: Path, log: Path, tmp: Path, ahead: int = 2) -> None:
+        self.db, self.log, self.tmp, self.ahead = db, log, tmp, ahead
+        self.durability = "sync"
+        self.warm: list[subprocess.Popen] = []
+        self.killed: set[int] = set()
+        self.exited = 0
+        self.spawned = 0
+
+    def _spawn(self) -> subprocess.Popen:
+        env = {**os.environ, "CRASH_LOG": str(self.log), "PYTHONPATH": str(ROOT)}
+        self.spawned += 1
+        err_path = self.tmp / f"worker-{self.spawned}.err"
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.property.crash_worker", str(self.db), self.durability],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=ROOT, env=env,
+            )
+        proc.err_path = err_path  # type: ignore[attr-defined]
+        return proc
+
+    def run_one(self, rng: random.Random, max_delay: float) -> None:
+        """Let the next worker go, and SIGKILL it after a random delay unless it finished first."""
+        self.warm = [p for p in self.warm if p.args[-1] == self.durability or _discard(p)]
+        while len(self.warm) <= self.ahead:
+            self.warm.append(self._spawn())
+        proc = self.warm.pop(0)
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == b"ready", _stderr(proc)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        try:
+            proc.wait(timeout=rng.uniform(0, max_delay))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            self.killed.add(proc.pid)
+        else:
+            assert proc.returncode == 0, _stderr(proc)
+            self.exited += 1
+        proc.stdin.close()
+        proc.stdout.close()
+
+    def close(self) -> None:
+        for proc in self.warm:
+            _discard(proc)
+        self.warm = []
+
+
+def _discard(proc: subprocess.Popen) -> bool:
+    proc.kill()
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            stream.close()
+    return False
+
+
+def _stderr(proc: subprocess.Popen) -> str:
+    return f"worker {proc.pid} failed:\n" + Path(proc.err_path).read_text(errors="replace")  # type: ignore[attr-defined]
+
+
+async def _start_batch(db: Path, first: int) -> list[tuple[str, int]]:
+    started = []
+    async with Engine.open(db) as engine:
+        for n in range(first, first + BATCH):
+            record = await engine.start(crash_agent, n, id=f"inv-{n}")
+            started.append((record.id, n))
+    return started
+
+
+def _unfinished(store: LmdbStore, ids: list[str]) -> int:
+    return sum(1 for i in ids if not store.require(i).finished)
+
+
+@pytest.mark.slow
+def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_path):
+    seed = int(os.environ.get("CRASH_SEED", random.randrange(2**32)))
+    rng = random.Random(seed)
+    db, log = tmp_path / "journal", tmp_path / "effects.log"
+    workers = Workers(db, log, tmp_path)
+    invocations: dict[str, int] = {}
+    deadline = time.monotonic() + MAX_SECONDS
+    batches = 0
+    store = None
+    try:
+        while len(workers.killed) < KILLS:
+            assert time.monotonic() < deadline, f"too slow: {len(workers.killed)} kills (seed {seed})"
+            workers.durability = "sync" if batches % 2 == 0 else "async"
+            batch = anyio.run(_start_batch, db, batches * BATCH)
+            batches += 1
+            invocations.update(batch)
+            store = store or LmdbStore(db)
+            ids = [i for i, _ in batch]
+            while _unfinished(store, ids):
+                assert time.monotonic() < deadline, f"batch {batches} did not finish (seed {seed})"
+                # Kill within the time a batch takes, so the moments spread over all of its work.
+                workers.run_one(rng, max_delay=0.3)
+    finally:
+        workers.close()
+    try:
+        _check(store, invocations, log, workers.killed, seed)
+    finally:
+        store.close()
+    print(f"\ncrash processes: {len(workers.killed)} workers killed, {workers.exited} finished on their own, "
+          f"{len(invocations)} invocations in {batches} batches (seed {seed})")
+
+
+def _check(store: LmdbStore, invocations: dict[str, int], log: Path, killed: set[int], seed: int) -> None:
+    where = f"(seed {seed}; rerun with CRASH_SEED={seed})"
+    # Every invocation finished with the reference result, its journal holding each step once.
+    for invocation_id, n in invocations.items():
+        record = store.require(invocation_id)
+        assert record.status == Status.COMPLETED, f"{invocation_id}: {record.status} {record.error} {where}"
+        assert decode_value(record.result) == expected(n), f"{invocation_id}: wrong result {where}"
+        steps = [e for _, e in (
+            (s, decode_entry(d)) for s, d in store.entries(invocation_id)) if isinstance(e, Step)]
+        assert sorted(s.name for s in steps) == sorted(STEPS), f"{invocation_id}: steps {steps} {where}"
+    # The side-effect log, in the order things happened. Steps are told apart by name (unique
+    # in crash_agent): a step run again after a crash may get another seq than the killed run.
+    events = collections.defaultdict(list)
+    for line in log.read_text().splitlines():
+        kind, invocation_id, _seq, name, pid = line.split()
+        events[(invocation_id, name)].append((kind, int(pid)))
+    journaled = {}
+    for invocation_id in invocations:
+        for _, data in store.entries(invocation_id):
+            entry = decode_entry(data)
+            if isinstance(entry, Step):
+                journaled[(invocation_id, entry.name)] = decode_value(entry.value)
+    reruns = 0
+    for key, seen in events.items():
+        runs = [pid for kind, pid in seen if kind == "E"]
+        assert runs, f"{key}: a commit was seen for a step that never ran {where}"
+        first_commit = next((i for i, (kind, _) in enumerate(seen) if kind == "C"), None)
+        if first_commit is not None:
+            again = [pid for kind, pid in seen[first_commit:] if kind == "E"]
+            assert not again, f"{key} ran again in process {again} after its commit was seen: {seen} {where}"
+        # Only a run cut short by a kill may be followed by another, and the journal holds the last one.
+        assert all(pid in killed for pid in runs[:-1]), f"{key} ran again after a run that was not killed: {seen} {where}"
+        assert key in journaled, f"{key} ran but its outcome is not in the journal {where}"
+        assert journaled[key]["pid"] == runs[-1], f"{key}: journaled by {journaled[key]['pid']}, runs {seen} {where}"
+        reruns += len(runs) - 1
+    assert set(journaled) == set(events), f"journaled steps without a recorded run {where}"
+    print(f"\ncrash processes: {reruns} steps ran twice, each cut short by a kill before its commit")
