@@ -14,6 +14,8 @@ PAYLOAD = b"x" * 100
 
 # Seconds each invocation spent in its step loop, by invocation id (for W1).
 loop_seconds: dict[str, float] = {}
+# When each invocation reached its promise (time.perf_counter(), for W4).
+reached_promise: dict[str, float] = {}
 
 
 def noop() -> bytes:
@@ -59,5 +61,6 @@ async def long_then_promise(ctx: Context, n: int) -> str:
     """W4: `n` journaled steps, then wait for a promise."""
     for _ in range(n):
         await ctx.run("step", noop)
+    reached_promise[ctx.invocation_id] = time.perf_counter()
     answer = await ctx.promise("go", type=str)
     return answer

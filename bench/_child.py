@@ -58,6 +58,9 @@ async def _resolve_and_resume(args: dict) -> dict:
         "open_seconds": opened - started,
         "resolve_seconds": resolved - opened,
         "resume_seconds": done - resolved,
+        # From the resume call to the handler asking for the promise: reading, decoding and
+        # replaying every journaled entry.
+        "replay_seconds": _agents.reached_promise[args["id"]] - resolved,
         "status": str(outcome.status),
         "completed": outcome.status == Status.COMPLETED,
     }

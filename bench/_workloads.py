@@ -213,7 +213,8 @@ def long_resume(parent: str, mode: str, steps: int = 5000) -> dict:
         "restart_to_done_s": wall,
         "in_process_s": report["seconds"],
         "resume_s": report["resume_seconds"],
+        "replay_s": report["replay_seconds"],
         "entries": entries,
-        "entries_per_s": entries / report["resume_seconds"],
+        "entries_per_s": entries / report["replay_seconds"],
         "first_life_s": first["seconds"],
     }
