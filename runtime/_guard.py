@@ -81,30 +81,34 @@ def determinism_guard(enabled: bool = True) -> Iterator[None]:
 
 # -- what is guarded -----------------------------------------------------------------------
 
-_RANDOM_INSTEAD = "ctx.random().{name}(...) (seeded from the invocation id, the same on replay)"
+_RANDOM_INSTEAD = ("ctx.random().{name}(...)", "seeded from the invocation id, it gives the same numbers on replay")
 _NOT_RANDOM = frozenset({"seed", "getstate", "setstate"})  # manage state, do not read it
 
 
-def _targets() -> list[tuple[Any, str, str, str]]:
-    """(owner, attribute, name shown, what to use instead) for each guarded function."""
-    targets: list[tuple[Any, str, str, str]] = [
-        (time, "time", "time.time()", "ctx.now() (journaled; `.timestamp()` gives the float)"),
-        (time, "time_ns", "time.time_ns()", "ctx.now() (journaled)"),
-        (uuid, "uuid4", "uuid.uuid4()", "ctx.uuid() (derived from the invocation id, the same on replay)"),
-        (uuid, "uuid1", "uuid.uuid1()", "ctx.uuid() (derived from the invocation id, the same on replay)"),
-        (os, "urandom", "os.urandom()", "ctx.random().randbytes(n) (seeded from the invocation id)"),
+_CLOCK = "journaled, it gives the same instant on replay"
+_UUID = "derived from the invocation id, it gives the same UUIDs on replay"
+
+
+def _targets() -> list[tuple[Any, str, str, tuple[str, str]]]:
+    """(owner, attribute, name shown, (what to use instead, why)) for each guarded function."""
+    targets: list[tuple[Any, str, str, tuple[str, str]]] = [
+        (time, "time", "time.time()", ("ctx.now()", _CLOCK + "; .timestamp() gives the float")),
+        (time, "time_ns", "time.time_ns()", ("ctx.now()", _CLOCK)),
+        (uuid, "uuid4", "uuid.uuid4()", ("ctx.uuid()", _UUID)),
+        (uuid, "uuid1", "uuid.uuid1()", ("ctx.uuid()", _UUID)),
+        (os, "urandom", "os.urandom()", ("ctx.random().randbytes(n)", _RANDOM_INSTEAD[1])),
     ]
     for name in sorted(random.__all__):
         fn = getattr(random, name, None)
         if getattr(fn, "__self__", None) is random._inst and name not in _NOT_RANDOM:  # type: ignore[attr-defined]
-            targets.append((random, name, f"random.{name}()", _RANDOM_INSTEAD.format(name=name)))
+            targets.append((random, name, f"random.{name}()", (_RANDOM_INSTEAD[0].format(name=name), _RANDOM_INSTEAD[1])))
     return targets
 
 
 _CLASS_TARGETS = (
-    (datetime.datetime, "now", "datetime.now()", "ctx.now() (journaled; an aware UTC datetime)"),
-    (datetime.datetime, "utcnow", "datetime.utcnow()", "ctx.now() (journaled; an aware UTC datetime)"),
-    (datetime.date, "today", "date.today()", "ctx.now().date() (journaled)"),
+    (datetime.datetime, "now", "datetime.now()", ("ctx.now()", _CLOCK + " as an aware UTC datetime")),
+    (datetime.datetime, "utcnow", "datetime.utcnow()", ("ctx.now()", _CLOCK + " as an aware UTC datetime")),
+    (datetime.date, "today", "date.today()", ("ctx.now().date()", _CLOCK)),
 )
 
 _install_lock = threading.Lock()
@@ -128,7 +132,7 @@ def install() -> None:
         _installed = True
 
 
-def _guarded(original: Callable[..., Any], shown: str, instead: str) -> Callable[..., Any]:
+def _guarded(original: Callable[..., Any], shown: str, instead: tuple[str, str]) -> Callable[..., Any]:
     @functools.wraps(original)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         if _guard_on.get():
@@ -139,7 +143,7 @@ def _guarded(original: Callable[..., Any], shown: str, instead: str) -> Callable
     return guarded
 
 
-def _patch_class_method(cls: type, attr: str, shown: str, instead: str) -> None:
+def _patch_class_method(cls: type, attr: str, shown: str, instead: tuple[str, str]) -> None:
     # datetime's classes are C types whose attributes cannot be assigned; their method
     # dict can still be updated (then the type's method cache must be invalidated). This
     # covers `from datetime import datetime; datetime.now()`, the common import style.
@@ -158,7 +162,7 @@ def _patch_class_method(cls: type, attr: str, shown: str, instead: str) -> None:
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
 
 
-def _check(shown: str, instead: str, frame: FrameType | None) -> None:
+def _check(shown: str, instead: tuple[str, str], frame: FrameType | None) -> None:
     invocation_id = _handler_scope.get()
     if invocation_id is None or frame is None or not _is_user_code(frame.f_code.co_filename):
         return
@@ -168,7 +172,8 @@ def _check(shown: str, instead: str, frame: FrameType | None) -> None:
     raise DeterminismViolation(
         f"{shown} was called by handler code of invocation {invocation_id!r} outside ctx.run ({where}). "
         "Its result is not journaled, so a replay after a crash would see a different value and could take "
-        f"another path. Use {instead} instead, or move the call into a step function passed to ctx.run(...).",
+        f"another path. Use {instead[0]} instead ({instead[1]}), or move the call into a step function "
+        "passed to ctx.run(...).",
         invocation_id=invocation_id,
         call=shown,
     )

@@ -26,14 +26,13 @@ from ._crash import CrashPoint as CrashPoint
 from ._crash import Failure as Failure
 from ._crash import InjectedFailure as InjectedFailure
 from ._crash import Reject as Reject
-from ._crash import StepRun as StepRun
 from ._replay import replay_journal as replay_journal
 
 _STRATEGIES = ("crash_points", "crash_schedules", "promise_timings", "step_failures")
 
 __all__ = (
     "CrashPoint", "DeterminismCheckFailed", "DeterminismReport", "DeterminismViolation", "Failure",
-    "InjectedFailure", "PromiseTiming", "Reject", "StepRun",
+    "InjectedFailure", "PromiseTiming", "Reject",
     "check_determinism", "determinism_guard", "replay_journal",
     *_STRATEGIES,
 )

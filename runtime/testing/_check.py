@@ -20,11 +20,13 @@ check with a `DeterminismCheckFailed` naming the crash point; otherwise a
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import functools
 import hashlib
 import itertools
+import sys
 import time
 from contextvars import ContextVar
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
@@ -49,7 +51,7 @@ from journal import (
 
 from .._engine import Engine
 from .._guard import determinism_guard
-from .._handlers import _by_path, handler_path
+from .._handlers import _by_path, handler_path, load_handler
 from .._clock import now_us
 from ._crash import CrashPoint, Failure, Reject, Session, StepRun, _CheckedContext, describe_entry, is_crash
 
@@ -123,7 +125,7 @@ class _Result:
 
 
 def check_determinism(
-    handler: Callable[..., Any],
+    handler: Callable[..., Any] | str,
     input: Any = None,
     *,
     promises: Mapping[str, Any] | None = None,
@@ -159,7 +161,20 @@ def check_determinism(
 
     It runs event loops of its own, so call it from synchronous code (a plain test
     function); from async code, `await anyio.to_thread.run_sync(functools.partial(...))`.
+
+    The comparison with the reference assumes the handler is deterministic given what it
+    journals. Concurrent branches may be scheduled in any order, but branches that race
+    (one cancels the others, or they share `ctx.random()`) can legitimately journal another
+    interleaving when a crashed run starts over; see docs/testing.md.
     """
+    if _in_event_loop():
+        raise RuntimeError(
+            "check_determinism runs event loops of its own and cannot be called from async code; call it "
+            "from a synchronous test, or `await anyio.to_thread.run_sync(functools.partial(check_determinism, "
+            "handler, input, ...))`"
+        )
+    if isinstance(handler, str):
+        handler = load_handler(handler)
     durability = Durability(durability)
     if durability is Durability.EXIT:
         raise ValueError(
@@ -210,6 +225,22 @@ def check_determinism(
         reruns=reruns,
         seconds=time.perf_counter() - started,
     )
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        pass
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_task()
+            return True
+        except RuntimeError:
+            pass
+    return False
 
 
 def _checked_handler(handler: Callable[..., Any]) -> tuple[Callable[..., Any], str]:

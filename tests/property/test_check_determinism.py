@@ -314,3 +314,26 @@ def test_the_checked_handler_does_not_replace_the_users_registration():
 
     check_determinism(pay_and_confirm, 1)
     assert load_handler(handler_path(pay_and_confirm)) is pay_and_confirm
+
+
+@pytest.mark.anyio
+async def test_calling_it_from_async_code_says_how_to_do_it_instead():
+    with pytest.raises(RuntimeError, match="to_thread.run_sync"):
+        check_determinism(pay_and_confirm, 1)
+
+
+def test_a_handler_path_is_accepted_like_the_function():
+    report = check_determinism("tests.property.test_check_determinism:pay_and_confirm", 3)
+    assert report.handler == "tests.property.test_check_determinism:pay_and_confirm"
+
+
+def test_runtime_testing_exports_exactly_its_all():
+    import types
+
+    import runtime.testing as testing
+
+    for name in testing.__all__:
+        assert getattr(testing, name) is not None, name
+    public = {n for n, v in vars(testing).items() if not n.startswith("_") and not isinstance(v, types.ModuleType)}
+    public -= {"Any"}
+    assert public <= set(testing.__all__), public - set(testing.__all__)
