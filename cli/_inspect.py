@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Any
@@ -11,6 +10,7 @@ import click
 
 from journal import (
     TERMINAL_KINDS,
+    Called,
     Entry,
     InvocationRecord,
     LmdbStore,
@@ -19,7 +19,6 @@ from journal import (
     decode_value,
     export as export_entries,
     kind_of,
-    name_of,
 )
 from journal.errors import CorruptEntry, InvocationNotFound
 
@@ -47,10 +46,34 @@ def decoded(store: LmdbStore, invocation_id: str, start: int = 0) -> list[tuple[
     return out
 
 
-def short_handler(path: str) -> str:
-    """`/long/path/agents.py:greet` reads as `agents.py:greet` in tables."""
-    target, _, attr = path.rpartition(":")
-    return f"{os.path.basename(target)}:{attr}" if target.endswith(".py") else path
+short_handler = render.short_handler
+
+
+def children_of(entries: list[tuple[int, Entry | CorruptEntry]]) -> list[str]:
+    """The ids of the child invocations an invocation started (`called` entries), in seq order."""
+    return list(dict.fromkeys(e.child for _, e in entries if isinstance(e, Called)))
+
+
+def forked_from(store: LmdbStore, record: InvocationRecord) -> str | None:
+    """The invocation `record` was forked from, if its `parent` is that rather than a caller.
+
+    `parent` names either the invocation that started this one with ctx.call/ctx.send
+    (whose journal then holds a `called` entry naming it, or naming the first invocation
+    of its continue-as-new chain) or the one `journal fork` copied it from. When the
+    parent's journal is gone (trimmed) nothing says which: it counts as the caller.
+    """
+    if record.parent is None:
+        return None
+    first = record
+    while first.continued_from is not None:  # a caller awaits the first invocation of a chain
+        earlier = store.get(first.continued_from)
+        if earlier is None:
+            break
+        first = earlier
+    entries = decoded(store, record.parent)
+    if not entries:
+        return None
+    return None if set(children_of(entries)) & {record.id, first.id} else record.parent
 
 
 def invocation_json(store: LmdbStore, record: InvocationRecord) -> dict[str, Any]:
@@ -74,6 +97,10 @@ def invocation_json(store: LmdbStore, record: InvocationRecord) -> dict[str, Any
         "waiting": record.waiting,
         "wake_at": render.iso(record.wake_at),
         "entries": entries,
+        "children": list(dict.fromkeys(e["child"] for e in entries if e["kind"] == "called")),
+        "continued_from": record.continued_from,
+        "continued_as": record.continued_as,
+        "forked_from": forked_from(store, record),
     }
 
 
@@ -120,15 +147,37 @@ def ls(statuses: tuple[str, ...], limit: int | None, db: str | None, as_json: bo
 # -- show ---------------------------------------------------------------------------------------
 
 
-def _header(record: InvocationRecord, entries: list[tuple[int, Any]]) -> list[tuple[str, str]]:
+def _linked(store: LmdbStore, invocation_id: str) -> str:
+    """`kid-1 (completed)`: an invocation named in a link, with where it stands."""
+    other = store.get(invocation_id)
+    return f"{invocation_id} ({other.status.value if other is not None else 'removed'})"
+
+
+def _links(store: LmdbStore, record: InvocationRecord, entries: list[tuple[int, Any]]) -> list[tuple[str, str]]:
+    """Rows for the invocations this one is linked to: parent or fork source, children, chain."""
+    rows = []
+    if record.parent:
+        source = forked_from(store, record)
+        rows.append(("forked from", record.parent) if source else ("parent", _linked(store, record.parent)))
+    children = children_of(entries)
+    if children:
+        rows.append(("children", ", ".join(_linked(store, c) for c in children)))
+    if record.continued_from:
+        rows.append(("continued from", _linked(store, record.continued_from)))
+    if record.continued_as:
+        rows.append(("continued as", _linked(store, record.continued_as)))
+    return rows
+
+
+def _header(record: InvocationRecord, entries: list[tuple[int, Any]],
+            links: list[tuple[str, str]]) -> list[tuple[str, str]]:
     state = render.status(record.status)
     if record.waiting is not None:
         state += f" (waiting for promise {record.waiting!r})"
     elif record.wake_at is not None:
         state += f" (timer until {render.iso(record.wake_at)})"
     rows = [("invocation", record.id), ("handler", record.handler), ("status", state)]
-    if record.parent:
-        rows.append(("forked from", record.parent))
+    rows += links
     if record.key:
         rows.append(("key", record.key))
     rows += [("created", render.when(record.created_at)), ("updated", render.when(record.updated_at))]
@@ -163,10 +212,13 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
             click.echo(render.to_json(invocation_json(store, record)))
             return
         entries = decoded(store, invocation_id)
+        links = _links(store, record, entries)
     width = render.terminal_width()
-    for label, text in _header(record, entries):
+    rows = _header(record, entries, links)
+    label_width = max(12, max(len(label) for label, _ in rows) + 2)
+    for label, text in rows:
         styled = click.unstyle(text) != text  # the status line: short, keep its colour
-        click.echo(f"{label:<12}{text if styled else render.cut(text, width - 12)}")
+        click.echo(f"{label:<{label_width}}{text if styled else render.cut(text, width - label_width)}")
     if entries:
         click.echo()
         click.echo(_entries_table(entries, record.created_at, width))
@@ -197,7 +249,7 @@ def tail_line(seq: int, entry: Entry | CorruptEntry, width: int) -> str:
     if isinstance(entry, CorruptEntry):
         at, kind, name, detail = "?", "corrupt", "-", str(entry)
     else:
-        at, kind, name, detail = render.clock(entry.at), kind_of(entry), name_of(entry) or "-", render.entry_detail(entry)
+        at, kind, name, detail = render.clock(entry.at), kind_of(entry), render.entry_name(entry), render.entry_detail(entry)
     head = f"{seq:>4}  {at:<12}  {render.cut(kind, 9):<9}  {render.cut(name, 18):<18}  "
     return head + render.cut(detail, max(width - len(head), 8))
 

@@ -8,6 +8,7 @@ from ._history import fork, replay
 from ._inspect import export, ls, show, tail
 from ._maintain import check, compact, trim
 from ._run import cancel, resolve, resume, run, worker
+from ._state import state
 
 
 class _Ordered(click.Group):
@@ -32,7 +33,7 @@ def cli() -> None:
     """
 
 
-for _command in (run, resume, worker, ls, show, tail, resolve, cancel, fork, replay, trim, compact, check, export):
+for _command in (run, resume, worker, ls, show, tail, state, resolve, cancel, fork, replay, trim, compact, check, export):
     cli.add_command(_command)
 
 

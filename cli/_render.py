@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import shutil
 import sys
 import time
@@ -182,7 +183,21 @@ def entry_detail(entry: Entry) -> str:
             text = raw_text(entry.value)
         return text + (f"  ({entry.attempts} attempts)" if entry.attempts > 1 else "")
     if kind == "promise":
+        if entry.timed_out:
+            return "timed out"
         return f"rejected: {entry.error}" if entry.error is not None else raw_text(entry.value)
+    if kind == "state_get":
+        return raw_text(entry.value) if entry.found else "(not set)"
+    if kind == "state_set":
+        return "(cleared)" if entry.cleared else raw_text(entry.value)
+    if kind == "state_keys":
+        return ", ".join(entry.names) or "(none)"
+    if kind == "called":
+        return f"child {entry.child}" + ("" if entry.awaited else " (not awaited)")
+    if kind == "selected":
+        return f"branch {entry.index} won"
+    if kind == "continued_as_new":
+        return f"continued as {entry.next_id}"
     if kind == "sleep":
         return f"until {iso(entry.until)} ({duration((entry.until - entry.at) / 1e6)})"
     if kind == "now":
@@ -196,9 +211,23 @@ def entry_detail(entry: Entry) -> str:
     return ""
 
 
+def short_handler(path: str) -> str:
+    """`/long/path/agents.py:greet` reads as `agents.py:greet` in tables."""
+    target, _, attr = path.rpartition(":")
+    return f"{os.path.basename(target)}:{attr}" if target.endswith(".py") else path
+
+
+def entry_name(entry: Entry) -> str:
+    """The NAME column: the step or promise name; for a `called` entry, the child's handler."""
+    name = name_of(entry)
+    if name is None:
+        return "-"
+    return short_handler(name) if kind_of(entry) == "called" else name
+
+
 def entry_row(seq: int, entry: Entry, *, start_us: int | None) -> list[str]:
     at = f"+{duration((entry.at - start_us) / 1e6)}" if start_us is not None else clock(entry.at)
-    return [str(seq), at, kind_of(entry), name_of(entry) or "-", entry_detail(entry)]
+    return [str(seq), at, kind_of(entry), entry_name(entry), entry_detail(entry)]
 
 
 ENTRY_HEADERS = ("SEQ", "AT", "KIND", "NAME", "DETAIL")

@@ -8,9 +8,10 @@ import sys
 import time
 from typing import Any
 
+import anyio
 import click
 
-from journal import Status
+from journal import InvocationRecord, Status
 from runtime import Engine, Outcome, load_handler
 from runtime.errors import HandlerNotFound
 
@@ -32,6 +33,7 @@ from ._common import (
     store_path,
     suggest,
 )
+from ._state import unblock_hint
 
 _MARKS = {"live": "✓", "replayed": "↺", "failed": "✗"}
 
@@ -177,6 +179,35 @@ def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool =
     return FAILED
 
 
+async def wait_for_turn(engine: Engine, record: InvocationRecord, db: str | None) -> str | None:
+    """Wait while an earlier invocation of the record's key runs elsewhere.
+
+    Invocations of one key run one at a time, in arrival order. Returns None when the
+    record's turn has come (or it already finished); if an earlier one is not being run
+    by anybody (pending, suspended, diverged, or its process died), returns what to do,
+    since waiting would never end.
+    """
+    announced = False
+    while True:
+        queue = engine.store.key_queue(record.key)
+        if record.id not in queue or queue[0] == record.id:
+            return None
+        head = engine.store.get(queue[0])
+        if head is not None:  # (else it just finished: look again)
+            hint = unblock_hint(engine.store, head, time.time_ns() // 1000, db)
+            if hint is not None:
+                return "\n".join([
+                    f"invocation {record.id} is queued on key {record.key!r}: invocations of a key run one at "
+                    "a time, in arrival order, and an earlier one is unfinished.",
+                    hint,
+                    f"then continue this one: {suggest(['resume', record.id], db)}",
+                ])
+            if not announced:
+                echo_err(f"{record.id} waits for {head.id}, which runs first on key {record.key!r}")
+                announced = True
+        await anyio.sleep(0.05)
+
+
 def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False) -> Any:
     """Open an engine on the store and run `work(engine)`; Ctrl-C leaves with exit 130."""
     path = store_path(db) if create else existing_store(db)
@@ -206,7 +237,8 @@ def _interrupted_help(invocation_id: str, db: str | None) -> str:
               help="Read the input JSON from a file (`-` reads stdin).")
 @click.option("--id", "invocation_id", metavar="ID",
               help="The invocation id (default: a new random one). Running an existing id attaches to it.")
-@click.option("--key", metavar="KEY", help="A key of your own, recorded with the invocation.")
+@click.option("--key", metavar="KEY",
+              help="The thread it belongs to: invocations of a key run one at a time and share ctx.state.")
 @db_option
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="sync: fsync every step; async: fsync within 100 ms; exit: write when the run ends.")
@@ -232,6 +264,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
     show = sys.stderr.isatty() if progress is None else progress
     steps = Progress(show)
     chosen: list[str] = []
+    queued: list[str] = []
     started = time.perf_counter()
 
     async def work(engine: Engine) -> Outcome:
@@ -241,6 +274,11 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
             hint = "" if given else "; pass it with --input JSON or --input-file PATH"
             raise fail(f"bad input: {exc}{hint}") from None
         chosen.append(record.id)
+        if record.key is not None:
+            note = await wait_for_turn(engine, record, db)
+            if note is not None:
+                queued.append(note)
+                return Outcome.of(engine.store.require(record.id))
         if show:
             echo_err(f"running {record.id} ({render.cut(record.handler, 60)})")
         return await engine.run(fn, value, id=record.id, key=key, lax_input=True)
@@ -251,6 +289,11 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
         if exc.code == INTERRUPTED and chosen:
             raise Exit(INTERRUPTED, _interrupted_help(chosen[0], db)) from None
         raise
+    if queued:
+        if as_json:
+            click.echo(render.to_json(outcome_json(outcome)))
+        echo_err(queued[0])
+        raise Exit(SUSPENDED)
     if show:
         echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
     raise Exit(report(outcome, db=db, as_json=as_json))

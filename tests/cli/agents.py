@@ -116,3 +116,44 @@ def not_async(ctx: Context, input: dict) -> str:
 
 
 NOT_A_FUNCTION = 3
+
+
+# -- threads, children and continue-as-new (journal state, show's links) -------------------------
+
+
+def _append(history: list, items: list) -> list:
+    return [*history, *items]
+
+
+async def turn(ctx: Context, message: str) -> list:
+    """A thread's turn: read the history, answer, append both (needs --key)."""
+    history = await ctx.state.get("history", default=[])
+    answer = await ctx.run("answer", lambda: f"{message}, after {len(history) // 2} turns")
+    ctx.state.set("turns", len(history) // 2 + 1)
+    return ctx.state.update("history", [message, answer], reducer=_append, default=[])
+
+
+async def waiting_turn(ctx: Context, message: str) -> str:
+    """A thread's turn that waits for promise `go` (holds its key's queue meanwhile)."""
+    await ctx.promise("go")
+    ctx.state.update("history", [message], reducer=_append, default=[])
+    return message
+
+
+async def child(ctx: Context, n: int) -> int:
+    return await ctx.run("double", lambda: n * 2)
+
+
+async def parent(ctx: Context, n: int) -> list:
+    """Awaits one child and sends another (ids `<parent>.kid` and `<parent>.sent`)."""
+    got = await ctx.call(child, n, id=f"{ctx.invocation_id}.kid")
+    sent = await ctx.send(child, n + 1, id=f"{ctx.invocation_id}.sent")
+    return [got, sent]
+
+
+async def countdown(ctx: Context, n: int) -> str:
+    """Continues as new until `n` reaches 0: a chain of n + 1 invocations."""
+    left = await ctx.run("tick", lambda: n - 1)
+    if left >= 0:
+        ctx.continue_as_new(left)
+    return "liftoff"
