@@ -256,7 +256,7 @@ def _fmt_met(row: dict) -> str:
 
 
 def render(rows: list[dict], samples: dict[str, list[dict]], *, markdown: bool = False) -> str:
-    header = ["workload", "mode", "metric", "median", "raw baseline (paired)", "ratio", "target", "", "note"]
+    header = ["workload", "mode", "metric", "median", "raw baseline (paired)", "ratio", "target", "result", "note"]
     body = []
     for r in rows:
         base = "" if r["baseline"] is None else f"{r['baseline']}: {_fmt(r['baseline_median'], r['unit'])}"
@@ -310,7 +310,7 @@ def machine(parent: str) -> dict[str, Any]:
 
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, check=True).stdout.strip()
+            return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, check=True).stdout
         except (OSError, subprocess.CalledProcessError):
             return "?"
 
@@ -323,9 +323,33 @@ def machine(parent: str) -> dict[str, Any]:
         "lmdb": version("lmdb"), "msgspec": version("msgspec"), "anyio": version("anyio"),
         "store_dir": parent,
         "filesystem": _filesystem(os.path.realpath(parent)),
-        "commit": git("rev-parse", "--short", "HEAD"),
-        "dirty_files": [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()],
+        "commit": git("rev-parse", "--short", "HEAD").strip(),
+        # Local changes to the code being measured (the figures may not match the commit alone).
+        "dirty_files": [line[3:] for line in git("status", "--porcelain", "--untracked-files=no", "--",
+                                                 "journal", "runtime", "bench").splitlines()],
     }
+
+
+def _markdown_page(report: dict, rows: list[dict], samples: dict[str, list[dict]]) -> str:
+    info = report["machine"]
+    dirty = f" with local changes to {', '.join(info['dirty_files'])}" if info["dirty_files"] else ""
+    return "\n".join([
+        "# Benchmark results",
+        "",
+        f"`{report['command']}` at commit {info['commit']}{dirty}, {report['when']}.",
+        "",
+        f"Machine: {info['cpus']} CPUs ({info['cpu_model']}), {info['memory_gib']} GiB, kernel {info['kernel']}, "
+        f"{info['filesystem']}; Python {info['python']}, lmdb {info['lmdb']}, msgspec {info['msgspec']}, "
+        f"anyio {info['anyio']}. Load average {info['load_average_before'][0]} before the run and "
+        f"{info['load_average_after'][0]} after (the machine is shared).",
+        "",
+        f"Medians of {report['repetitions']} repetitions ({report['crash_repetitions']} for W3 and W4). Each "
+        "ratio is the median of per-sample ratios against raw LMDB measured just before and just after "
+        "that sample. See docs/performance.md for what each line means.",
+        "",
+        render(rows, samples, markdown=True),
+        "",
+    ])
 
 
 # -- entry point ------------------------------------------------------------------------------------
@@ -376,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.json}")
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(render(rows, samples, markdown=True) + "\n")
+            f.write(_markdown_page(report, rows, samples))
         print(f"wrote {args.markdown}")
     missed = [r for r in rows if r["met"] is False]
     return 0 if not missed else 1

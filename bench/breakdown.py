@@ -120,7 +120,7 @@ def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
 
         # The sync layers: a step that waits for its fsync, alone (no group to share it with).
         add("sync", "raw LMDB put + commit + fsync", _median_us(lambda n: raw.commits(n, fsync=True), 100, batches))
-        add("sync", "fsync alone (LmdbStore.sync after one commit)",
+        add("sync", "store.apply + LmdbStore.sync on the calling thread",
             _median_us(_timeit(lambda: (apply_one(), store.sync())), 100, batches))
         add("sync", "thread round trip, anyio.to_thread.run_sync(no-op)",
             _median_us(_atimeit(lambda: anyio.to_thread.run_sync(_noop)), 300, batches))
