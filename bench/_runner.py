@@ -310,7 +310,8 @@ def machine(parent: str) -> dict[str, Any]:
 
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, check=True).stdout
+            return subprocess.run(["git", *args], cwd=os.path.dirname(HERE), capture_output=True, text=True,
+                                  check=True).stdout
         except (OSError, subprocess.CalledProcessError):
             return "?"
 
