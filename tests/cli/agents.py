@@ -151,9 +151,21 @@ async def parent(ctx: Context, n: int) -> list:
     return [got, sent]
 
 
-async def countdown(ctx: Context, n: int) -> str:
+async def countdown(ctx: Context, n: int) -> dict:
     """Continues as new until `n` reaches 0: a chain of n + 1 invocations."""
     left = await ctx.run("tick", lambda: n - 1)
     if left >= 0:
         ctx.continue_as_new(left)
-    return "liftoff"
+    return {"liftoff": True}
+
+
+async def held_turn(ctx: Context, input: dict) -> str:
+    """A thread's turn that holds its key until the file `input["release"]` exists."""
+    await ctx.run("hold", _wait_for_file, input["release"])
+    ctx.state.update("history", ["held"], reducer=_append, default=[])
+    return "released"
+
+
+async def _wait_for_file(path: str) -> None:
+    while not os.path.exists(path):
+        await anyio.sleep(0.02)
