@@ -32,7 +32,7 @@ class Plan:
 
     def __init__(self, quick: bool, reps: int | None, crash_reps: int | None) -> None:
         self.reps = reps or (2 if quick else 9)
-        self.crash_reps = crash_reps or (1 if quick else 3)
+        self.crash_reps = crash_reps or (1 if quick else 5)
         self.a1_appends = {"sync": 300, "async": 5000}
         self.a2 = {1: 300, 10: 200, 100: 50}  # appenders -> appends each
 
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (2, and 1 for the crash workloads)")
     parser.add_argument("--reps", type=int, help="repetitions of A1, A2, W1, W2 (default 9)")
-    parser.add_argument("--crash-reps", type=int, help="repetitions of W3, W4 (default 3)")
+    parser.add_argument("--crash-reps", type=int, help="repetitions of W3, W4 (default 5)")
     parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4", help="comma-separated workloads to run")
     parser.add_argument("--dir", help="where to create the stores (default: a temporary directory)")
     parser.add_argument("--json", default=DEFAULT_JSON, help=f"where to write the results (default {DEFAULT_JSON})")
