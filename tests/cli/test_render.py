@@ -93,3 +93,9 @@ def test_the_group_lists_every_command():
     text = click.testing.CliRunner().invoke(cli, ["--help"]).stdout
     listed = [line.split()[0] for line in text.split("Commands:", 1)[1].strip().splitlines()]
     assert listed == COMMANDS
+
+
+def test_every_command_has_a_section_in_docs_cli_md():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    sections = [line.split("`")[1].split()[1] for line in text.splitlines() if line.startswith("### `journal ")]
+    assert sorted(sections) == sorted(COMMANDS)
