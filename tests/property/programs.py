@@ -156,12 +156,11 @@ def _groups(sleeps: bool) -> st.SearchStrategy[GroupOp]:
     # branch). Otherwise which sibling got how far before being cut short is a race, and a
     # run restarted after a crash may legitimately journal a different (valid) interleaving.
     #
-    # Two known replay bugs shape the branches too (test_regressions.py reproduces both,
-    # marked xfail): each branch starts with a step of its own name, because operations that
-    # look the same (emits, sleeps) at the start of sibling branches can be replayed into the
-    # wrong branch; and there is no ctx.now() in branches, because a synchronous operation
-    # cannot wait for its siblings during replay.
-    ops = [_steps(st.just(True)), _steps(st.just(True)), st.builds(EmitOp, st.integers(0, 9))]
+    # A known replay bug shapes the branches too (test_regressions.py reproduces it, marked
+    # xfail): each branch starts with a step of its own name, because operations that look
+    # the same (emits, sleeps, clock reads) at the start of sibling branches can be replayed
+    # into the wrong branch.
+    ops = [_steps(st.just(True)), _steps(st.just(True)), st.just(NowOp()), st.builds(EmitOp, st.integers(0, 9))]
     if sleeps:
         ops.append(st.builds(SleepOp, st.integers(0, 3)))
     branch = st.tuples(_steps(st.just(True)), st.lists(st.one_of(ops), max_size=2)).map(lambda t: [t[0], *t[1]])

@@ -86,3 +86,45 @@ async def test_clock_read_in_a_branch_replays_beside_a_sibling_step_journaled_be
     store.apply_one(Renew("c", epoch, 0, 0))  # the owner died: its lease no longer protects it
     outcome = await engine.resume("c")
     assert outcome.status == Status.COMPLETED, outcome.divergence
+
+
+async def twin_branches(ctx: Context, ran: list) -> dict:
+    out = {}
+
+    async def branch(name: str):
+        await ctx.emit({"starting": True})  # the same operation in both branches
+        out[name] = await ctx.run(name, lambda: name)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(branch, "a")
+        tg.start_soon(branch, "b")
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known runtime bug: identical operations that follow the same predecessor in sibling "
+    "branches are interchangeable to the replayer, which gives a branch the first match, "
+    "possibly its sibling's entry; the rest of that branch's recorded path is then orphaned "
+    "(a committed step runs again, then the invocation diverges)"
+))
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # starts the branches in spawn order, every time
+async def test_identical_first_operations_of_sibling_branches_replay_each_on_its_own_path():
+    # The journal a run leaves when branch "b" ran first (as trio may schedule it) and the
+    # process died after b's step was committed: seq 1 is b's emit, seq 2 a's, seq 3 b's step.
+    from journal import Acquire, Append, Emitted, Renew, Step, digest, encode_entry, encode_value
+
+    store = MemoryStore()
+    engine = Engine(store, divergence_wait=0.05)
+    await engine.start(twin_branches, [], id="t")
+    epoch, _ = store.apply_one(Acquire("t", "dead-process", "host", 1, 10**9, 0))
+    emitted = encode_value({"starting": True})
+    entries = [
+        (1, encode_entry(Emitted(1, emitted, prev=0))),
+        (2, encode_entry(Emitted(2, emitted, prev=0))),
+        (3, encode_entry(Step("b", digest("b", (), {}), 3, encode_value("b"), prev=1))),
+    ]
+    store.apply_one(Append("t", epoch, entries))
+    store.apply_one(Renew("t", epoch, 0, 0))
+    outcome = await engine.resume("t")
+    assert outcome.status == Status.COMPLETED, outcome.divergence
