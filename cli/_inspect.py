@@ -110,11 +110,12 @@ def invocation_json(store: LmdbStore, record: InvocationRecord) -> dict[str, Any
 @click.command(name="ls")
 @click.option("--status", "statuses", multiple=True, type=click.Choice(_STATUSES),
               help="Only invocations with this status (repeat for several).")
+@click.option("--key", metavar="KEY", help="Only the invocations of this key (the turns of one thread).")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the N most recently created.")
 @db_option
 @json_option
 @edge
-def ls(statuses: tuple[str, ...], limit: int | None, db: str | None, as_json: bool) -> None:
+def ls(statuses: tuple[str, ...], key: str | None, limit: int | None, db: str | None, as_json: bool) -> None:
     """List invocations, oldest first.
 
     Example:
@@ -127,6 +128,8 @@ def ls(statuses: tuple[str, ...], limit: int | None, db: str | None, as_json: bo
             records = [r for s in dict.fromkeys(statuses) for r in store.list(Status(s))]
         else:
             records = store.list()
+        if key is not None:
+            records = [r for r in records if r.key == key]
         records.sort(key=lambda r: (r.created_at, r.id))
         if limit is not None:
             records = records[-limit:]
@@ -135,7 +138,8 @@ def ls(statuses: tuple[str, ...], limit: int | None, db: str | None, as_json: bo
         click.echo(render.to_json([render.record_json(r, counts[r.id]) for r in records]))
         return
     if not records:
-        echo_err("no invocations" + (f" with status {', '.join(statuses)}" if statuses else ""))
+        echo_err("no invocations" + (f" with status {', '.join(statuses)}" if statuses else "")
+                 + (f" of key {key!r}" if key is not None else ""))
         return
     rows = [
         [r.id, render.status(r.status), short_handler(r.handler), str(counts[r.id]), render.age(r.updated_at)]

@@ -243,3 +243,12 @@ def test_show_describes_state_entries(journal):
     assert rows[("3", "state_set")].endswith("  2")
     first = {line.split()[0]: line for line in journal("show", "t1").stdout.splitlines() if line[:3].strip().isdigit()}
     assert first["1"].endswith("(not set)")
+
+
+def test_ls_key_lists_the_turns_of_one_thread(journal):
+    journal("run", target("turn"), "--key", "a", "--input", '"1"', "--id", "a1")
+    journal("run", target("turn"), "--key", "b", "--input", '"1"', "--id", "b1")
+    journal("run", target("turn"), "--key", "a", "--input", '"2"', "--id", "a2")
+    assert [i["id"] for i in json.loads(journal("ls", "--key", "a", "--json").stdout)] == ["a1", "a2"]
+    empty = journal("ls", "--key", "c")
+    assert empty.exit_code == 0 and "no invocations of key 'c'" in empty.stderr
