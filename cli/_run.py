@@ -208,6 +208,14 @@ async def wait_for_turn(engine: Engine, record: InvocationRecord, db: str | None
         await anyio.sleep(0.05)
 
 
+def _queued_exit(outcome: Outcome, note: str, as_json: bool) -> None:
+    """Leave with exit 3: the invocation waits in its key's queue behind one that nobody runs."""
+    if as_json:
+        click.echo(render.to_json(outcome_json(outcome)))
+    echo_err(note)
+    raise Exit(SUSPENDED)
+
+
 def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False) -> Any:
     """Open an engine on the store and run `work(engine)`; Ctrl-C leaves with exit 130."""
     path = store_path(db) if create else existing_store(db)
@@ -290,10 +298,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
             raise Exit(INTERRUPTED, _interrupted_help(chosen[0], db)) from None
         raise
     if queued:
-        if as_json:
-            click.echo(render.to_json(outcome_json(outcome)))
-        echo_err(queued[0])
-        raise Exit(SUSPENDED)
+        _queued_exit(outcome, queued[0], as_json)
     if show:
         echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
     raise Exit(report(outcome, db=db, as_json=as_json))
@@ -325,12 +330,25 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     started = time.perf_counter()
     if show:
         echo_err(f"resuming {invocation_id}")
+    queued: list[str] = []
+
+    async def work(engine: Engine) -> Outcome:
+        record = engine.store.require(invocation_id)
+        if record.key is not None and not record.finished:
+            note = await wait_for_turn(engine, record, db)
+            if note is not None:
+                queued.append(note)
+                return Outcome.of(engine.store.require(invocation_id))
+        return await engine.resume(invocation_id)
+
     try:
-        outcome = _execute(db, durability, steps, lambda engine: engine.resume(invocation_id))
+        outcome = _execute(db, durability, steps, work)
     except Exit as exc:
         if exc.code == INTERRUPTED:
             raise Exit(INTERRUPTED, _interrupted_help(invocation_id, db)) from None
         raise
+    if queued:
+        _queued_exit(outcome, queued[0], as_json)
     if show:
         echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
     raise Exit(report(outcome, db=db, as_json=as_json))
