@@ -1,6 +1,7 @@
 """`journal state KEY`, `run --key` and its queue, and the links `journal show` draws between invocations."""
 
 import json
+import signal
 import subprocess
 import time
 
@@ -150,6 +151,31 @@ def test_run_waits_while_an_earlier_invocation_of_its_key_runs_in_another_proces
         _stop(holder, *([waiter] if waiter else []))
     state = json.loads(sh("state", "k", "--json").stdout)
     assert state["state"]["history"] == ["held", "next", "next, after 0 turns"] and state["queue"] == []
+
+
+def test_ctrl_c_while_waiting_for_its_turn_leaves_the_invocation_queued(sh, tmp_path, db):
+    release = tmp_path / "release"
+    holder = _start(sh, tmp_path, "run", target("held_turn"), "--key", "k", "--id", "h",
+                    "--input", json.dumps({"release": str(release)}))
+    waiter = None
+    try:
+        _wait_until_running(sh, "h", holder)
+        waiter = _start(sh, tmp_path, "run", target("turn"), "--key", "k", "--id", "after", "--input", '"next"')
+        deadline = time.monotonic() + 15
+        while '"after"' not in sh("state", "k", "--json").stdout:
+            assert time.monotonic() < deadline, "the second turn never joined the queue"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        waiter.send_signal(signal.SIGINT)
+        _, err = waiter.communicate(timeout=15)
+        assert waiter.returncode == 130, err
+        assert f"journal resume after --db {db}" in err
+        assert json.loads(sh("state", "k", "--json").stdout)["queue"] == ["h", "after"]
+        release.touch()
+        assert holder.wait(timeout=30) == 0
+    finally:
+        _stop(holder, *([waiter] if waiter else []))
+    assert sh("resume", "after").returncode == 0
 
 
 def test_run_behind_an_invocation_whose_process_died_names_it(sh, tmp_path, db):
