@@ -77,6 +77,7 @@ class Composition(_Base):
         results: list[Any] = [None] * len(aws)
 
         async def one(i: int, aw: Any) -> None:
+            self._enter_branch(i)
             results[i] = await aw
 
         try:
@@ -97,6 +98,7 @@ class Composition(_Base):
         fences = [_Fence() for _ in aws]
 
         async def branch(i: int, aw: Any) -> None:
+            self._enter_branch(i)
             token = _fence.set(fences[i] if winner_index is not None and i != winner_index else None)
             try:
                 value = await aw

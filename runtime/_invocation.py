@@ -54,7 +54,9 @@ from .errors import Cancelled, PromiseRejected, StepTimeout, TerminalError
 
 # The seq the current branch (task) of a handler claimed last, tagged with its context's
 # serial. Child tasks inherit their parent's value when spawned; see runtime/_replayer.py.
-_branch_last: ContextVar[tuple[int, int]] = ContextVar("journal_branch_last", default=(0, 0))
+# Also a token that stands for the branch's position: normally that seq, but a branch that
+# ctx.gather/ctx.select spawned starts from a token of its own (see `_enter_branch`).
+_branch_last: ContextVar[tuple[int, int, int]] = ContextVar("journal_branch_last", default=(0, 0, 0))
 _serials = itertools.count(1)
 _WAIT_POLL = 0.002  # how often a waiting operation looks for progress by sibling branches
 
@@ -109,6 +111,7 @@ class InvocationContext(Composition, Context):
         self._max = max_entry_bytes
         self._inline_sleep_limit = inline_sleep_limit
         self._always_replay = always_replay
+        self._restarting = False
         self._divergence_wait = divergence_wait
         self._exit_mode = committer.durability is Durability.EXIT
         self._pending: list[tuple[int, bytes]] = []  # journaled by sync calls, committed with the next append
@@ -158,12 +161,11 @@ class InvocationContext(Composition, Context):
 
     def patched(self, change_id: str) -> bool:
         self._raise_if_lost()
-        last = self._last()
         if not self._replayer.exhausted:
-            found = self._replayer.claim(last, Patched, change_id)
-            if found is WAIT or found[1] is None:
+            seq = self._replayer.claim_recorded(self._last(), Patched, change_id)
+            if seq is None:
                 return False  # recorded before the change: keep the old path
-            self._set_last(found[0])
+            self._set_last(seq)
             return True
         seq, prev, _ = self._claim_now(Patched, change_id)
         self._pending.append((seq, encode_entry(Patched(change_id, now_us(), prev), self._max)))
@@ -201,6 +203,8 @@ class InvocationContext(Composition, Context):
             await self._settle_tentative()
         if self._pending:
             await self._flush_pending()  # what the step may depend on is durable before its side effect
+        if self._restarting:  # always-replay: a sibling's step ended this round; start no side effect in it
+            raise Restart()
         policy = retry or DEFAULT_RETRY
         started = time.perf_counter()
         self._inflight += 1  # `_idle` is made unset by whoever waits for it (`_claim`)
@@ -266,6 +270,7 @@ class InvocationContext(Composition, Context):
             if self._inflight == 0:
                 self._idle.set()
         if self._always_replay and self._inflight == 0 and not self._exit_mode:
+            self._restarting = True  # siblings reach their next await before the cancellation does
             raise Restart()
         return result
 
@@ -382,20 +387,32 @@ class InvocationContext(Composition, Context):
 
     # -- internals -------------------------------------------------------------------------
 
+    def _position(self) -> tuple[int, int]:
+        """(the seq this branch claimed last, the token its next entry records as `prev`)."""
+        serial, seq, token = _branch_last.get()
+        return (seq, token) if serial == self._serial else (0, 0)
+
     def _last(self) -> int:
-        serial, last = _branch_last.get()
-        return last if serial == self._serial else 0
+        return self._position()[1]
 
     def _set_last(self, seq: int) -> None:
-        _branch_last.set((self._serial, seq))
+        _branch_last.set((self._serial, seq, seq))
+
+    def _enter_branch(self, index: int) -> None:
+        """Give the calling task, spawned as branch `index` by ctx.gather/ctx.select, a starting
+        token of its own, so that sibling branches making identical calls replay on their own
+        recorded paths whatever order they are scheduled in."""
+        seq, token = self._position()
+        raw = hashlib.blake2b(f"{token}/{index}".encode(), digest_size=6).digest()
+        _branch_last.set((self._serial, seq, -1 - int.from_bytes(raw, "big")))
 
     async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
         """Claim this operation's seq: `(seq, prev, recorded entry)`; the entry is None to run live."""
         self._raise_if_lost()
-        last = self._last()
+        after, last = self._position()
         deadline: float | None = None
         while True:
-            found = self._replayer.claim(last, kind, name, call_digest)
+            found = self._replayer.claim(last, kind, name, call_digest, after=after)
             if found is not WAIT:
                 break
             # Sibling branches may still claim the entries this operation is waiting behind.
@@ -430,10 +447,10 @@ class InvocationContext(Composition, Context):
         `_claim` would wait, they run live at once, and the wait happens before the next write
         or side effect (`_settle_tentative`), which reports the divergence if there was one."""
         self._raise_if_lost()
-        last = self._last()
-        found = self._replayer.claim(last, kind, name)
+        after, last = self._position()
+        found = self._replayer.claim(last, kind, name, after=after)
         if found is WAIT:
-            found = self._replayer.claim_live(last)
+            found = self._replayer.claim_live(after)
             self._tentative.append((last, kind, name))
         seq, recorded = found
         self._set_last(seq)

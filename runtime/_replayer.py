@@ -83,8 +83,10 @@ class Replayer:
 
     # -- claiming --------------------------------------------------------------------------
 
-    def claim(self, last: int, kind: type, name: str | None = None, digest: int | None = None) -> Any:
-        """Claim a seq for an operation whose branch last claimed `last`.
+    def claim(self, last: int, kind: type, name: str | None = None, digest: int | None = None, *,
+              after: int | None = None) -> Any:
+        """Claim a seq for an operation whose branch last claimed `last` (its `prev` token;
+        `after` is the real seq behind a token that is not one, for a live seq).
 
         Returns `(seq, recorded entry)` to replay, `(seq, None)` to run live, or `WAIT`.
         A recorded `CancelReceived` after `last` is returned whatever the operation:
@@ -98,7 +100,14 @@ class Replayer:
                     if isinstance(entry, CancelReceived) or _matches(entry, kind, name, digest):
                         return self._take(seq, entry)
                 return WAIT
-        return self.claim_live(last)
+        return self.claim_live(last if after is None else after)
+
+    def claim_recorded(self, last: int, kind: type, name: str | None = None) -> int | None:
+        """Claim the recorded entry after `last` that matches, if there is one; never goes live."""
+        for seq in self._by_prev.get(last, ()):
+            if seq in self._unclaimed and _matches(self._entries[seq], kind, name, None):
+                return self._take(seq, self._entries[seq])[0]
+        return None
 
     def claim_live(self, last: int) -> tuple[int, None]:
         """A seq to run an operation live. It reuses the lowest seq after `last` that the

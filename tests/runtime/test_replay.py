@@ -3,7 +3,7 @@
 import anyio
 import pytest
 
-from journal import Status, decode_entry, kind_of
+from journal import Status, decode_entry, decode_value, kind_of
 from runtime import Context, NondeterminismError
 
 pytestmark = pytest.mark.anyio
@@ -171,3 +171,37 @@ async def test_a_clock_read_beside_an_unclaimed_entry_still_reports_divergence_b
     outcome, _ = await _crash_then_resume(open_engine, old, new)
     assert outcome.status == Status.DIVERGED and "at seq 1" in outcome.divergence
     assert effects == []
+
+
+async def test_gather_branches_making_identical_calls_each_replay_their_own_results(open_engine):
+    """Sampling a model three times with the same prompt: each branch gets back its own answers."""
+    import itertools
+
+    counter = itertools.count()
+    executions = []
+
+    async def sample(prompt):
+        n = next(counter)
+        await anyio.sleep(0.001 * (n % 3))
+        return f"answer-{n}"
+
+    async def agent(ctx: Context) -> list:
+        async def branch():
+            first = await ctx.run("sample", sample, "same prompt")
+            return [first, await ctx.run("sample", sample, "same prompt")]
+
+        answers = await ctx.gather(branch(), branch(), branch())
+        executions.append(answers)
+        await ctx.promise("go")
+        return answers
+
+    async with open_engine() as engine:
+        assert (await engine.run(agent, id="twins")).status == Status.SUSPENDED
+        for _ in range(5):  # every resume replays all six steps; trio shuffles the branches each time
+            out = await engine.resume("twins")
+            assert out.status == Status.SUSPENDED, out.divergence
+        await engine.resolve("twins", "go", 1)
+        done = await engine.resume("twins")
+    assert done.result == executions[0]
+    assert all(e == executions[0] for e in executions)
+    assert len({a for pair in done.result for a in pair}) == 6
