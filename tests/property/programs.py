@@ -237,12 +237,13 @@ class Scenario:
     durability: str
     backend: str
     inline_sleep_limit: float
+    always_replay: bool = False  # the engine's testing mode: replay from the top after every live step
 
     def check_kwargs(self) -> dict[str, Any]:
         return dict(
             failures=self.failures, promises=self.promises, promise_timing=self.promise_timing, cancel=self.cancel,
             schedules=self.schedules, durability=self.durability, backend=self.backend,
-            engine_options={"inline_sleep_limit": self.inline_sleep_limit},
+            engine_options={"inline_sleep_limit": self.inline_sleep_limit, "always_replay": self.always_replay},
         )
 
 
@@ -274,4 +275,5 @@ def scenarios(draw: st.DrawFn, max_ops: int = 8) -> Scenario:
         durability=draw(st.sampled_from(["sync", "async"])),
         backend=draw(st.sampled_from(["asyncio", "trio"])),
         inline_sleep_limit=inline_sleep_limit,
+        always_replay=draw(st.booleans()),
     )

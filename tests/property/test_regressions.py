@@ -128,3 +128,26 @@ async def test_identical_first_operations_of_sibling_branches_replay_each_on_its
     store.apply_one(Renew("t", epoch, 0, 0))
     outcome = await engine.resume("t")
     assert outcome.status == Status.COMPLETED, outcome.divergence
+
+
+def test_always_replay_starts_no_step_after_a_sibling_ended_the_round():
+    # In always-replay mode a live step that leaves nothing in flight unwinds the handler to
+    # replay it. A sibling branch resumed in the same scheduling round used to start its next
+    # step function anyway, before the cancellation reached it, so that step ran twice.
+    async def fan_out(ctx: Context) -> int:
+        async def quick(name: str) -> None:
+            await ctx.run(name, lambda: 1)
+
+        async def then_slow() -> None:
+            await ctx.run("first", lambda: 1)
+            ctx.now()  # buffered: committed before the next step starts, which is an await
+            await ctx.run("slow", anyio.sleep, 0.001)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(quick, "a")
+            tg.start_soon(then_slow)
+            tg.start_soon(quick, "b")
+        return 1
+
+    report = check_determinism(fan_out, engine_options={"always_replay": True})
+    assert report.status == Status.COMPLETED
