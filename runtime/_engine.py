@@ -137,6 +137,27 @@ class Engine:
                 record = await self._wait_while_running(record.id)
                 if record.status != Status.PENDING and record.status != Status.RUNNING:
                     return Outcome.of(record)
+                head = self._queue_head(record)
+                if head is not None:
+                    # Its key's turn belongs to another invocation: wait while that one runs;
+                    # if it is waiting itself (suspended), this one waits in the queue too.
+                    if not self._running_live(head):
+                        return Outcome(id=record.id, status=Status.PENDING, waiting=f"turn:{head}")
+                await anyio.sleep(0.02)
+
+    def _queue_head(self, record: InvocationRecord) -> str | None:
+        """The invocation ahead of `record` in its key's queue, if one is."""
+        if record.key is None:
+            return None
+        queue = self.store.key_queue(record.key)
+        return queue[0] if queue and queue[0] != record.id else None
+
+    def _running_live(self, invocation_id: str) -> bool:
+        record = self.store.get(invocation_id)
+        return (
+            record is not None and record.status == Status.RUNNING
+            and lease_is_live(self.store.lease(invocation_id), now_us())
+        )
 
     async def resume(self, invocation_id: str) -> Outcome:
         """Run an existing invocation again: replay its journal, then continue live."""

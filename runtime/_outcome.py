@@ -34,7 +34,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     @classmethod
     def of(cls, record: InvocationRecord, result_type: Any = Any) -> "Outcome":
         result = None
-        if record.status == Status.COMPLETED:
+        if record.status == Status.COMPLETED and record.continued_as is None:
             if result_type is Any:
                 result_type = _registered_return_type(record.handler)
             result = decode_value(record.result, result_type)

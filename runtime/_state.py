@@ -48,7 +48,7 @@ class State:
         if recorded is None:
             await ctx._deliver_cancel(seq, prev)
             raw = self._current(name)
-            recorded = StateGot(name, now_us(), raw if raw is not None else NIL, raw is not None, prev)
+            recorded = StateGot(name, now_us(), msgspec.Raw(raw) if raw is not None else NIL, raw is not None, prev)
             await ctx._commit(seq, recorded)
         return decode_value(recorded.value, type) if recorded.found else default
 

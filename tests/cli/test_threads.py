@@ -259,9 +259,6 @@ def test_show_json_keeps_the_documented_keys(journal):
                      ("state_set", "history"), ("completed", None)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runtime bug: a live ctx.state.get journals the value as msgpack bin (bytes) instead of raw, "
-    "so the entry (and a replayed read) holds bytes"))
 def test_show_describes_state_entries(journal):
     journal("run", target("turn"), "--key", "k", "--input", '"x"', "--id", "t1")
     journal("run", target("turn"), "--key", "k", "--input", '"y"', "--id", "t2")

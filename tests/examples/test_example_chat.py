@@ -29,12 +29,7 @@ def turn(workspace, n: int, **env: str):
                              "--input", json.dumps(TURNS[n - 1]), "--json", **env)
 
 
-@pytest.mark.parametrize("killed", [
-    1,
-    pytest.param(2, marks=pytest.mark.xfail(strict=True, reason=(
-        "runtime bug: ctx.state.get journals a found value as msgpack bin, so the replayed read after the "
-        "kill returns bytes and the resumed turn fails"))),
-])
+@pytest.mark.parametrize("killed", [1, 2])
 def test_chat_remembers_earlier_turns_across_processes_and_a_kill(workspace, killed):
     replies = {}
     for n in (1, 2, 3):

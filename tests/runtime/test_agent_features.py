@@ -393,3 +393,50 @@ async def test_results_are_typed_by_the_return_annotation_when_read_back(open_en
         live = await engine.run(agent, id="typed")
         later = await engine.get("typed")
     assert live.result == later.result == Report("x")
+
+
+async def test_a_replayed_state_read_returns_the_value_not_its_bytes(open_engine):
+    from .test_replay import _crash_then_resume
+
+    seen = []
+
+    async def writer(ctx: Context) -> None:
+        ctx.state.set("history", ["hi"])
+        await ctx.run("noop", lambda: None)
+
+    async def reader(ctx: Context) -> list:
+        history = await ctx.state.get("history", default=[])
+        seen.append(history)
+        await ctx.run("crash", _crash_once)
+        return history
+
+    async with open_engine() as engine:
+        await engine.run(writer, key="t")
+    _armed["on"] = True
+    outcome, _ = await _crash_then_resume(open_engine, reader, reader, key="t")
+    assert outcome.result == ["hi"]
+    assert len(seen) >= 2 and all(s == ["hi"] for s in seen)  # the live read and the replayed one
+
+
+async def test_run_of_an_invocation_queued_behind_a_suspended_one_returns_pending(open_engine):
+    async def waits(ctx: Context, n: int) -> int:
+        await ctx.promise("go")
+        return n
+
+    async with open_engine() as engine:
+        await engine.run(waits, 1, key="q", id="first")
+        with anyio.fail_after(2):
+            out = await engine.run(waits, 2, key="q", id="second")
+    assert out.status == Status.PENDING and out.waiting == "turn:first"
+
+
+async def test_continue_as_new_with_a_typed_result(open_engine):
+    async def countdown(ctx: Context, n: int) -> str:
+        await ctx.run("tick", lambda: n)
+        if n > 0:
+            ctx.continue_as_new(n - 1)
+        return "liftoff"
+
+    async with open_engine() as engine:
+        out = await engine.run(countdown, 2, id="cd")
+    assert out.result == "liftoff" and out.id == "cd~2"
