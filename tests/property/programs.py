@@ -57,6 +57,7 @@ BranchOp = Union[StepOp, SleepOp, NowOp, EmitOp]
 
 class GroupOp(msgspec.Struct, tag="group"):
     branches: list[list[BranchOp]]
+    gather: bool = False  # ctx.gather instead of an anyio task group
 
 
 Op = Union[StepOp, SleepOp, PromiseOp, NowOp, DrawOp, EmitOp, GroupOp]
@@ -95,9 +96,12 @@ async def _sequence(ctx: Context, ops: list[Any], out: list[Any]) -> None:
     for op in ops:
         if isinstance(op, GroupOp):
             results: list[list[Any]] = [[] for _ in op.branches]
-            async with anyio.create_task_group() as tg:
-                for branch, result in zip(op.branches, results):
-                    tg.start_soon(_sequence, ctx, branch, result)
+            if op.gather:
+                await ctx.gather(*(_sequence(ctx, b, r) for b, r in zip(op.branches, results)))
+            else:
+                async with anyio.create_task_group() as tg:
+                    for branch, result in zip(op.branches, results):
+                        tg.start_soon(_sequence, ctx, branch, result)
             out.append(results)
         elif isinstance(op, PromiseOp):
             try:
@@ -156,15 +160,18 @@ def _groups(sleeps: bool) -> st.SearchStrategy[GroupOp]:
     # branch). Otherwise which sibling got how far before being cut short is a race, and a
     # run restarted after a crash may legitimately journal a different (valid) interleaving.
     #
-    # A known replay bug shapes the branches too (test_regressions.py reproduces it, marked
-    # xfail): each branch starts with a step of its own name, because operations that look
-    # the same (emits, sleeps, clock reads) at the start of sibling branches can be replayed
-    # into the wrong branch.
+    # ctx.gather gives each branch a path of its own. Plain task groups do not, and operations
+    # that look the same (emits, sleeps, clock reads) at the start of sibling branches can be
+    # replayed into the wrong branch (test_regressions.py reproduces it, marked xfail), so
+    # there each branch starts with a step of its own name.
     ops = [_steps(st.just(True)), _steps(st.just(True)), st.just(NowOp()), st.builds(EmitOp, st.integers(0, 9))]
     if sleeps:
         ops.append(st.builds(SleepOp, st.integers(0, 3)))
-    branch = st.tuples(_steps(st.just(True)), st.lists(st.one_of(ops), max_size=2)).map(lambda t: [t[0], *t[1]])
-    return st.builds(GroupOp, st.lists(branch, min_size=2, max_size=3))
+    free = st.lists(st.one_of(ops), min_size=1, max_size=3)
+    led = st.tuples(_steps(st.just(True)), st.lists(st.one_of(ops), max_size=2)).map(lambda t: [t[0], *t[1]])
+    return st.builds(GroupOp, st.lists(free, min_size=2, max_size=3), st.just(True)) | st.builds(
+        GroupOp, st.lists(led, min_size=2, max_size=3), st.just(False)
+    )
 
 
 @st.composite
@@ -198,7 +205,7 @@ def _named(program: Program) -> Program:
             if isinstance(op, StepOp):
                 op = msgspec.structs.replace(op, name=f"s{next(counter)}")
             elif isinstance(op, GroupOp):
-                op = GroupOp([name(branch) for branch in op.branches])
+                op = GroupOp([name(branch) for branch in op.branches], op.gather)
             out.append(op)
         return out
 

@@ -103,9 +103,10 @@ async def twin_branches(ctx: Context, ran: list) -> dict:
 
 @pytest.mark.xfail(strict=True, reason=(
     "known runtime bug: identical operations that follow the same predecessor in sibling "
-    "branches are interchangeable to the replayer, which gives a branch the first match, "
-    "possibly its sibling's entry; the rest of that branch's recorded path is then orphaned "
-    "(a committed step runs again, then the invocation diverges)"
+    "branches of a plain task group (ctx.gather gives each branch a token of its own) are "
+    "interchangeable to the replayer, which gives a branch the first match, possibly its "
+    "sibling's entry; the rest of that branch's recorded path is then orphaned (a committed "
+    "step runs again, then the invocation diverges)"
 ))
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # starts the branches in spawn order, every time
