@@ -9,6 +9,7 @@ import inspect
 import os
 import sys
 import typing
+import weakref
 from typing import Any, Callable
 
 import msgspec
@@ -102,6 +103,22 @@ def _load_file(target: str, path: str) -> Any:
 
 def input_type(fn: Callable[..., Any]) -> Any:
     """The annotated type of the handler's input parameter; `_NO_INPUT` if it takes none."""
+    try:
+        return _input_types[fn]
+    except (KeyError, TypeError):
+        pass
+    wanted = _input_type(fn)
+    try:
+        _input_types[fn] = wanted
+    except TypeError:  # an unhashable callable: work it out each time
+        pass
+    return wanted
+
+
+_input_types: "weakref.WeakKeyDictionary[Callable[..., Any], Any]" = weakref.WeakKeyDictionary()
+
+
+def _input_type(fn: Callable[..., Any]) -> Any:
     params = list(inspect.signature(fn).parameters.values())
     if len(params) < 2:
         return _NO_INPUT

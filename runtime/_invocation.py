@@ -10,6 +10,7 @@ import random as _random
 import time
 import typing
 import uuid as _uuid
+import weakref
 from contextvars import ContextVar
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -65,7 +66,8 @@ class Restart(BaseException):
     """Internal (always-replay mode): unwind after a live step so the handler replays from the top."""
 
 
-_return_types: dict[Any, Any] = {}
+# Weak keys: handlers often pass fresh lambdas, which must not pile up here for ever.
+_return_types: "weakref.WeakKeyDictionary[Callable[..., Any], Any]" = weakref.WeakKeyDictionary()
 
 
 def _return_type(fn: Callable[..., Any]) -> Any:
@@ -81,7 +83,7 @@ def _return_type(fn: Callable[..., Any]) -> Any:
         hint = Any
     try:
         _return_types[fn] = hint
-    except TypeError:
+    except TypeError:  # not weakly referenceable (a builtin): look it up each time
         pass
     return hint
 
