@@ -18,7 +18,7 @@ _COMMON = dict(
     print_blob=True,
 )
 
-settings.register_profile("ci", max_examples=400, **_COMMON)
+settings.register_profile("ci", max_examples=300, **_COMMON)
 settings.register_profile("thorough", max_examples=2000, **_COMMON)
 settings.register_profile("quick", max_examples=10, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
