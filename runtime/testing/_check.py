@@ -110,6 +110,7 @@ class _Spec:
     backend: str
     engine_options: dict[str, Any]
     store_factory: Callable[[], Store]
+    max_timer_wait: float
 
 
 @dataclasses.dataclass
@@ -135,6 +136,7 @@ def check_determinism(
     backend: str = "asyncio",
     engine_options: Mapping[str, Any] | None = None,
     store_factory: Callable[[], Store] = MemoryStore,
+    max_timer_wait: float = 10.0,
 ) -> DeterminismReport:
     """Check that `handler` survives a crash at any journal write with the same outcome and journal.
 
@@ -154,6 +156,8 @@ def check_determinism(
     - `backend`: the anyio backend each simulated process runs on ("asyncio" or "trio").
     - `engine_options`: passed to `Engine` (e.g. `inline_sleep_limit=0` to suspend at
       every `ctx.sleep`).
+    - `max_timer_wait`: durable timers are waited for in real time; a longer one is an
+      error (make the duration an input of the handler, and short in tests).
 
     It runs event loops of its own, so call it from synchronous code (a plain test
     function); from async code, `await anyio.to_thread.run_sync(functools.partial(...))`.
@@ -180,7 +184,7 @@ def check_determinism(
     spec = _Spec(
         handler=handler, input=input, promises=dict(promises or {}), promise_timing=dict(promise_timing or {}),
         failures=dict(failures or {}), cancel=cancel, guard=guard, durability=durability, backend=backend,
-        engine_options=dict(engine_options or {}), store_factory=store_factory,
+        engine_options=dict(engine_options or {}), store_factory=store_factory, max_timer_wait=max_timer_wait,
     )
     unknown = set(spec.promise_timing) - set(spec.promises)
     if unknown:
@@ -297,7 +301,14 @@ def _drive(spec: _Spec, checked: Callable[..., Any], session: Session) -> int:
                     )
                 session.resolve(outcome.waiting, spec.promises[outcome.waiting])
             elif outcome.wake_at is not None:
-                time.sleep(max(0.0, outcome.wake_at.timestamp() - time.time()))
+                wait = outcome.wake_at.timestamp() - time.time()
+                if wait > spec.max_timer_wait:
+                    raise ValueError(
+                        f"the handler sleeps on a durable timer due in {wait:.0f} s, longer than "
+                        f"max_timer_wait={spec.max_timer_wait:g}: check_determinism waits for timers in real time; "
+                        "make the duration an input of the handler and keep it short in tests"
+                    )
+                time.sleep(max(0.0, wait))
         outcome = _process(spec, checked, session, first=False)
     raise DeterminismCheckFailed(f"the invocation did not finish after {_MAX_PROCESSES} simulated processes")
 

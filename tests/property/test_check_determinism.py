@@ -337,3 +337,12 @@ def test_runtime_testing_exports_exactly_its_all():
     public = {n for n, v in vars(testing).items() if not n.startswith("_") and not isinstance(v, types.ModuleType)}
     public -= {"Any"}
     assert public <= set(testing.__all__), public - set(testing.__all__)
+
+
+def test_a_long_durable_timer_is_refused_instead_of_waited_for():
+    async def naps(ctx: Context) -> str:
+        await ctx.sleep(3600)
+        return "rested"
+
+    with pytest.raises(ValueError, match="durable timer due in 3600 s, longer than max_timer_wait=10"):
+        check_determinism(naps)
