@@ -257,6 +257,12 @@ class KVStore(abc.ABC):
             txn.put("entries", entry_key(id_bytes, seq), data)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
+        if op.cancel_seen:
+            record = _require_record(txn, id_bytes, op.id)
+            if record.cancel_requested:
+                old = msgspec.structs.replace(record)
+                record.cancel_requested = False
+                _put_record(txn, id_bytes, record, old)
         if op.transition is not None:
             return _transition(txn, id_bytes, op.id, op.transition)
         return None

@@ -42,6 +42,7 @@ class Append(msgspec.Struct, gc=False):
     entries: list[tuple[int, bytes]]
     transition: Transition | None = None
     state: list[tuple[str, bytes | None]] | None = None
+    cancel_seen: bool = False  # the entries deliver a cancel request: it is consumed
 
 
 class Acquire(msgspec.Struct, gc=False):

@@ -12,6 +12,7 @@ from ._retry import RetryPolicy as RetryPolicy
 from ._step_info import StepInfo as StepInfo
 from ._step_info import current_step as current_step
 from .errors import Cancelled as Cancelled
+from .errors import DeterminismViolation as DeterminismViolation
 from .errors import HandlerNotFound as HandlerNotFound
 from .errors import InvocationBusy as InvocationBusy
 from .errors import InvocationConflict as InvocationConflict
@@ -25,7 +26,7 @@ from .errors import StepTimeout as StepTimeout
 from .errors import TerminalError as TerminalError
 
 __all__ = (
-    "Cancelled", "Context", "Engine", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
+    "Cancelled", "Context", "DeterminismViolation", "Engine", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
     "PromiseConflict", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
     "current_step", "default_path", "handler_path", "load_handler",

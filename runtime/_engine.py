@@ -428,7 +428,9 @@ class Engine:
         if cont is not None and not ctx.cancel_delivered:
             return await self._continue_as_new(ctx, cont, epoch)
         suspends = [e for e in leaves if isinstance(e, Suspend)]
-        if suspends and not ctx.cancel_delivered:
+        # Compensation after a cancel may wait too (for an approval, a timer): it suspends
+        # like any other wait, and ends `cancelled` once it finishes.
+        if suspends and not any(isinstance(e, Cancelled) for e in leaves):
             # Branches may wait on different things (select over a promise and a timer): wake on any.
             waiting = next((e.waiting for e in suspends if e.waiting is not None), None)
             wakes = [e.wake_at for e in suspends if e.wake_at is not None]

@@ -131,6 +131,7 @@ class InvocationContext(Composition, Context):
         self._wake = anyio.Event()  # set when cancellation is requested from outside
         self.cancel_reason: str | None = None
         self.cancel_delivered = False
+        self._cancel_seen = False  # a delivery not yet committed: the next write consumes the request
         self.lost: LeaseLost | None = None
         self.live_steps = 0  # steps whose functions ran in this execution (for tests and progress)
         self.on_step: Callable[[str, str, float, bool], None] | None = None
@@ -385,7 +386,8 @@ class InvocationContext(Composition, Context):
         state, self._pending_state = self._pending_state or None, []
         if entry is not None:
             entries.append((self._replayer.next_live(), encode_entry(entry, self._max)))
-        return await self._committer.submit(Append(self._id, self._epoch, entries, transition, state), durable=True)
+        op = Append(self._id, self._epoch, entries, transition, state, self._take_cancel_seen())
+        return await self._committer.submit(op, durable=True)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -441,6 +443,7 @@ class InvocationContext(Composition, Context):
             await anyio.sleep_forever()
         self._set_last(seq)
         if isinstance(recorded, CancelReceived):
+            self.cancel_reason = self.cancel_reason or recorded.reason
             self._raise_cancel(seq)
         return seq, last, recorded
 
@@ -457,8 +460,13 @@ class InvocationContext(Composition, Context):
         seq, recorded = found
         self._set_last(seq)
         if isinstance(recorded, CancelReceived):
+            self.cancel_reason = self.cancel_reason or recorded.reason
             self._raise_cancel(seq)
         return seq, last, recorded
+
+    def _take_cancel_seen(self) -> bool:
+        seen, self._cancel_seen = self._cancel_seen, False
+        return seen
 
     def _raise_if_lost(self) -> None:
         if self.lost is not None:
@@ -466,6 +474,7 @@ class InvocationContext(Composition, Context):
 
     def _raise_cancel(self, seq: int) -> None:
         self.cancel_delivered = True
+        self._cancel_seen = True
         raise Cancelled(f"invocation {self._id!r} was cancelled (at seq {seq})")
 
     def _deliver_cancel_sync(self, seq: int, prev: int) -> None:
@@ -534,7 +543,7 @@ class InvocationContext(Composition, Context):
             await self._settle_tentative()
         state, self._pending_state = self._pending_state or None, []
         try:
-            await self._committer.submit(Append(self._id, self._epoch, entries, None, state))
+            await self._committer.submit(Append(self._id, self._epoch, entries, None, state, self._take_cancel_seen()))
         except LeaseLost as exc:
             self.lost = exc
             raise

@@ -440,3 +440,27 @@ async def test_continue_as_new_with_a_typed_result(open_engine):
     async with open_engine() as engine:
         out = await engine.run(countdown, 2, id="cd")
     assert out.result == "liftoff" and out.id == "cd~2"
+
+
+async def test_compensation_that_waits_for_a_promise_suspends_then_ends_cancelled(open_engine, calls):
+    from runtime import Cancelled
+
+    async def agent(ctx: Context) -> str:
+        await ctx.run("book", calls("book"))
+        try:
+            await ctx.promise("confirm")
+        except Cancelled:
+            if await ctx.promise("refund-approved"):  # a person signs off the compensation
+                await ctx.run("refund", calls("refund"))
+            raise
+        return "booked"
+
+    async with open_engine() as engine:
+        await engine.run(agent, id="comp")
+        waiting = await engine.cancel("comp")
+        assert waiting.status == Status.SUSPENDED and waiting.waiting == "refund-approved"
+        assert not engine.store.get("comp").cancel_requested  # delivered: the request is consumed
+        await engine.resolve("comp", "refund-approved", True)
+        done = await engine.resume("comp")
+    assert done.status == Status.CANCELLED
+    assert calls.counts == {"book": 1, "refund": 1}
