@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import click
@@ -231,6 +231,23 @@ def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, 
     return result
 
 
+def _conclude(db: str | None, durability: str, steps: Progress, work: Any, interrupted_id: Any, queued: list[str],
+              *, started: float, show: bool, as_json: bool, create: bool = False) -> NoReturn:
+    """Run `work` and leave with the outcome's exit status (`run` and `resume` end alike)."""
+    try:
+        outcome = _execute(db, durability, steps, work, create=create)
+    except Exit as exc:
+        invocation_id = interrupted_id()
+        if exc.code == INTERRUPTED and invocation_id is not None:
+            raise Exit(INTERRUPTED, _interrupted_help(invocation_id, db)) from None
+        raise
+    if queued:
+        _queued_exit(outcome, queued[0], as_json)
+    if show:
+        echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
+    raise Exit(report(outcome, db=db, as_json=as_json))
+
+
 def _interrupted_help(invocation_id: str, db: str | None) -> str:
     return f"interrupted; invocation {invocation_id} is pending and resumes with:\n  {suggest(['resume', invocation_id], db)}"
 
@@ -291,17 +308,8 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
             echo_err(f"running {record.id} ({render.cut(record.handler, 60)})")
         return await engine.run(fn, value, id=record.id, key=key, lax_input=True)
 
-    try:
-        outcome = _execute(db, durability, steps, work, create=True)
-    except Exit as exc:
-        if exc.code == INTERRUPTED and chosen:
-            raise Exit(INTERRUPTED, _interrupted_help(chosen[0], db)) from None
-        raise
-    if queued:
-        _queued_exit(outcome, queued[0], as_json)
-    if show:
-        echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
-    raise Exit(report(outcome, db=db, as_json=as_json))
+    _conclude(db, durability, steps, work, lambda: chosen[0] if chosen else None, queued,
+              started=started, show=show, as_json=as_json, create=True)
 
 
 @click.command()
@@ -341,17 +349,8 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
                 return Outcome.of(engine.store.require(invocation_id))
         return await engine.resume(invocation_id)
 
-    try:
-        outcome = _execute(db, durability, steps, work)
-    except Exit as exc:
-        if exc.code == INTERRUPTED:
-            raise Exit(INTERRUPTED, _interrupted_help(invocation_id, db)) from None
-        raise
-    if queued:
-        _queued_exit(outcome, queued[0], as_json)
-    if show:
-        echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
-    raise Exit(report(outcome, db=db, as_json=as_json))
+    _conclude(db, durability, steps, work, lambda: invocation_id, queued,
+              started=started, show=show, as_json=as_json)
 
 
 @click.command()
