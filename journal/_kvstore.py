@@ -278,6 +278,8 @@ class KVStore(abc.ABC):
         old = _require_record(txn, id_bytes, op.id)
         for seq, data in op.entries:
             txn.put("entries", entry_key(id_bytes, seq), data)
+        if op.state:
+            _write_state(txn, id_bytes, op.id, op.state)
         _insert(txn, new_bytes, op.record, op.started)
         old.continued_as = op.record.id
         return _transition(txn, id_bytes, op.id, op.transition, old)

@@ -55,11 +55,24 @@ def trim(
         )
     now = now_us if now_us is not None else time.time_ns() // 1000
     cutoff = now - int((older_than_s or 0) * 1e6)
-    chosen = [r for s in sorted(wanted) for r in store.list(s) if r.updated_at <= cutoff]
+    chosen = [r for s in sorted(wanted) for r in store.list(s) if r.updated_at <= cutoff and not _still_needed(store, r)]
     if not dry_run:
         for start in range(0, len(chosen), 256):  # short write transactions: other writers keep going
             store.delete([r.id for r in chosen[start:start + 256]], keep_record=keep_record)
     return chosen
+
+
+def _still_needed(store: Store, record: InvocationRecord) -> bool:
+    """A finished invocation that an unfinished one still links to: its parent is running
+    (and may look the child up again), or it is an early generation of a chain still going."""
+    if record.parent is not None:
+        parent = store.get(record.parent)
+        if parent is not None and not parent.finished:
+            return True
+    nxt = record
+    while nxt is not None and nxt.continued_as is not None:
+        nxt = store.get(nxt.continued_as)
+    return nxt is not None and nxt is not record and not nxt.finished
 
 
 def compact(store: LmdbStore) -> tuple[int, int]:

@@ -90,6 +90,8 @@ class Continue(msgspec.Struct, gc=False):
     transition: Transition
     record: InvocationRecord
     started: bytes
+    state: list[tuple[str, bytes | None]] | None = None
+    cancel_seen: bool = False
 
 
 class RequestCancel(msgspec.Struct, gc=False):

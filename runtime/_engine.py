@@ -38,7 +38,7 @@ from journal import (
     encode_value,
 )
 from journal._kvstore import HOST, lease_is_live
-from journal.errors import InvocationBusy, LeaseLost
+from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost
 
 from ._guard import _handler_scope
 from ._handlers import NO_INPUT, decode_input, load_handler, prepare_input, register
@@ -86,7 +86,8 @@ class Engine:
         self.divergence_wait = divergence_wait
         self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.on_step: Callable[[str, str, str, float, bool], None] | None = None
-        self._active: set[str] = set()
+        self._active: set[str] = set()  # scheduled by serve() in this process
+        self._running: set[str] = set()  # executing in this process right now
 
     @classmethod
     @asynccontextmanager
@@ -196,15 +197,21 @@ class Engine:
 
     async def cancel(self, invocation_id: str, *, run: bool = True) -> Outcome:
         """Ask the invocation to cancel. If nobody runs it, run it here so the handler receives `Cancelled`."""
-        waiting = self.store.require(invocation_id).waiting
-        if waiting is not None and waiting.startswith("child:"):
-            await self.cancel(waiting[len("child:"):], run=run)  # the child it awaits goes first
+        record = self.store.require(invocation_id)
+        while record.continued_as is not None:  # the logical run goes on in its latest generation
+            record = self.store.require(record.continued_as)
+        invocation_id = record.id
+        if record.waiting is not None and record.waiting.startswith("child:"):
+            await self.cancel(record.waiting[len("child:"):], run=run)  # the child it awaits goes first
         record = await self.committer.submit(RequestCancel(invocation_id, now_us()), durable=True)
         if not run or record.finished:
             return Outcome.of(record)
         try:
             return await self._execute(invocation_id)
         except InvocationBusy:
+            if self._queue_head(self.store.require(invocation_id)) is not None:
+                # Queued behind another invocation of its key: it receives the cancel on its turn.
+                return Outcome.of(self.store.require(invocation_id))
             return await self.wait(invocation_id)
 
     # -- children and streams -------------------------------------------------------------------
@@ -223,19 +230,21 @@ class Engine:
         at = now_us()
         input_digest = digest(bytes(raw))
         record = InvocationRecord(child_id, path, Status.PENDING, at, at, key, input_digest, parent=parent)
+        if delay:  # created asleep, in the same transaction: a worker wakes it when it is due
+            record.status, record.wake_at = Status.SUSPENDED, at + int(delay * 1e6)
         started = encode_entry(Started(path, raw, at, key, input_digest, parent), self.store.max_entry_bytes)
-        record, created = self.store.create(record, started)
-        if created and delay:
-            self.store.apply_one(SetStatus(child_id, Transition(Status.SUSPENDED, at, wake_at=at + int(delay * 1e6))))
+        self.store.create(record, started)
         await self.committer.flush()
 
     async def _run_child(self, child_id: str) -> None:
         """Run an awaited child here if nobody else is running it; it may finish or suspend."""
-        record = self.store.require(child_id)
+        record = self.store.get(child_id)
+        if record is None:  # finished long ago and trimmed: its result is in the parent's journal
+            return
         runnable = record.status == Status.PENDING or (
             record.status == Status.RUNNING and not lease_is_live(self.store.lease(child_id), now_us())
         )
-        if runnable and child_id not in self._active:
+        if runnable and child_id not in self._running:
             # In a task of its own, so the child's context variables do not leak into the parent's.
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._execute_if_free, child_id)
@@ -280,7 +289,8 @@ class Engine:
                 ids.append(record.id)
         ids += self.store.due_timers(now)
         seen: set[str] = set()
-        return [i for i in ids if not (i in seen or seen.add(i)) and i not in self._active]
+        busy = self._active | self._running
+        return [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]
 
     async def recover(self, *, concurrency: int = 16) -> list[Outcome]:
         """Resume every invocation left pending or orphaned (its owner died or its lease expired)."""
@@ -343,11 +353,15 @@ class Engine:
         if record.finished:
             return Outcome.of(record)
         fn = fn or load_handler(record.handler)
+        if invocation_id in self._running:
+            # The lease belongs to this engine already: a second execution here would take it
+            # from the first one in the middle of a step.
+            raise InvocationBusy(f"invocation {invocation_id!r} is already running in this process")
         epoch, record = await self.committer.submit(
             Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()),
             durable=False,
         )
-        self._active.add(invocation_id)
+        self._running.add(invocation_id)
         try:
             entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
                        for seq, data in self.store.entries(invocation_id)}
@@ -377,7 +391,7 @@ class Engine:
                 raise failure
             return outcome
         finally:
-            self._active.discard(invocation_id)
+            self._running.discard(invocation_id)
 
     async def _drive(self, ctx: InvocationContext, fn: Callable[..., Any], started: Started,
                      replayer: Replayer, epoch: int) -> Outcome:
@@ -411,15 +425,35 @@ class Engine:
         if interrupted:
             # Stopped from outside (Ctrl-C, shutdown): give the lease back, stay resumable.
             with anyio.CancelScope(shield=True):
-                await self.committer.submit(
-                    SetStatus(invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch), durable=True
-                )
+                try:  # with what `exit` durability still holds in memory: finished steps stay done
+                    await ctx.finish(None, Transition(Status.PENDING, now_us(), release=True))
+                except JournalError:
+                    await self.committer.submit(
+                        SetStatus(invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch),
+                        durable=True,
+                    )
             raise exc
+        if ctx.broken is not None:
+            # The store failed under the runtime (a full disk): nothing about the handler is
+            # decided. Give the lease back if the store allows it and report the store's error.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.committer.submit(
+                        SetStatus(invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch),
+                        durable=True,
+                    )
+                except JournalError:
+                    pass
+            raise ctx.broken
         if any(isinstance(e, Restart) for e in leaves):
             return Outcome(id=invocation_id, status=Status.PENDING)  # always-replay: run it again from the top
         if not any(isinstance(e, (Exception, Suspend, ContinueAsNew)) for e in leaves):
             raise exc  # an unknown BaseException behaves like a crash: nothing is written, the lease lapses
         diverged = next((e for e in leaves if isinstance(e, NondeterminismError)), None)
+        if diverged is not None and ctx.cancel_reason is not None:
+            # Cancelling a diverged invocation abandons it: its journal ends where it diverged.
+            ctx._pending, ctx._pending_state, ctx._tentative = [], [], []
+            return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason), Status.CANCELLED)
         if diverged is not None:
             record = await self.committer.submit(SetStatus(invocation_id, Transition(
                 Status.DIVERGED, now_us(), divergence=str(diverged), release=True), epoch), durable=True)
@@ -458,12 +492,20 @@ class Engine:
         started = encode_entry(Started(record.handler, raw, at, record.key, input_digest, record.parent),
                                self.store.max_entry_bytes)
         with anyio.CancelScope(shield=True):
-            await ctx._flush_pending()
+            await ctx._settle_tentative()
+            entries, state = ctx._pending, ctx._pending_state or None
+            ctx._pending, ctx._pending_state = [], []
             end = encode_entry(ContinuedAsNew(at, next_id), self.store.max_entry_bytes)
+            entries.append((ctx._replayer.next_live(), end))
             done = Transition(Status.COMPLETED, at, result=encode_value({"continued_as": next_id}), release=True)
-            finished = await self.committer.submit(
-                Continue(invocation_id, epoch, [(ctx._replayer.next_live(), end)], done, new, started), durable=True
-            )
+            op = Continue(invocation_id, epoch, entries, done, new, started, state, ctx._take_cancel_seen())
+            try:
+                finished = await self.committer.submit(op, durable=True)
+            except InvocationConflict:
+                error = ErrorInfo("TerminalError", (
+                    f"continue_as_new: the next generation's id {next_id!r} is taken by another invocation; "
+                    f"remove or rename {next_id!r}, then `journal resume {invocation_id}`"))
+                return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
         return Outcome.of(finished)
 
     async def _finish(self, ctx: InvocationContext, entry: Any, status: Status, **change: Any) -> Outcome:

@@ -39,7 +39,7 @@ from journal import (
     encode_entry,
     encode_value,
 )
-from journal.errors import LeaseLost
+from journal.errors import LeaseLost, StoreError
 
 from ._clock import from_us, now_us
 from ._composition import Composition, _fence
@@ -133,6 +133,7 @@ class InvocationContext(Composition, Context):
         self.cancel_delivered = False
         self._cancel_seen = False  # a delivery not yet committed: the next write consumes the request
         self.lost: LeaseLost | None = None
+        self.broken: StoreError | None = None  # the store failed under a write of this execution
         self.live_steps = 0  # steps whose functions ran in this execution (for tests and progress)
         self.on_step: Callable[[str, str, float, bool], None] | None = None
 
@@ -197,7 +198,13 @@ class InvocationContext(Composition, Context):
             self._report(name, "replayed", 0.0, True)
             if recorded.error is not None:
                 raise _rebuild_error(recorded.error)
-            return decode_value(recorded.value, rtype)
+            try:
+                return decode_value(recorded.value, rtype)
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                raise self._replayer.divergence(
+                    seq, f"step {name!r} with a result that no longer fits its return type", f"step {name!r} "
+                    f"returning {getattr(rtype, '__name__', rtype)!s}", [f"decoding the recorded result: {exc}"],
+                ) from None
         # The guards repeat each call's own first test: a step pays no coroutine call for
         # what does not apply (the hot path of every live step).
         if self.cancel_reason is not None:
@@ -471,6 +478,8 @@ class InvocationContext(Composition, Context):
     def _raise_if_lost(self) -> None:
         if self.lost is not None:
             raise self.lost
+        if self.broken is not None:
+            raise self.broken
 
     def _raise_cancel(self, seq: int) -> None:
         self.cancel_delivered = True
@@ -546,6 +555,9 @@ class InvocationContext(Composition, Context):
             await self._committer.submit(Append(self._id, self._epoch, entries, None, state, self._take_cancel_seen()))
         except LeaseLost as exc:
             self.lost = exc
+            raise
+        except StoreError as exc:
+            self.broken = exc
             raise
 
     def _report(self, name: str, how: str, seconds: float, replayed: bool) -> None:

@@ -464,3 +464,93 @@ async def test_compensation_that_waits_for_a_promise_suspends_then_ends_cancelle
         done = await engine.resume("comp")
     assert done.status == Status.CANCELLED
     assert calls.counts == {"book": 1, "refund": 1}
+
+
+async def test_two_runs_of_one_invocation_in_one_process_run_each_step_once(open_engine, calls):
+    async def slow_pay(ctx: Context) -> str:
+        await anyio.sleep(0.05)
+        return await ctx.run("pay", calls("pay"))
+
+    async with open_engine() as engine:
+        results = []
+
+        async def attach():
+            results.append(await engine.run(slow_pay, id="order-7"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attach)
+            tg.start_soon(attach)
+    assert [r.status for r in results] == [Status.COMPLETED, Status.COMPLETED]
+    assert calls.counts == {"pay": 1}
+
+
+async def test_trim_keeps_a_finished_child_its_unfinished_parent_links_to(open_engine):
+    from journal import trim
+
+    async def parent(ctx: Context) -> int:
+        n = await ctx.call(child_double, 3, id="kid-t")
+        await ctx.promise("go")
+        return n
+
+    async with open_engine() as engine:
+        await engine.run(parent, id="par")
+        assert [r.id for r in trim(engine.store, now_us=2**62)] == []
+        engine.store.delete(["kid-t"])  # even if it goes (trimmed by hand), the parent resumes
+        await engine.resolve("par", "go", 1)
+        assert (await engine.resume("par")).result == 6
+
+
+async def test_cancelling_a_diverged_invocation_abandons_it(open_engine):
+    from .test_replay import _crash_then_resume, _crash_flag, _program
+
+    _crash_flag["armed"] = True
+    outcome, _ = await _crash_then_resume(open_engine, _program("plan", "search"), _program("plan", "renamed"))
+    assert outcome.status == Status.DIVERGED
+    async with open_engine() as engine:
+        from runtime._handlers import _by_path
+
+        _by_path[engine.store.get("inv").handler] = _program("plan", "renamed")
+        out = await engine.cancel("inv")
+        assert out.status == Status.CANCELLED
+        assert kinds(engine.store, "inv")[-1] == "cancelled"
+
+
+async def test_a_changed_return_type_on_replay_is_a_divergence_naming_the_step(open_engine):
+    from .test_replay import _crash_then_resume
+
+    def word() -> str:
+        return "seven"
+
+    def number() -> int:
+        return 7
+
+    async def old(ctx: Context) -> None:
+        await ctx.run("value", word)
+        await ctx.run("crash", _crash_once)
+
+    async def new(ctx: Context) -> None:
+        await ctx.run("value", number)
+
+    _armed["on"] = True
+    outcome, _ = await _crash_then_resume(open_engine, old, new)
+    assert outcome.status == Status.DIVERGED and "'value'" in outcome.divergence and "int" in outcome.divergence
+
+
+async def test_exit_durability_keeps_finished_steps_when_interrupted(open_engine, calls):
+    import functools
+
+    started = anyio.Event()
+
+    async def agent(ctx: Context) -> str:
+        await ctx.run("llm", calls("llm"))
+        started.set()
+        await ctx.run("slow", anyio.sleep, 5)
+        return "done"
+
+    async with open_engine(durability="exit") as engine:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(engine.run, agent, id="ex"))
+            await started.wait()
+            tg.cancel_scope.cancel()
+        assert kinds(engine.store, "ex") == ["started", "step"]
+    assert calls.counts == {"llm": 1}
