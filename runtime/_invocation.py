@@ -62,6 +62,18 @@ _serials = itertools.count(1)
 _WAIT_POLL = 0.002  # how often a waiting operation looks for progress by sibling branches
 
 
+def _position_after(prev: int, tag: str, name: str | None, call_digest: int | None) -> int:
+    text = f"{prev}\x00{tag}\x00{name}\x00{call_digest}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 2
+
+
+def idempotency_key(invocation_id: str, step: Step) -> str:
+    """The idempotency key `current_step()` gave the journaled `step` of `invocation_id`.
+
+    Use it to match the calls an external API saw (by key) with the journal's steps."""
+    return f"{invocation_id}:{_position_after(step.prev, 'step', step.name, step.digest):x}"
+
+
 class Restart(BaseException):
     """Internal (always-replay mode): unwind after a live step so the handler replays from the top."""
 
@@ -123,8 +135,8 @@ class InvocationContext(Composition, Context):
         self._key = key
         self._spawner = spawner  # the engine: starts and runs child invocations
         self.state = State(self, key)
-        self._random: _random.Random | None = None
-        self._uuid_counter = 0
+        self._randoms: dict[int, _random.Random] = {}  # by branch position: see random()
+        self._uuids: dict[int, int] = {}  # how many uuids each branch position handed out
         self._inflight = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -143,15 +155,22 @@ class InvocationContext(Composition, Context):
     def invocation_id(self) -> str:
         return self._id
 
+    # Randomness and ids derive from the invocation id and the branch's position (the token of
+    # its last operation), not from a counter shared by all branches: concurrent branches
+    # draw the same numbers on replay whatever order they are scheduled in.
+
     def random(self) -> _random.Random:
-        if self._random is None:
-            seed = int.from_bytes(hashlib.blake2b(self._id.encode(), digest_size=8).digest(), "big")
-            self._random = _random.Random(seed)
-        return self._random
+        position = self._last()
+        generator = self._randoms.get(position)
+        if generator is None:
+            seed = hashlib.blake2b(f"{self._id}\x00random\x00{position}".encode(), digest_size=8).digest()
+            generator = self._randoms[position] = _random.Random(int.from_bytes(seed, "big"))
+        return generator
 
     def uuid(self) -> _uuid.UUID:
-        self._uuid_counter += 1
-        raw = hashlib.blake2b(f"{self._id}\x00{self._uuid_counter}".encode(), digest_size=16).digest()
+        position = self._last()
+        count = self._uuids[position] = self._uuids.get(position, 0) + 1
+        raw = hashlib.blake2b(f"{self._id}\x00{position}\x00{count}".encode(), digest_size=16).digest()
         return _uuid.UUID(bytes=raw, version=4)
 
     def now(self) -> datetime.datetime:
@@ -166,10 +185,11 @@ class InvocationContext(Composition, Context):
     def patched(self, change_id: str) -> bool:
         self._raise_if_lost()
         if not self._replayer.exhausted:
-            seq = self._replayer.claim_recorded(self._last(), Patched, change_id)
+            last = self._last()
+            seq = self._replayer.claim_recorded(last, Patched, change_id)
             if seq is None:
                 return False  # recorded before the change: keep the old path
-            self._set_last(seq)
+            self._advance(seq, last, Patched, change_id)
             return True
         seq, prev, _ = self._claim_now(Patched, change_id)
         self._pending.append((seq, encode_entry(Patched(change_id, now_us(), prev), self._max)))
@@ -222,7 +242,9 @@ class InvocationContext(Composition, Context):
             attempt = 0
             while True:
                 attempt += 1
-                token = _current.set(StepInfo(self._id, seq, name, attempt, f"{self._id}:{seq}"))
+                # Built from the branch's position, not the seq: after a crash, concurrent
+                # branches may be handed other seqs, but each step keeps its key.
+                token = _current.set(StepInfo(self._id, seq, name, attempt, f"{self._id}:{self._last():x}"))
                 scope = _handler_scope.set(None)
                 try:
                     if timeout is None:
@@ -406,8 +428,11 @@ class InvocationContext(Composition, Context):
     def _last(self) -> int:
         return self._position()[1]
 
-    def _set_last(self, seq: int) -> None:
-        _branch_last.set((self._serial, seq, seq))
+    def _advance(self, seq: int, prev: int, kind: type, name: str | None = None, call_digest: int | None = None) -> None:
+        """Move the branch past the operation it just claimed. The next token hashes the previous
+        one with what the operation was, so it names the same position on every execution,
+        whichever seq the operation got (idempotency keys are built from it)."""
+        _branch_last.set((self._serial, seq, _position_after(prev, kind.__struct_config__.tag, name, call_digest)))
 
     def _enter_branch(self, index: int) -> None:
         """Give the calling task, spawned as branch `index` by ctx.gather/ctx.select, a starting
@@ -448,7 +473,7 @@ class InvocationContext(Composition, Context):
             # A branch that lost a replayed select stops where its recorded path ends.
             fence.parked.set()
             await anyio.sleep_forever()
-        self._set_last(seq)
+        self._advance(seq, last, kind, name, call_digest)
         if isinstance(recorded, CancelReceived):
             self.cancel_reason = self.cancel_reason or recorded.reason
             self._raise_cancel(seq)
@@ -465,7 +490,7 @@ class InvocationContext(Composition, Context):
             found = self._replayer.claim_live(after)
             self._tentative.append((last, kind, name))
         seq, recorded = found
-        self._set_last(seq)
+        self._advance(seq, last, kind, name)
         if isinstance(recorded, CancelReceived):
             self.cancel_reason = self.cancel_reason or recorded.reason
             self._raise_cancel(seq)

@@ -42,8 +42,8 @@ def _show_outcome(record: InvocationRecord) -> str:
 def journal_difference(reference: dict[int, Entry], entries: dict[int, Entry]) -> str | None:
     """The first entry one journal has and the other lacks, or None if they are the same.
 
-    Entries are compared by their content *and their branch's path to them* (the chain of
-    `prev` links back to the start), not by seq: concurrent branches may be scheduled in
+    Entries are compared by their content *and their branch's path to them* (their `prev`
+    token, a hash of the operations that led there), not by seq: concurrent branches may be scheduled in
     another order after a crash and number their entries differently, which is not a
     difference; a sequential path that changed order is.
     """
@@ -62,23 +62,12 @@ def journal_difference(reference: dict[int, Entry], entries: dict[int, Entry]) -
 
 
 def _paths(entries: dict[int, Entry]) -> dict[int, bytes]:
-    """Each entry's identity: a digest of its canonical content and of its predecessor's identity."""
-    keys: dict[int, bytes] = {}
-
-    def key(seq: int) -> bytes:
-        found = keys.get(seq)
-        if found is None:
-            entry = entries.get(seq)
-            if entry is None:  # a link to nothing (should not happen): identify it by the number
-                return f"missing {seq}".encode()
-            prev = getattr(entry, "prev", None)
-            parent = key(prev) if prev and prev != seq and prev < seq else b""
-            found = keys[seq] = hashlib.blake2b(_path_encoder.encode((parent, _canonical(entry))), digest_size=16).digest()
-        return found
-
-    for seq in sorted(entries):
-        key(seq)
-    return keys
+    """Each entry's identity: its canonical content and its `prev` token, which already names
+    the branch's path to it (a hash of the operations before it, see runtime/_invocation.py)."""
+    return {
+        seq: hashlib.blake2b(_path_encoder.encode((getattr(entry, "prev", 0), _canonical(entry))), digest_size=16).digest()
+        for seq, entry in entries.items()
+    }
 
 
 _path_encoder = msgspec.msgpack.Encoder()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from journal import LmdbStore
+from runtime import idempotency_key
 
 pytestmark = pytest.mark.skipif(not Path(sys.executable).with_name("journal").exists(),
                                 reason="the journal command is not installed")
@@ -57,7 +58,8 @@ def test_chat_remembers_earlier_turns_across_processes_and_a_kill(workspace, kil
     assert [m["content"] for m in history if m["role"] == "assistant"] == [replies[1], replies[2], replies[3]]
 
     # One paid model call per turn: the killed one had not answered, and nothing that had ran again.
-    assert workspace.keys() == {f"turn-{n}:2": 1 for n in (1, 2, 3)}
+    reply_steps = {n: [s for s in workspace.journaled_steps(f"turn-{n}").values() if s.name == "reply"] for n in (1, 2, 3)}
+    assert workspace.keys() == {idempotency_key(f"turn-{n}", reply_steps[n][0]): 1 for n in (1, 2, 3)}
     again = workspace.outcome(turn(workspace, 1))  # attaching to a finished turn runs nothing
     assert again["result"] == replies[1] and len(workspace.calls()) == 3
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from runtime import idempotency_key
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 JOURNAL_CLI = Path(sys.executable).with_name("journal")
@@ -48,8 +49,8 @@ def test_journal_run_killed_then_resumed_does_not_redo_journaled_steps(workspace
     assert out["status"] == "completed"
     assert out["result"]["sources"] == ["lmdb", "fsync"]
     counts = workspace.keys()
-    assert all(counts[f"r-kill:{seq}"] == 1 for seq in done_before), (done_before, counts)
-    assert set(counts) == {f"r-kill:{seq}" for seq in workspace.journaled_steps("r-kill")}
+    assert all(counts[idempotency_key("r-kill", step)] == 1 for step in done_before.values()), (done_before, counts)
+    assert set(counts) == {idempotency_key("r-kill", step) for step in workspace.journaled_steps("r-kill").values()}
 
 
 def test_approval_with_journal_resolve_and_resume(workspace):

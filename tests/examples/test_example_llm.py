@@ -12,7 +12,7 @@ import pytest
 
 import llm  # examples/llm.py (conftest puts examples/ on sys.path)
 from journal import Status, Step, decode_entry
-from runtime import Context, Engine, RetryPolicy
+from runtime import Context, Engine, RetryPolicy, idempotency_key
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hi."}]
@@ -101,6 +101,7 @@ async def test_each_step_sends_its_own_stable_idempotency_key(endpoint):
     async with Engine.open() as engine:
         outcome = await engine.run(ask_twice, id="chat-1")
         again = await engine.run(ask_twice, id="chat-1")
+        keys = _step_keys(engine, "chat-1")
 
     assert outcome.status == Status.COMPLETED
     # The result is decoded from the journal by the handler's annotation (`list`), so the live
@@ -108,7 +109,8 @@ async def test_each_step_sends_its_own_stable_idempotency_key(endpoint):
     assert outcome.result[0] == msgspec.to_builtins(llm.Reply("hi", "local-model", 12, 3))
     assert again.result == outcome.result
     assert [r["path"] for r in endpoint.requests] == ["/v1/chat/completions"] * 2
-    assert [r["headers"]["Idempotency-Key"] for r in endpoint.requests] == ["chat-1:1", "chat-1:2"]
+    assert [r["headers"]["Idempotency-Key"] for r in endpoint.requests] == keys
+    assert len(set(keys)) == 2 and all(k.startswith("chat-1:") for k in keys)
     assert all(r["headers"]["Authorization"] == "Bearer sk-test" for r in endpoint.requests)
     assert endpoint.requests[1]["body"]["messages"][-1] == {"role": "user", "content": "Again."}
 
@@ -125,9 +127,10 @@ async def test_transient_errors_are_retried_with_the_same_key(endpoint, workspac
     async with Engine.open() as engine:
         outcome = await engine.run(ask, id="chat-2")
         step = decode_entry(engine.store.entries("chat-2")[1][1])
+        keys = _step_keys(engine, "chat-2")
 
     assert outcome.result == "hi"
-    assert [r["headers"]["Idempotency-Key"] for r in endpoint.requests] == ["chat-2:1"] * 3
+    assert [r["headers"]["Idempotency-Key"] for r in endpoint.requests] == keys * 3
     assert isinstance(step, Step) and step.attempts == 3
     assert len(workspace.calls()) == 1  # only the answered request is a paid call
 
@@ -162,11 +165,14 @@ async def test_research_agent_talks_to_a_configured_endpoint(endpoint, workspace
 
     async with Engine.open() as engine:
         outcome = await engine.run(f"{EXAMPLES / 'research.py'}:research", {"question": "What is a lease?"}, id="r-http")
+        steps, keys = _steps(engine, "r-http"), _step_keys(engine, "r-http")
 
     assert outcome.status == Status.COMPLETED, outcome
     assert outcome.result.answer == "A lease expires unless renewed [lease]."
     assert outcome.result.sources == ["lease"]
-    assert [r["headers"]["Idempotency-Key"] for r in endpoint.requests] == ["r-http:1", "r-http:4"]  # 2 is the emitted thought, 3 the search
+    # The model calls' keys: the first and last steps (between them, the search step).
+    model_keys = [k for k, step in zip(keys, steps) if step.name != "search"]
+    assert [r["headers"]["Idempotency-Key"] for r in endpoint.requests] == model_keys
     observation = endpoint.requests[1]["body"]["messages"][-1]["content"]
     assert observation.startswith("Observation:") and "[lease]" in observation
 
@@ -184,3 +190,15 @@ def test_chat_model_falls_back_to_the_offline_model(workspace, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # a local server needs no key
     client = llm.chat_model()
     assert isinstance(client, llm.OpenAIChat) and client.api_key is None
+
+
+def _steps(engine, invocation_id):
+    from journal import Step, decode_entry
+
+    entries = (decode_entry(data) for _, data in engine.store.entries(invocation_id))
+    return [e for e in entries if isinstance(e, Step)]
+
+
+def _step_keys(engine, invocation_id):
+    """The idempotency keys the journaled steps were given, in seq order."""
+    return [idempotency_key(invocation_id, step) for step in _steps(engine, invocation_id)]

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from journal import Status
-from runtime import Engine, InvocationConflict, load_handler
+from runtime import Engine, InvocationConflict, idempotency_key, load_handler
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RESEARCH = f"{EXAMPLES / 'research.py'}:research"
@@ -93,8 +93,9 @@ def test_research_killed_mid_run_resumes_without_redoing_finished_steps(workspac
     assert outcome["result"] == expected_report()
     counts = workspace.keys()
     for seq, step in done_before.items():
-        assert counts[f"r-kill:{seq}"] == 1, f"step {step.name!r} (seq {seq}) was journaled yet ran again"
+        key = idempotency_key("r-kill", step)
+        assert counts[key] == 1, f"step {step.name!r} (seq {seq}) was journaled yet ran again"
     # Only what was in flight at the kill may have run twice (at-least-once for that one step).
     for key, n in counts.items():
         assert n <= calls_before[key] + 1
-    assert set(counts) == {f"r-kill:{seq}" for seq in workspace.journaled_steps("r-kill")}
+    assert set(counts) == {idempotency_key("r-kill", step) for step in workspace.journaled_steps("r-kill").values()}

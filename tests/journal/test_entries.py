@@ -97,7 +97,7 @@ def test_values_decode_lazily_with_the_type_asked_for():
 def test_a_step_with_a_100_byte_value_costs_at_most_40_bytes_more():
     value = encode_value(b"x" * 100)  # 100 bytes of payload + msgpack header
     name = "search"
-    size = len(encode_entry(Step(name, 2**64 - 1, 2**62, value)))
+    size = len(encode_entry(Step(name, 2**64 - 1, 2**62, value, prev=2**62 - 1)))  # the widest digest, time and prev
     overhead = size - len(value) - len(name)
     assert overhead <= 40, overhead
 

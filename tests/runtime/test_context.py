@@ -165,7 +165,13 @@ async def test_idempotency_key_is_stable_across_retries(open_engine):
 
     async with open_engine() as engine:
         outcome = await engine.run(agent, id="k")
-    assert keys == ["k:1", "k:1"] and outcome.result == 1
+    assert outcome.result == 1
+    async with open_engine() as engine:
+        from journal import Step
+        from runtime import idempotency_key
+
+        [step] = [e for e in (decode_entry(d) for _, d in engine.store.entries("k")) if isinstance(e, Step)]
+    assert keys == [idempotency_key("k", step)] * 2 and keys[0].startswith("k:")
 
 
 def test_current_step_outside_a_step_says_how_to_use_it():

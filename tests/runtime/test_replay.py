@@ -205,3 +205,47 @@ async def test_gather_branches_making_identical_calls_each_replay_their_own_resu
     assert done.result == executions[0]
     assert all(e == executions[0] for e in executions)
     assert len({a for pair in done.result for a in pair}) == 6
+
+
+async def test_concurrent_steps_keep_their_idempotency_keys_and_uuids_across_a_crash(open_engine):
+    """Two customers charged in parallel; the process dies during the charges. On resume the
+    branches may reach their charges in the other order: each must keep its own key."""
+    from runtime import current_step
+
+    keys: dict[str, list[str]] = {"alice": [], "bob": []}
+    ids: dict[str, set] = {"alice": set(), "bob": set()}
+    crash = {"armed": True}
+
+    async def lookup(who):
+        await anyio.sleep(0.02 if who == "alice" else 0.0)  # bob finishes first the first time
+        return who
+
+    async def charge(who):
+        keys[who].append(current_step().idempotency_key)
+        if crash["armed"]:
+            if who == "bob":
+                await anyio.sleep(0.1)  # still charging when the process dies
+            else:
+                crash["armed"] = False
+                raise Crash()
+        return f"charged {who}"
+
+    async def agent(ctx: Context) -> list:
+        async def branch(who):
+            await ctx.run(f"lookup-{who}", lookup, who)
+            ids[who].add(ctx.uuid())
+            return await ctx.run("charge", charge, who)
+
+        return await ctx.gather(branch("alice"), branch("bob"))
+
+    async with open_engine(lease_ttl=0.05) as engine:
+        with pytest.raises(BaseException):
+            await engine.run(agent, id="pay")
+    await anyio.sleep(0.06)
+    async with open_engine() as engine:
+        done = await engine.resume("pay")
+    assert done.result == ["charged alice", "charged bob"]
+    for who in ("alice", "bob"):
+        assert len(set(keys[who])) == 1, keys  # the rerun charge sent the same key as before
+        assert len(ids[who]) == 1, ids
+    assert keys["alice"][0] != keys["bob"][0]
