@@ -339,7 +339,7 @@ class KVStore(abc.ABC):
             )
         value = msgspec.Raw(op.value) if op.value is not None else NIL
         txn.put("promises", key, _enc.encode(Resolution(op.at, value, op.error)))
-        if record.status == Status.SUSPENDED and record.waiting == op.name:
+        if record.status == Status.SUSPENDED and (record.waiting == op.name or op.name in record.waiting_any):
             record = _transition(txn, id_bytes, op.id, Transition(Status.PENDING, op.at), record)
         return record
 
@@ -354,6 +354,7 @@ class KVStore(abc.ABC):
         if record.status in (Status.SUSPENDED, Status.DIVERGED):
             record.status = Status.PENDING
             record.waiting = None
+            record.waiting_any = []
             record.wake_at = None
         _put_record(txn, id_bytes, record, old)
         return record
@@ -443,7 +444,7 @@ def _settle_links(txn: _Txn, id_bytes: bytes, record: InvocationRecord) -> None:
         reason = record.error.message if record.error is not None else str(record.status)
         resolution = Resolution(record.updated_at, NIL, f"child invocation {record.id!r} {record.status}: {reason}")
     txn.put("promises", key, _enc.encode(resolution))
-    if parent.status == Status.SUSPENDED and parent.waiting == name:
+    if parent.status == Status.SUSPENDED and (parent.waiting == name or name in parent.waiting_any):
         _transition(txn, parent_bytes, parent.id, Transition(Status.PENDING, record.updated_at), parent)
 
 
@@ -508,14 +509,16 @@ def _transition(
     status = Status(change.status)
     # What arrived while the handler was unwinding to wait must not be lost: a promise
     # already resolved, or a cancel request, leaves the invocation runnable instead.
+    names = ([change.waiting] if change.waiting is not None else []) + list(change.waiting_any or ())
     if status == Status.SUSPENDED and (
         record.cancel_requested
-        or (change.waiting is not None and txn.get("promises", id_bytes + b"\x00" + change.waiting.encode()) is not None)
+        or any(txn.get("promises", id_bytes + b"\x00" + name.encode()) is not None for name in names)
     ):
         status = Status.PENDING
     record.status = status
     record.updated_at = change.at
     record.waiting = change.waiting
+    record.waiting_any = list(change.waiting_any or ())
     record.wake_at = change.wake_at
     record.divergence = change.divergence
     if change.result is not None:

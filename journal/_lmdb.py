@@ -232,7 +232,12 @@ def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environ
             )
         except lmdb.Error as exc:
             raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
-        dbs = {name: env.open_db(name.encode()) for name in TABLES}
+        while True:
+            try:
+                dbs = {name: env.open_db(name.encode()) for name in TABLES}
+                break
+            except lmdb.MapResizedError:  # another process grew the map since we opened it
+                env.set_mapsize(0)
         _shared[path] = (env, dbs, 1)
         return env, dbs
 

@@ -45,6 +45,7 @@ class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
     queued_at: int = 0  # its place in its key's queue (a continuation keeps its predecessor's)
     continued_from: str | None = None  # continue-as-new chain: the invocation this one continues
     continued_as: str | None = None  # ... and the one that continues it
+    waiting_any: list[str] = []  # more promise names that wake it (a select over several)
 
     @property
     def finished(self) -> bool:

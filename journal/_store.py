@@ -27,7 +27,8 @@ class Transition(msgspec.Struct, gc=False):
     waiting: str | None = None
     wake_at: int | None = None
     divergence: str | None = None
-    release: bool = False  # give the lease up (the invocation leaves this process)
+    release: bool = False
+    waiting_any: list[str] | None = None  # give the lease up (the invocation leaves this process)
 
 
 class Append(msgspec.Struct, gc=False):

@@ -96,6 +96,8 @@ class Composition(_Base):
         done = anyio.Event()
         outcome: dict[str, Any] = {}
         fences = [_Fence() for _ in aws]
+        waits: list[Suspend] = []  # branches that must wait (unresolved promises, long timers)
+        settled = [0]
 
         async def branch(i: int, aw: Any) -> None:
             self._enter_branch(i)
@@ -109,14 +111,16 @@ class Composition(_Base):
                 if "index" not in outcome and (winner_index is None or i == winner_index):
                     outcome.update(index=i, error=exc)
                     done.set()
-            except BaseException as exc:
-                # A loser that unwinds to wait (an unresolved promise) after the race was won
-                # must not suspend the invocation.
-                if not (isinstance(exc, Suspend) and "index" in outcome):
-                    raise
+            except Suspend as exc:
+                # Held back: the invocation waits only if no branch wins, and then on all of
+                # the branches' promises and timers at once.
+                waits.append(exc)
             finally:
                 fences[i].parked.set()
                 _fence.reset(token)
+                settled[0] += 1
+                if settled[0] == len(aws):
+                    done.set()
 
         async with anyio.create_task_group() as tg:
             for i, aw in enumerate(aws):
@@ -127,6 +131,10 @@ class Composition(_Base):
                     if i != winner_index:
                         await fence.parked.wait()
             tg.cancel_scope.cancel()
+        if "index" not in outcome:
+            names = list(dict.fromkeys(name for wait in waits for name in wait.names()))
+            wakes = [wait.wake_at for wait in waits if wait.wake_at is not None]
+            raise Suspend(names[0] if names else None, min(wakes, default=None), tuple(names[1:]))
         if recorded is None:
             await self._commit(seq, Selected(now_us(), outcome["index"], prev))
         if "error" in outcome:

@@ -466,9 +466,10 @@ class Engine:
         # like any other wait, and ends `cancelled` once it finishes.
         if suspends and not any(isinstance(e, Cancelled) for e in leaves):
             # Branches may wait on different things (select over a promise and a timer): wake on any.
-            waiting = next((e.waiting for e in suspends if e.waiting is not None), None)
+            names = list(dict.fromkeys(name for e in suspends for name in e.names()))
             wakes = [e.wake_at for e in suspends if e.wake_at is not None]
-            return await self._finish(ctx, None, Status.SUSPENDED, waiting=waiting, wake_at=min(wakes, default=None))
+            return await self._finish(ctx, None, Status.SUSPENDED, waiting=names[0] if names else None,
+                                      waiting_any=names[1:], wake_at=min(wakes, default=None))
         if ctx.cancel_delivered and all(isinstance(e, (Cancelled, Suspend)) for e in leaves):
             return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
         error = _error_info(leaves)

@@ -201,3 +201,28 @@ def test_a_full_disk_is_a_clear_error_and_loses_nothing_committed(tmp_path):
         if store is not None:
             store.close()
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def test_opening_a_store_another_process_has_grown_adopts_its_size(tmp_path):
+    path = tmp_path / "db"
+    small = LmdbStore(path, map_size=256 * 1024)
+    create(small)
+    epoch, _ = acquire(small)
+    grower = _child(
+        """
+        import sys
+        from journal import LmdbStore, Append, encode_entry, Step, digest, encode_value
+        with LmdbStore(sys.argv[1], map_size=256 * 1024) as store:
+            epoch = int(sys.argv[2])
+            for seq in range(1, 120):
+                store.apply_one(Append("inv-1", epoch, [(seq, encode_entry(Step("s", 1, 1, encode_value("x" * 10_000))))]))
+        """,
+        str(path), str(epoch),
+    )
+    assert grower.wait(timeout=60) == 0
+    # This process still maps the old, smaller size: reads and writes must adopt the new one.
+    assert small.entry_count("inv-1") == 120
+    append(small, "inv-1", epoch, (200, step("after")))
+    small.close()
+    with LmdbStore(path, map_size=256 * 1024) as reopened:
+        assert reopened.entry_count("inv-1") == 121

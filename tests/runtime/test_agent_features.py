@@ -554,3 +554,26 @@ async def test_exit_durability_keeps_finished_steps_when_interrupted(open_engine
             tg.cancel_scope.cancel()
         assert kinds(engine.store, "ex") == ["started", "step"]
     assert calls.counts == {"llm": 1}
+
+
+async def test_select_over_two_promises_wakes_on_either(open_engine):
+    async def agent(ctx: Context) -> list:
+        return list(await ctx.select(ctx.promise("a"), ctx.promise("b")))
+
+    async with open_engine() as engine:
+        out = await engine.run(agent, id="two")
+        assert out.status == Status.SUSPENDED
+        record = await engine.resolve("two", "b", "bee")
+        assert record.status == Status.PENDING  # "b" woke it, though "a" is the first name
+        assert (await engine.resume("two")).result == [1, "bee"]
+
+
+async def test_select_over_a_promise_and_a_long_timer_wakes_on_the_promise(open_engine):
+    async def agent(ctx: Context) -> list:
+        return list(await ctx.select(ctx.promise("answer"), ctx.sleep(3600)))
+
+    async with open_engine(inline_sleep_limit=0.05) as engine:
+        out = await engine.run(agent, id="pt")
+        assert out.status == Status.SUSPENDED and out.waiting == "answer" and out.wake_at is not None
+        await engine.resolve("pt", "answer", 42)
+        assert (await engine.resume("pt")).result == [0, 42]
