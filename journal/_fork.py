@@ -98,7 +98,7 @@ def fork(
     if not created:
         raise InvocationConflict(f"invocation {new_id!r} already exists; pick another --new-id")
     # A new invocation has no lease, so the first acquisition is epoch 1.
-    acquire = Acquire(new_id, f"{HOST}:{os.getpid()}:fork", HOST, os.getpid(), 60_000_000, now)
+    acquire = Acquire(new_id, f"{HOST}:{os.getpid()}:fork", HOST, os.getpid(), 60_000_000, now, ignore_queue=True)
     append = Append(new_id, 1, copied, Transition(Status.PENDING, now, release=True))
     results = store.apply([acquire, append])
     for result in results:

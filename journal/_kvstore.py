@@ -289,7 +289,7 @@ class KVStore(abc.ABC):
         record = _require_record(txn, id_bytes, op.id)
         if record.finished:
             raise InvocationBusy(f"invocation {op.id!r} is already {record.status}; there is nothing to run")
-        if record.key is not None:
+        if record.key is not None and not op.ignore_queue:
             head = _queue_head(txn, record.key)
             if head is not None and head != op.id:
                 raise InvocationBusy(

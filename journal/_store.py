@@ -55,6 +55,7 @@ class Acquire(msgspec.Struct, gc=False):
     pid: int
     ttl_us: int
     now_us: int
+    ignore_queue: bool = False  # copying entries in (a fork) is not running: the key's queue does not apply
 
 
 class Renew(msgspec.Struct, gc=False):

@@ -141,6 +141,7 @@ class InvocationContext(Composition, Context):
         self._idle = anyio.Event()
         self._idle.set()
         self._wake = anyio.Event()  # set when cancellation is requested from outside
+        self._quiescing: anyio.Event | None = None
         self.cancel_reason: str | None = None
         self.cancel_delivered = False
         self._cancel_seen = False  # a delivery not yet committed: the next write consumes the request
@@ -298,9 +299,7 @@ class InvocationContext(Composition, Context):
             await self._commit(seq, Step(name, call_digest, now_us(), raw, attempts=attempt, prev=prev))
             self._report(name, "live", time.perf_counter() - started, False)
         finally:
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
+            self._done_one()
         if self._always_replay and self._inflight == 0 and not self._exit_mode:
             self._restarting = True  # siblings reach their next await before the cancellation does
             raise Restart()
@@ -528,16 +527,23 @@ class InvocationContext(Composition, Context):
         try:
             yield
         finally:
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
+            self._done_one()
+
+    def _done_one(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0:
+            self._idle.set()
+        if self._quiescing is not None:
+            self._quiescing.set()
 
     async def _quiesce(self, own: int = 0) -> None:
         """Before the handler unwinds to wait: let sibling branches start, and let the steps
         and timers in flight (other than the caller's `own`) finish and journal."""
         await anyio.lowlevel.checkpoint()
         while self._inflight > own:
-            await anyio.sleep(_WAIT_POLL)
+            if self._quiescing is None or self._quiescing.is_set():
+                self._quiescing = anyio.Event()  # set by the next operation that finishes
+            await self._quiescing.wait()
 
     async def _settle_tentative(self) -> None:
         """Wait until sibling branches claimed the entries that synchronous operations ran

@@ -577,3 +577,24 @@ async def test_select_over_a_promise_and_a_long_timer_wakes_on_the_promise(open_
         assert out.status == Status.SUSPENDED and out.waiting == "answer" and out.wake_at is not None
         await engine.resolve("pt", "answer", 42)
         assert (await engine.resume("pt")).result == [0, 42]
+
+
+async def test_a_keyed_diverged_invocation_is_forked_and_the_fork_runs_once_the_source_is_cancelled(open_engine):
+    from journal import fork
+
+    from .test_replay import _crash_then_resume, _crash_flag, _program
+
+    _crash_flag["armed"] = True
+    outcome, _ = await _crash_then_resume(open_engine, _program("plan", "search"), _program("plan", "renamed"),
+                                          key="thread")
+    assert outcome.status == Status.DIVERGED
+    async with open_engine() as engine:
+        from runtime._handlers import _by_path
+
+        _by_path[engine.store.get("inv").handler] = _program("plan", "renamed")
+        forked = fork(engine.store, "inv", at=2, new_id="inv-fixed")
+        assert forked.status == Status.PENDING
+        assert engine.store.key_queue("thread") == ["inv", "inv-fixed"]
+        assert (await engine.cancel("inv")).status == Status.CANCELLED  # abandon the diverged one
+        done = await engine.resume("inv-fixed")
+    assert done.status == Status.COMPLETED and done.result == ["plan", "renamed"]
