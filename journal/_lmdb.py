@@ -69,6 +69,7 @@ class LmdbStore(KVStore):
         self._sync_thread: threading.Thread | None = None
         self._sync_stop = threading.Event()
         self._dirty = threading.Event()
+        self._flush_error: StoreError | None = None  # a background flush failed: the next write says so
         self._env, self._dbs = _open_shared(self.path, readonly, map_size)
         try:
             self._check_format()
@@ -114,6 +115,9 @@ class LmdbStore(KVStore):
     def _transact(self, work: Callable[[_Txn], T]) -> T:
         if self.readonly:
             raise StoreError(f"the store at {self.path} was opened read-only")
+        if self._flush_error is not None:
+            # `async` durability promised a flush within 100 ms and could not keep it.
+            raise self._flush_error
         while True:
             try:
                 with self._env.begin(write=True) as txn:
@@ -153,8 +157,10 @@ class LmdbStore(KVStore):
                     self._dirty.clear()
                     try:
                         self._env.sync(True)
-                    except lmdb.Error:
+                        self._flush_error = None
+                    except lmdb.Error as exc:
                         self._dirty.set()
+                        self._flush_error = _translate(exc, self.path)
 
         self._sync_thread = threading.Thread(target=loop, name="journal-fsync", daemon=True)
         self._sync_thread.start()
