@@ -598,3 +598,56 @@ async def test_a_keyed_diverged_invocation_is_forked_and_the_fork_runs_once_the_
         assert (await engine.cancel("inv")).status == Status.CANCELLED  # abandon the diverged one
         done = await engine.resume("inv-fixed")
     assert done.status == Status.COMPLETED and done.result == ["plan", "renamed"]
+
+
+async def test_a_crash_in_the_middle_of_a_child_call_resumes_without_rerunning_the_child(open_engine, calls):
+    from .test_replay import _crash_then_resume
+
+    async def kid(ctx: Context, n: int) -> int:
+        return await ctx.run("kid-work", calls("kid-work", result=n * 3))
+
+    async def par(ctx: Context) -> int:
+        value = await ctx.call(kid, 5, id="kid-c")
+        await ctx.run("crash", _crash_once)  # the process dies after the child finished
+        return value
+
+    _armed["on"] = True
+    outcome, _ = await _crash_then_resume(open_engine, par, par)
+    assert outcome.result == 15 and calls.counts == {"kid-work": 1}
+
+
+async def test_a_crash_in_the_middle_of_a_continue_as_new_chain_resumes_the_chain(open_engine, calls):
+    from .test_replay import _crash_then_resume
+
+    async def chain(ctx: Context, n: int) -> int:
+        await ctx.run(f"tick-{n}", calls(f"tick-{n}", result=n))
+        if n == 1:
+            await ctx.run("crash", _crash_once)
+        if n < 2:
+            ctx.continue_as_new(n + 1)
+        return n
+
+    _armed["on"] = True
+    outcome, _ = await _crash_then_resume(open_engine, chain, chain, input=0)
+    assert outcome.result == 2 and outcome.id == "inv~2"
+    assert calls.counts == {"tick-0": 1, "tick-1": 1, "tick-2": 1}
+
+
+async def test_a_crash_after_a_select_was_won_replays_the_same_winner(open_engine, calls):
+    from .test_replay import _crash_then_resume
+
+    async def quick():
+        return "quick"
+
+    async def leisurely():
+        await anyio.sleep(0.2)
+        return "leisurely"
+
+    async def racer(ctx: Context) -> list:
+        won = list(await ctx.select(ctx.run("leisurely", leisurely), ctx.run("quick", quick)))
+        await ctx.run("crash", _crash_once)
+        return won
+
+    _armed["on"] = True
+    outcome, entries = await _crash_then_resume(open_engine, racer, racer)
+    assert outcome.result == [1, "quick"]
