@@ -193,7 +193,7 @@ async def wait_for_turn(engine: Engine, record: InvocationRecord, db: str | None
         if record.id not in queue or queue[0] == record.id:
             return None
         head = engine.store.get(queue[0])
-        if head is not None:  # (else it just finished: look again)
+        if head is not None and not head.finished:  # (else it finished since the queue was read: look again)
             hint = unblock_hint(engine.store, head, time.time_ns() // 1000, db)
             if hint is not None:
                 return "\n".join([

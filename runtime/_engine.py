@@ -142,7 +142,8 @@ class Engine:
                 if head is not None:
                     # Its key's turn belongs to another invocation: wait while that one runs;
                     # if it is waiting itself (suspended), this one waits in the queue too.
-                    if not self._running_live(head):
+                    ahead = self.store.get(head)
+                    if ahead is not None and not ahead.finished and not self._running_live(head):
                         return Outcome(id=record.id, status=Status.PENDING, waiting=f"turn:{head}")
                 await anyio.sleep(0.02)
 
