@@ -46,16 +46,6 @@ _handler_scope: ContextVar[str | None] = ContextVar("journal_handler_scope", def
 _guard_on: ContextVar[bool] = ContextVar("journal_determinism_guard", default=False)
 
 
-def in_handler_code() -> str | None:
-    """The invocation id if the caller is handler code outside a step, else None."""
-    return _handler_scope.get()
-
-
-def guard_active() -> bool:
-    """Whether the determinism guard is on in the current context."""
-    return _guard_on.get()
-
-
 @contextmanager
 def determinism_guard(enabled: bool = True) -> Iterator[None]:
     """Within this block, handler code that reads the clock or an unseeded random source raises.

@@ -19,7 +19,7 @@ from journal import encode_value
 from .errors import HandlerNotFound
 
 _by_path: dict[str, Callable[..., Any]] = {}
-_NO_INPUT = object()
+NO_INPUT = object()
 
 
 def handler_path(fn: Callable[..., Any]) -> str:
@@ -102,7 +102,7 @@ def _load_file(target: str, path: str) -> Any:
 
 
 def input_type(fn: Callable[..., Any]) -> Any:
-    """The annotated type of the handler's input parameter; `_NO_INPUT` if it takes none."""
+    """The annotated type of the handler's input parameter; `NO_INPUT` if it takes none."""
     try:
         return _input_types[fn]
     except (KeyError, TypeError):
@@ -121,7 +121,7 @@ _input_types: "weakref.WeakKeyDictionary[Callable[..., Any], Any]" = weakref.Wea
 def _input_type(fn: Callable[..., Any]) -> Any:
     params = list(inspect.signature(fn).parameters.values())
     if len(params) < 2:
-        return _NO_INPUT
+        return NO_INPUT
     try:
         hints = typing.get_type_hints(fn)
     except Exception:
@@ -136,7 +136,7 @@ def prepare_input(fn: Callable[..., Any], value: Any, *, lax: bool = False) -> t
     Raises `ValueError` saying where and why the input does not fit.
     """
     wanted = input_type(fn)
-    if wanted is _NO_INPUT:
+    if wanted is NO_INPUT:
         if value is not None:
             raise ValueError(f"handler {handler_path(fn)} takes no input, but an input was given")
         return encode_value(None), None
@@ -153,11 +153,10 @@ def prepare_input(fn: Callable[..., Any], value: Any, *, lax: bool = False) -> t
 
 def decode_input(fn: Callable[..., Any], raw: bytes) -> Any:
     wanted = input_type(fn)
-    if wanted is _NO_INPUT:
-        return _NO_INPUT
+    if wanted is NO_INPUT:
+        return NO_INPUT
     from journal import decode_value
 
     return decode_value(raw, wanted)
 
 
-NO_INPUT = _NO_INPUT

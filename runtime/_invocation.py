@@ -147,7 +147,6 @@ class InvocationContext(Composition, Context):
         self._cancel_seen = False  # a delivery not yet committed: the next write consumes the request
         self.lost: LeaseLost | None = None
         self.broken: StoreError | None = None  # the store failed under a write of this execution
-        self.live_steps = 0  # steps whose functions ran in this execution (for tests and progress)
         self.on_step: Callable[[str, str, float, bool], None] | None = None
 
     # -- identity and sync operations -----------------------------------------------------
@@ -281,7 +280,6 @@ class InvocationContext(Composition, Context):
                 finally:
                     _handler_scope.reset(scope)
                     _current.reset(token)
-            self.live_steps += 1
             if error is not None:
                 await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev))
                 self._report(name, "failed", time.perf_counter() - started, False)
