@@ -12,8 +12,8 @@ Durability (DESIGN.md, semantics 4):
 
 The commit itself runs on the caller's thread: an LMDB commit without fsync takes a few
 microseconds, less than the cost of handing it to another thread, and the writer lock is
-never held across a disk flush. Only the fsync goes to a worker thread, so the event loop
-keeps serving other invocations while the disk works.
+never held across a disk flush. Only the fsync goes to a thread (`_flusher.Flusher`), so
+the event loop keeps serving other invocations while the disk works.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-import anyio.to_thread
 
+from ._flusher import Flusher
 from ._store import Op, Store
 
 
@@ -56,7 +56,7 @@ class Committer:
         self.durability = Durability(durability)
         self._filling: _Batch | None = None  # collecting operations while another batch is in flight
         self._in_flight: _Batch | None = None  # being committed and fsynced
-        self._limiter = anyio.CapacityLimiter(1)
+        self._flusher = Flusher(store.sync)
         if self.durability is Durability.ASYNC and hasattr(store, "start_background_sync"):
             store.start_background_sync(0.1)
         self.batches = 0  # how many transactions+fsyncs the sync path made (for benchmarks)
@@ -94,7 +94,7 @@ class Committer:
             try:
                 ops = [o for o in batch.ops if o is not None]
                 results = iter(self.store.apply(ops) if ops else ())
-                await anyio.to_thread.run_sync(self.store.sync, limiter=self._limiter)
+                await self._flusher.run()
                 self.batches += 1
                 batch.results = [None if o is None else next(results) for o in batch.ops]
             except BaseException as exc:  # a failed commit or fsync fails every op in it

@@ -4,7 +4,8 @@ import anyio
 import pytest
 
 from journal import Append, Committer, LmdbStore, MemoryStore, decode_entry, decode_value
-from journal.errors import LeaseLost
+from journal import _flusher
+from journal.errors import LeaseLost, StoreError
 
 from .helpers import acquire, create, step
 
@@ -82,3 +83,50 @@ async def test_memory_store_works_through_the_committer():
     epoch, _ = acquire(store)
     await committer.submit(Append("inv-1", epoch, [(1, step())]))
     assert store.entry_count("inv-1") == 2
+
+
+async def test_a_failed_fsync_fails_every_append_of_its_group(tmp_path, monkeypatch):
+    store = LmdbStore(tmp_path / "db")
+    for name in ("a", "b"):
+        create(store, name)
+    epochs = {name: acquire(store, name)[0] for name in ("a", "b")}
+
+    def failing_sync():
+        raise StoreError("the disk went away")
+
+    monkeypatch.setattr(store, "sync", failing_sync)
+    committer = Committer(store, "sync")
+    errors = {}
+
+    async def submit(name):
+        try:
+            await committer.submit(Append(name, epochs[name], [(1, step())]))
+        except StoreError as exc:
+            errors[name] = str(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, "a")
+        tg.start_soon(submit, "b")
+    assert errors == {"a": "the disk went away", "b": "the disk went away"}
+    store.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_the_fsync_thread_exits_when_idle_and_comes_back_on_demand(tmp_path, monkeypatch):
+    monkeypatch.setattr(_flusher, "_IDLE_EXIT", 0.05)
+    store = LmdbStore(tmp_path / "db")
+    committer = Committer(store, "sync")
+    create(store)
+    epoch, _ = acquire(store)
+    await committer.submit(Append("inv-1", epoch, [(1, step())]))
+    thread = committer._flusher._thread
+    assert thread is not None and thread.name == "journal-fsync"
+    for _ in range(100):
+        if not thread.is_alive():
+            break
+        await anyio.sleep(0.02)
+    assert not thread.is_alive() and committer._flusher._thread is None
+    await committer.submit(Append("inv-1", epoch, [(2, step())]))
+    assert committer._flusher._thread is not None
+    assert store.entry_count("inv-1") == 3
+    store.close()
