@@ -2,13 +2,14 @@
 
 Handler code (outside any step) must be deterministic; a step function may do anything.
 The engine marks handler code with `_handler_scope` (the invocation id while the handler
-runs, None inside step functions and everywhere else). The determinism guard uses it:
+runs, None everywhere else); a step function runs inside that scope but with its step
+published (`current_step()`), which exempts it. The determinism guard uses both:
 once installed, the process's sources of nondeterminism (`time.time`, `datetime.now`,
 `random.*`, `uuid.uuid4`, `os.urandom`, ...) check, on each call, whether
 
 1. the guard is on in the calling context (`determinism_guard()`, a `ContextVar`, so a
    guarded invocation does not affect one running beside it without the guard),
-2. the caller is handler code (`_handler_scope` is set), and
+2. the caller is handler code (`_handler_scope` is set and no step is running), and
 3. the direct caller is the user's code, not the standard library, an installed package
    or `runtime`/`journal` themselves (the engine, asyncio, anyio and logging read the
    clock legitimately while a handler runs);
@@ -40,7 +41,9 @@ from contextvars import ContextVar
 from types import FrameType
 from typing import Any, Callable, Iterator
 
-# The invocation id while handler code runs outside any step; None inside steps and elsewhere.
+from ._step_info import in_step
+
+# The invocation id while a handler runs (its steps included); None elsewhere.
 _handler_scope: ContextVar[str | None] = ContextVar("journal_handler_scope", default=None)
 # Whether the determinism guard applies in this context (see `determinism_guard`).
 _guard_on: ContextVar[bool] = ContextVar("journal_determinism_guard", default=False)
@@ -154,7 +157,7 @@ def _patch_class_method(cls: type, attr: str, shown: str, instead: tuple[str, st
 
 def _check(shown: str, instead: tuple[str, str], frame: FrameType | None) -> None:
     invocation_id = _handler_scope.get()
-    if invocation_id is None or frame is None or not _is_user_code(frame.f_code.co_filename):
+    if invocation_id is None or in_step() or frame is None or not _is_user_code(frame.f_code.co_filename):
         return
     from .errors import DeterminismViolation
 

@@ -45,11 +45,10 @@ from ._clock import from_us, now_us
 from ._composition import Composition, _fence
 from ._suspend import Suspend
 from ._context import Context
-from ._guard import _handler_scope
 from ._replayer import WAIT, Replayer
 from ._state import State
 from ._retry import DEFAULT_RETRY, RetryPolicy
-from ._step_info import StepInfo, _current
+from ._step_info import _current
 from .errors import Cancelled, PromiseRejected, StepTimeout, TerminalError
 
 
@@ -60,6 +59,8 @@ from .errors import Cancelled, PromiseRejected, StepTimeout, TerminalError
 _branch_last: ContextVar[tuple[int, int, int]] = ContextVar("journal_branch_last", default=(0, 0, 0))
 _serials = itertools.count(1)
 _WAIT_POLL = 0.002  # how often a waiting operation looks for progress by sibling branches
+# Result types that are certainly not awaitable: a step returning one skips `inspect.isawaitable`.
+_PLAIN = frozenset({bytes, str, int, float, bool, dict, list, tuple, type(None)})
 
 
 def _position_after(prev: int, tag: str, name: str | None, call_digest: int | None) -> int:
@@ -235,54 +236,30 @@ class InvocationContext(Composition, Context):
             await self._flush_pending()  # what the step may depend on is durable before its side effect
         if self._restarting:  # always-replay: a sibling's step ended this round; start no side effect in it
             raise Restart()
-        policy = retry or DEFAULT_RETRY
-        started = time.perf_counter()
+        started = time.perf_counter() if self.on_step is not None else 0.0
         self._inflight += 1  # `_idle` is made unset by whoever waits for it (`_claim`)
         try:
-            attempt = 0
-            while True:
-                attempt += 1
-                # Built from the branch's position, not the seq: after a crash, concurrent
-                # branches may be handed other seqs, but each step keeps its key.
-                token = _current.set(StepInfo(self._id, seq, name, attempt, f"{self._id}:{self._last():x}"))
-                scope = _handler_scope.set(None)
+            # The key is built from the branch's position, not the seq: after a crash,
+            # concurrent branches may be handed other seqs, but each step keeps its key.
+            step = (self._id, seq, name, 1, self._last())
+            if timeout is None and retry is None:
+                # The hot path: one attempt, no deadline. A failure goes on to the retries.
+                published = _current.set(step)
                 try:
-                    if timeout is None:
-                        value = await _call(fn, args, kwargs)
-                    else:
-                        # Only this deadline is a step timeout; a TimeoutError the function
-                        # raises itself (a socket timeout) is an ordinary, retryable error.
-                        with anyio.move_on_after(timeout) as deadline:
-                            value = await _call(fn, args, kwargs)
-                        if deadline.cancelled_caught:
-                            raise StepTimeout(f"step {name!r} (seq {seq}) did not finish within {timeout} s")
-                    error = None
-                    break
-                except StepTimeout as exc:
-                    if policy.retries(exc, attempt):
-                        await anyio.sleep(policy.delay(attempt))
-                        continue
-                    error = ErrorInfo("StepTimeout", str(exc), True)
-                    break
-                except TerminalError as exc:
-                    error = ErrorInfo(exc.type_name, exc.message or str(exc), True)
-                    break
+                    value = fn(*args, **kwargs)
+                    if value.__class__ not in _PLAIN and inspect.isawaitable(value):  # (`type` is a parameter)
+                        value = await value
+                    error, attempt = None, 1
                 except Exception as exc:
-                    if policy.retries(exc, attempt):
-                        await anyio.sleep(policy.delay(attempt))
-                        continue
-                    error = ErrorInfo(
-                        _type_name(exc),
-                        f"step {name!r} failed after {attempt} attempt{'s' if attempt > 1 else ''}: {exc}",
-                        True,
-                    )
-                    break
+                    value, error, attempt = await self._retry(step, fn, args, kwargs, DEFAULT_RETRY, None, exc)
                 finally:
-                    _handler_scope.reset(scope)
-                    _current.reset(token)
+                    _current.reset(published)
+            else:
+                value, error, attempt = await self._retry(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
             if error is not None:
                 await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev))
-                self._report(name, "failed", time.perf_counter() - started, False)
+                if self.on_step is not None:
+                    self._report(name, "failed", time.perf_counter() - started, False)
                 raise _rebuild_error(error)
             try:
                 raw = encode_value(value)
@@ -295,13 +272,50 @@ class InvocationContext(Composition, Context):
                     f"{getattr(rtype, '__name__', rtype)!s}: {exc}"
                 ) from None
             await self._commit(seq, Step(name, call_digest, now_us(), raw, attempts=attempt, prev=prev))
-            self._report(name, "live", time.perf_counter() - started, False)
+            if self.on_step is not None:
+                self._report(name, "live", time.perf_counter() - started, False)
         finally:
             self._done_one()
         if self._always_replay and self._inflight == 0 and not self._exit_mode:
             self._restarting = True  # siblings reach their next await before the cancellation does
             raise Restart()
         return result
+
+    async def _retry(
+        self, step: tuple[str, int, str, int, int], fn: Callable[..., Any], args: tuple, kwargs: dict,
+        policy: RetryPolicy, timeout: float | None, failure: Exception | None = None,
+    ) -> tuple[Any, ErrorInfo | None, int]:
+        """Run the step's attempts under its policy and deadline: `(value, error, attempts)`.
+        `failure` is how the first attempt already failed, when the hot path made it."""
+        invocation_id, seq, name, attempt, position = step
+        while True:
+            if failure is None:
+                published = _current.set((invocation_id, seq, name, attempt, position))
+                try:
+                    if timeout is None:
+                        return await _call(fn, args, kwargs), None, attempt
+                    # Only this deadline is a step timeout; a TimeoutError the function
+                    # raises itself (a socket timeout) is an ordinary, retryable error.
+                    with anyio.move_on_after(timeout) as deadline:
+                        value = await _call(fn, args, kwargs)
+                    if not deadline.cancelled_caught:
+                        return value, None, attempt
+                    failure = StepTimeout(f"step {name!r} (seq {seq}) did not finish within {timeout} s")
+                except Exception as exc:
+                    failure = exc
+                finally:
+                    _current.reset(published)
+            if isinstance(failure, TerminalError) and not isinstance(failure, StepTimeout):
+                return None, ErrorInfo(failure.type_name, failure.message or str(failure), True), attempt
+            if policy.retries(failure, attempt):
+                await anyio.sleep(policy.delay(attempt))
+                attempt += 1
+                failure = None
+                continue
+            if isinstance(failure, StepTimeout):
+                return None, ErrorInfo("StepTimeout", str(failure), True), attempt
+            message = f"step {name!r} failed after {attempt} attempt{'s' if attempt > 1 else ''}: {failure}"
+            return None, ErrorInfo(_type_name(failure), message, True), attempt
 
     async def sleep(self, seconds: float) -> None:
         seq, prev, recorded = await self._claim(Sleep)

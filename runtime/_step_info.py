@@ -11,10 +11,14 @@ class StepInfo(NamedTuple):
     seq: int
     name: str
     attempt: int
-    idempotency_key: str  # stable across retries and crashes: f"{invocation_id}:{seq}"
+    # Stable across retries and crashes: the invocation id and a hash of the step's
+    # position in its branch (see `runtime.idempotency_key`), not its seq.
+    idempotency_key: str
 
 
-_current: ContextVar[StepInfo | None] = ContextVar("journal_current_step", default=None)
+# While a step function runs: (invocation id, seq, name, attempt, position token). A plain
+# tuple, so that a step pays for a `StepInfo` and its key only if it asks for them.
+_current: ContextVar[tuple[str, int, str, int, int] | None] = ContextVar("journal_current_step", default=None)
 
 
 def current_step() -> StepInfo:
@@ -24,4 +28,10 @@ def current_step() -> StepInfo:
         raise LookupError(
             "current_step() was called outside a step; call it from a function passed to ctx.run(...)"
         )
-    return info
+    invocation_id, seq, name, attempt, token = info
+    return StepInfo(invocation_id, seq, name, attempt, f"{invocation_id}:{token:x}")
+
+
+def in_step() -> bool:
+    """Whether the caller runs inside a step function (where nondeterminism is allowed)."""
+    return _current.get() is not None
