@@ -59,6 +59,10 @@ class _Txn(abc.ABC):
     def put(self, table: str, key: bytes, value: bytes) -> None: ...
 
     @abc.abstractmethod
+    def insert(self, table: str, key: bytes, value: bytes) -> bool:
+        """Put `key` only if it is absent; whether it was put (one lookup, not a get and a put)."""
+
+    @abc.abstractmethod
     def delete(self, table: str, key: bytes) -> None: ...
 
     @abc.abstractmethod
@@ -246,15 +250,17 @@ class KVStore(abc.ABC):
     def _apply_append(self, txn: _Txn, op: Append) -> InvocationRecord | None:
         id_bytes = _owned_id(op.id)
         _check_epoch(txn, id_bytes, op.id, op.epoch)
+        written: list[bytes] = []
         for seq, data in op.entries:
             key = entry_key(id_bytes, seq)
-            if txn.get("entries", key) is not None:
+            if not txn.insert("entries", key, data):
+                for key in written:  # the batch's other operations still commit: leave no part of this one
+                    txn.delete("entries", key)
                 raise JournalError(
                     f"invocation {op.id!r} seq {seq} is already journaled; entries are append-only "
                     "(this means two owners wrote to one invocation: report it as a bug)"
                 )
-        for seq, data in op.entries:
-            txn.put("entries", entry_key(id_bytes, seq), data)
+            written.append(key)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
         if op.cancel_seen:

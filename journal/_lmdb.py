@@ -44,6 +44,9 @@ class _LmdbTxn(_Txn):
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self._txn.put(key, value, db=self._dbs[table])
 
+    def insert(self, table: str, key: bytes, value: bytes) -> bool:
+        return self._txn.put(key, value, db=self._dbs[table], overwrite=False)
+
     def delete(self, table: str, key: bytes) -> None:
         self._txn.delete(key, db=self._dbs[table])
 

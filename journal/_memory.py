@@ -34,6 +34,12 @@ class _MemoryTxn(_Txn):
             bisect.insort(t.keys, key)
         t.data[key] = bytes(value)
 
+    def insert(self, table: str, key: bytes, value: bytes) -> bool:
+        if key in self._tables[table].data:
+            return False
+        self.put(table, key, value)
+        return True
+
     def delete(self, table: str, key: bytes) -> None:
         t = self._tables[table]
         if t.data.pop(key, None) is not None:

@@ -68,6 +68,23 @@ def _position_after(prev: int, tag: str, name: str | None, call_digest: int | No
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 2
 
 
+_bare_digests: dict[str, int] = {}
+
+
+def _step_digest(name: str, args: tuple, kwargs: dict) -> int:
+    """`digest(name, args, kwargs)`, remembered by name for steps called without arguments."""
+    if args or kwargs:
+        return digest(name, args, kwargs)
+    try:
+        return _bare_digests[name]
+    except KeyError:
+        pass
+    if len(_bare_digests) >= 4096:
+        _bare_digests.clear()
+    found = _bare_digests[name] = digest(name, args, kwargs)
+    return found
+
+
 def idempotency_key(invocation_id: str, step: Step) -> str:
     """The idempotency key `current_step()` gave the journaled `step` of `invocation_id`.
 
@@ -213,7 +230,7 @@ class InvocationContext(Composition, Context):
         if not callable(fn):
             raise TypeError(f"ctx.run({name!r}, fn, ...): fn must be callable, got {fn!r}")
         rtype = type if type is not None else _return_type(fn)
-        call_digest = digest(name, args, kwargs)
+        call_digest = _step_digest(name, args, kwargs)
         seq, prev, recorded = await self._claim(Step, name, call_digest)
         if recorded is not None:
             self._report(name, "replayed", 0.0, True)

@@ -94,6 +94,20 @@ def test_committed_entries_are_never_overwritten(store):
     assert decode_value(decode_entry(store.entries("inv-1")[1][1]).value) == "first"
 
 
+def test_an_append_that_would_overwrite_writes_none_of_its_entries_while_its_batch_commits(store):
+    create(store, "a")
+    create(store, "b")
+    ea, _ = acquire(store, "a")
+    eb, _ = acquire(store, "b")
+    append(store, "a", ea, (2, step("a", "second")))
+    # One batch: `a` brings seq 1 (new) and seq 2 (taken); `b` is fine and must still commit.
+    results = store.apply([Append("a", ea, [(1, step("x")), (2, step("y"))]), Append("b", eb, [(1, step("z"))])])
+    assert "already journaled" in str(results[0]) and results[1] is None
+    assert [seq for seq, _ in store.entries("a")] == [0, 2]
+    assert decode_value(decode_entry(dict(store.entries("a"))[2]).value) == "second"
+    assert store.entry_count("b") == 2
+
+
 def test_append_with_a_stale_epoch_gets_lease_lost_and_writes_nothing(store):
     create(store)
     old, _ = acquire(store, owner="old", now=T0)
