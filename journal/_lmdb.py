@@ -234,13 +234,21 @@ def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environ
             os.makedirs(path, mode=0o700, exist_ok=True)
         elif not os.path.isdir(path):
             raise StoreError(f"there is no journal store at {path}")
-        try:
-            env = lmdb.open(
-                path, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=510,
-                sync=False, metasync=False, readahead=False, mode=0o600, readonly=False,
-            )
-        except lmdb.Error as exc:
-            raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
+        for attempt in range(100):
+            try:
+                env = lmdb.open(
+                    path, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=510,
+                    sync=False, metasync=False, readahead=False, mode=0o600, readonly=False,
+                )
+                break
+            except lmdb.MapResizedError:
+                # Opening reads the map size, then begins a transaction; another process grew
+                # the map in between. Opening again reads the new size.
+                continue
+            except lmdb.Error as exc:
+                raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
+        else:
+            raise StoreError(f"cannot open the journal store at {path}: other processes keep growing its map")
         while True:
             try:
                 dbs = {name: env.open_db(name.encode()) for name in TABLES}

@@ -38,8 +38,9 @@ from journal import (
     encode_value,
 )
 from journal._kvstore import HOST, lease_is_live
-from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost
+from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost, StoreError
 
+from ._beside import beside
 from ._guard import _handler_scope
 from ._handlers import NO_INPUT, decode_input, load_handler, prepare_input, register
 from ._clock import now_us
@@ -379,18 +380,8 @@ class Engine:
                 ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
             if record.cancel_requested:
                 ctx.request_cancel("cancel requested")
-            failure: BaseException | None = None
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watch, ctx, invocation_id, epoch)
-                try:
-                    outcome = await self._drive(ctx, fn, started, replayer, epoch)
-                except BaseException as exc:  # re-raised below, unwrapped by the watcher's group
-                    failure = exc
-                finally:
-                    tg.cancel_scope.cancel()
-            if failure is not None:
-                raise failure
-            return outcome
+            async with beside(self._watch, ctx, invocation_id, epoch):
+                return await self._drive(ctx, fn, started, replayer, epoch)
         finally:
             self._running.discard(invocation_id)
 
@@ -526,16 +517,19 @@ class Engine:
         while True:
             await anyio.sleep(self.poll_interval)
             since_renew += self.poll_interval
-            record = self.store.get(invocation_id)
-            if record is not None and record.cancel_requested:
-                ctx.request_cancel("cancel requested")
-            if since_renew >= renew_every:
-                since_renew = 0.0
-                try:
+            try:
+                record = self.store.get(invocation_id)
+                if record is not None and record.cancel_requested:
+                    ctx.request_cancel("cancel requested")
+                if since_renew >= renew_every:
+                    since_renew = 0.0
                     await self.committer.submit(Renew(invocation_id, epoch, ttl_us, now_us()), durable=False)
-                except LeaseLost as exc:
-                    ctx.lost = exc
-                    return
+            except LeaseLost as exc:
+                ctx.lost = exc
+                return
+            except StoreError as exc:  # the handler stops at its next context call and reports it
+                ctx.broken = exc
+                return
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

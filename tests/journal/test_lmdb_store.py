@@ -226,3 +226,23 @@ def test_opening_a_store_another_process_has_grown_adopts_its_size(tmp_path):
     small.close()
     with LmdbStore(path, map_size=256 * 1024) as reopened:
         assert reopened.entry_count("inv-1") == 121
+
+
+def test_opening_while_another_process_grows_the_map_opens_again(tmp_path, monkeypatch):
+    # The race is inside lmdb.open (it reads the map size, then begins a transaction), too
+    # narrow to hit on purpose from a second process: have the first open lose it.
+    import journal._lmdb as lmdb_store
+
+    real_open, attempts = lmdb.open, []
+
+    def open_losing_the_race_once(*args, **kwargs):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise lmdb.MapResizedError("mdb_txn_begin: MDB_MAP_RESIZED")
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(lmdb_store.lmdb, "open", open_losing_the_race_once)
+    with LmdbStore(tmp_path / "db") as store:
+        create(store)
+        assert store.entry_count("inv-1") == 1
+    assert len(attempts) == 2

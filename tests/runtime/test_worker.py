@@ -131,3 +131,31 @@ async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
                 with pytest.raises(InvocationBusy):
                     await rival.resume("lease")
         assert results[0].result == "done"
+
+
+async def test_a_store_failure_seen_by_the_lease_watcher_stops_the_handler_with_that_error(open_engine, calls):
+    from journal.errors import StoreError
+
+    started = anyio.Event()
+
+    async def agent(ctx: Context) -> str:
+        await ctx.run("a", calls("a"))
+        started.set()
+        await anyio.sleep(0.3)  # the watcher looks at the store meanwhile
+        return await ctx.run("b", calls("b"))
+
+    async with open_engine(poll_interval=0.02) as engine:
+        real_get = engine.store.get
+
+        def failing_get(invocation_id):
+            if started.is_set():
+                raise StoreError("the store went away")
+            return real_get(invocation_id)
+
+        engine.store.get = failing_get
+        with pytest.raises(StoreError, match="the store went away"):
+            await engine.run(agent, id="w")
+        engine.store.get = real_get
+        # Nothing was decided about the handler: it stays resumable, and step "b" never ran.
+        assert engine.store.get("w").status == Status.PENDING
+    assert calls.counts == {"a": 1}
