@@ -71,6 +71,17 @@ def _position_after(prev: int, tag: str, name: str | None, call_digest: int | No
 _bare_digests: dict[str, int] = {}
 
 
+class _Tags(dict):
+    """Entry kind -> its tag, looked up once per kind (the hot path asks on every operation)."""
+
+    def __missing__(self, kind: type) -> str:
+        tag = self[kind] = kind.__struct_config__.tag
+        return tag
+
+
+_TAGS = _Tags()
+
+
 def _step_digest(name: str, args: tuple, kwargs: dict) -> int:
     """`digest(name, args, kwargs)`, remembered by name for steps called without arguments."""
     if args or kwargs:
@@ -258,7 +269,7 @@ class InvocationContext(Composition, Context):
         try:
             # The key is built from the branch's position, not the seq: after a crash,
             # concurrent branches may be handed other seqs, but each step keeps its key.
-            step = (self._id, seq, name, 1, self._last())
+            step = (self._id, seq, name, 1, _branch_last.get()[2])  # the position `_claim` moved to
             if timeout is None and retry is None:
                 # The hot path: one attempt, no deadline. A failure goes on to the retries.
                 published = _current.set(step)
@@ -460,7 +471,7 @@ class InvocationContext(Composition, Context):
         """Move the branch past the operation it just claimed. The next token hashes the previous
         one with what the operation was, so it names the same position on every execution,
         whichever seq the operation got (idempotency keys are built from it)."""
-        _branch_last.set((self._serial, seq, _position_after(prev, kind.__struct_config__.tag, name, call_digest)))
+        _branch_last.set((self._serial, seq, _position_after(prev, _TAGS[kind], name, call_digest)))
 
     def _enter_branch(self, index: int) -> None:
         """Give the calling task, spawned as branch `index` by ctx.gather/ctx.select, a starting
@@ -472,8 +483,11 @@ class InvocationContext(Composition, Context):
 
     async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
         """Claim this operation's seq: `(seq, prev, recorded entry)`; the entry is None to run live."""
-        self._raise_if_lost()
-        after, last = self._position()
+        if self.lost is not None or self.broken is not None:
+            self._raise_if_lost()
+        serial, after, last = _branch_last.get()
+        if serial != self._serial:  # the first operation of this context in this task
+            after = last = 0
         deadline: float | None = None
         while True:
             found = self._replayer.claim(last, kind, name, call_digest, after=after)
@@ -501,8 +515,8 @@ class InvocationContext(Composition, Context):
             # A branch that lost a replayed select stops where its recorded path ends.
             fence.parked.set()
             await anyio.sleep_forever()
-        self._advance(seq, last, kind, name, call_digest)
-        if isinstance(recorded, CancelReceived):
+        _branch_last.set((self._serial, seq, _position_after(last, _TAGS[kind], name, call_digest)))  # `_advance`
+        if recorded is not None and isinstance(recorded, CancelReceived):
             self.cancel_reason = self.cancel_reason or recorded.reason
             self._raise_cancel(seq)
         return seq, last, recorded
@@ -610,9 +624,11 @@ class InvocationContext(Composition, Context):
     async def _submit(self, entries: list[tuple[int, bytes]]) -> None:
         if self._tentative:
             await self._settle_tentative()
-        state, self._pending_state = self._pending_state or None, []
+        state = None
+        if self._pending_state:
+            state, self._pending_state = self._pending_state, []
         try:
-            await self._committer.submit(Append(self._id, self._epoch, entries, None, state, self._take_cancel_seen()))
+            await self._committer.submit(Append(self._id, self._epoch, entries, None, state, self._cancel_seen and self._take_cancel_seen()))
         except LeaseLost as exc:
             self.lost = exc
             raise
