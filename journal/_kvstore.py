@@ -250,6 +250,8 @@ class KVStore(abc.ABC):
     def _apply_append(self, txn: _Txn, op: Append) -> InvocationRecord | None:
         id_bytes = _owned_id(op.id)
         _check_epoch(txn, id_bytes, op.id, op.epoch)
+        if op.state:  # refused before anything is written
+            _check_has_key(_require_record(txn, id_bytes, op.id))
         written: list[bytes] = []
         for seq, data in op.entries:
             key = entry_key(id_bytes, seq)
@@ -282,6 +284,8 @@ class KVStore(abc.ABC):
                 f"cannot continue invocation {op.id!r} as {op.record.id!r}: that id is taken; pass another id"
             )
         old = _require_record(txn, id_bytes, op.id)
+        if op.state:
+            _check_has_key(old)
         for seq, data in op.entries:
             txn.put("entries", entry_key(id_bytes, seq), data)
         if op.state:
@@ -412,10 +416,14 @@ def _insert(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes
     txn.put("entries", entry_key(id_bytes, 0), started)
 
 
+def _check_has_key(record: InvocationRecord) -> None:
+    if record.key is None:
+        raise JournalError(f"invocation {record.id!r} has no key, so it has no state to change")
+
+
 def _write_state(txn: _Txn, id_bytes: bytes, invocation_id: str, changes: list[tuple[str, bytes | None]]) -> None:
     record = _require_record(txn, id_bytes, invocation_id)
-    if record.key is None:
-        raise JournalError(f"invocation {invocation_id!r} has no key, so it has no state to change")
+    _check_has_key(record)
     prefix = record.key.encode() + b"\x00"
     for name, raw in changes:
         if raw is None:

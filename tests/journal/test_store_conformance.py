@@ -108,6 +108,14 @@ def test_an_append_that_would_overwrite_writes_none_of_its_entries_while_its_bat
     assert store.entry_count("b") == 2
 
 
+def test_a_state_change_for_an_invocation_without_a_key_is_refused_with_none_of_its_entries(store):
+    create(store)  # no key
+    epoch, _ = acquire(store)
+    (result,) = store.apply([Append("inv-1", epoch, [(1, step("a"))], state=[("count", b"\x01")])])
+    assert "has no key" in str(result)
+    assert store.entry_count("inv-1") == 1
+
+
 def test_append_with_a_stale_epoch_gets_lease_lost_and_writes_nothing(store):
     create(store)
     old, _ = acquire(store, owner="old", now=T0)
