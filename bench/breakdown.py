@@ -22,6 +22,7 @@ import anyio
 import anyio.to_thread
 
 from journal import Append, Committer, LmdbStore, Step, decode_value, digest, encode_entry, encode_value
+from journal._flusher import Flusher
 
 from . import _agents, _raw
 from ._workloads import _open_invocations
@@ -124,6 +125,9 @@ def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
             _median_us(_timeit(lambda: (apply_one(), store.sync())), 100, batches))
         add("sync", "thread round trip, anyio.to_thread.run_sync(no-op)",
             _median_us(_atimeit(lambda: anyio.to_thread.run_sync(_noop)), 300, batches))
+        flusher = Flusher(_noop)
+        add("sync", "thread round trip, the committer's fsync thread (no-op)",
+            _median_us(_atimeit(flusher.run), 300, batches))
         add("sync", "Committer.submit(Append), sync", _median_us(lambda n: anyio.run(submit, "sync", n), 100, batches))
         add("sync", "ctx.run of a no-op step, sync (W1)", _median_us(lambda n: anyio.run(steps, "sync", n), 100, batches))
     finally:
