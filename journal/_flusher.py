@@ -39,10 +39,13 @@ class Flusher:
         outcome: list[BaseException | None] = []
         done = anyio.Event()
         with self._lock:
+            # Under the lock, an idle thread cannot decide to exit between this check and the
+            # put. `is_alive` also catches a thread that failed to start, or that a fork left behind.
+            if self._thread is None or not self._thread.is_alive():
+                thread = threading.Thread(target=self._work, name="journal-fsync", daemon=True)
+                thread.start()  # may raise (no more threads): nothing is queued then
+                self._thread = thread
             self._queue.put((outcome, lambda: wake(done.set)))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="journal-fsync", daemon=True)
-                self._thread.start()
         await done.wait()
         if outcome[0] is not None:
             raise outcome[0]

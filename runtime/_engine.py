@@ -38,10 +38,11 @@ from journal import (
     encode_value,
 )
 from journal._kvstore import HOST, lease_is_live
-from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost, StoreError
+from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost
 
 from ._beside import beside
 from ._guard import _handler_scope
+from ._step_info import _current
 from ._handlers import NO_INPUT, decode_input, load_handler, prepare_input, register
 from ._clock import now_us
 from ._composition import ContinueAsNew
@@ -389,13 +390,19 @@ class Engine:
                      replayer: Replayer, epoch: int) -> Outcome:
         invocation_id = ctx.invocation_id
         scope = _handler_scope.set(invocation_id)
+        # An invocation run from inside another's step is handler code again, not that step.
+        outer_step = _current.set(None)
         try:
             value = decode_input(fn, started.input)
             result = await (fn(ctx) if value is NO_INPUT else fn(ctx, value))
             replayer.check_finished()
+            # The handler may have caught a store failure (or a lost lease) and returned:
+            # its journal may lack an entry, so it is not finished; `_settle` reports it.
+            ctx._raise_if_lost()
         except BaseException as exc:
             return await self._settle(ctx, exc, epoch)
         finally:
+            _current.reset(outer_step)
             _handler_scope.reset(scope)
         if ctx.cancel_delivered:
             return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
@@ -525,11 +532,13 @@ class Engine:
                     since_renew = 0.0
                     await self.committer.submit(Renew(invocation_id, epoch, ttl_us, now_us()), durable=False)
             except LeaseLost as exc:
-                ctx.lost = exc
+                ctx.stop(exc)
                 return
-            except StoreError as exc:  # the handler stops at its next context call and reports it
-                ctx.broken = exc
-                return
+            except Exception as exc:  # noqa: BLE001 - nothing may escape a helper run beside the handler
+                # The handler stops at its next context call (a wait wakes up for it) and the
+                # error is raised from the run. A step in flight finishes: keep renewing the
+                # lease meanwhile, so that no other process starts it again while it runs.
+                ctx.stop(exc)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -175,7 +175,9 @@ class InvocationContext(Composition, Context):
         self.cancel_delivered = False
         self._cancel_seen = False  # a delivery not yet committed: the next write consumes the request
         self.lost: LeaseLost | None = None
-        self.broken: StoreError | None = None  # the store failed under a write of this execution
+        # The store failed under this execution (a write, or the lease watcher's read):
+        # nothing about the handler is decided; the run stops and raises it.
+        self.broken: Exception | None = None
         self.on_step: Callable[[str, str, float, bool], None] | None = None
 
     # -- identity and sync operations -----------------------------------------------------
@@ -273,15 +275,19 @@ class InvocationContext(Composition, Context):
             if timeout is None and retry is None:
                 # The hot path: one attempt, no deadline. A failure goes on to the retries.
                 published = _current.set(step)
+                failure: Exception | None = None
                 try:
                     value = fn(*args, **kwargs)
                     if value.__class__ not in _PLAIN and inspect.isawaitable(value):  # (`type` is a parameter)
                         value = await value
-                    error, attempt = None, 1
                 except Exception as exc:
-                    value, error, attempt = await self._retry(step, fn, args, kwargs, DEFAULT_RETRY, None, exc)
+                    failure = exc
                 finally:
                     _current.reset(published)
+                if failure is None:
+                    error, attempt = None, 1
+                else:  # outside the `except`: later attempts must not see this error as the one in flight
+                    value, error, attempt = await self._retry(step, fn, args, kwargs, DEFAULT_RETRY, None, failure)
             else:
                 value, error, attempt = await self._retry(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
             if error is not None:
@@ -374,6 +380,7 @@ class InvocationContext(Composition, Context):
             raise Suspend(wake_at=until)
         with anyio.move_on_after(remaining):
             await self._wake.wait()
+        self._raise_if_lost()
         if self.cancel_reason is not None and not self.cancel_delivered:
             seq, prev, _ = await self._claim(CancelReceived)
             await self._deliver_cancel(seq, prev, at=min(now_us(), until - 1))
@@ -424,6 +431,7 @@ class InvocationContext(Composition, Context):
                 break
             with anyio.move_on_after(min(left, 0.05)):
                 await self._wake.wait()
+            self._raise_if_lost()
             if self.cancel_reason is not None:
                 break
             resolution = store.resolution(self._id, name)
@@ -441,6 +449,14 @@ class InvocationContext(Composition, Context):
         await self._commit(seq, Emitted(now_us(), raw, prev))
 
     # -- engine side -----------------------------------------------------------------------
+
+    def stop(self, error: Exception) -> None:
+        """Stop the handler at its next context call with `error`; a wait in progress wakes for it."""
+        if isinstance(error, LeaseLost):
+            self.lost = self.lost or error
+        else:
+            self.broken = self.broken or error
+        self._wake.set()
 
     def request_cancel(self, reason: str) -> None:
         if self.cancel_reason is None:

@@ -32,6 +32,7 @@ from journal.errors import JournalError
 
 from .._engine import Engine
 from .._guard import _handler_scope
+from .._step_info import _current
 from .._handlers import NO_INPUT, decode_input, load_handler
 from .._composition import ContinueAsNew
 from .._invocation import InvocationContext
@@ -179,6 +180,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
 
     async def drive(scope: anyio.CancelScope) -> None:
         token = _handler_scope.set(invocation_id)
+        outer_step = _current.set(None)  # replayed from inside a step, it is still handler code
         try:
             await (handler(ctx) if value is NO_INPUT else handler(ctx, value))
             ended.append(None)
@@ -187,6 +189,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
         except BaseException as exc:  # how the handler ended is judged below
             ended.append(exc)
         finally:
+            _current.reset(outer_step)
             _handler_scope.reset(token)
             scope.cancel()
 

@@ -130,3 +130,25 @@ async def test_the_fsync_thread_exits_when_idle_and_comes_back_on_demand(tmp_pat
     assert committer._flusher._thread is not None
     assert store.entry_count("inv-1") == 3
     store.close()
+
+
+async def test_a_failed_start_of_the_fsync_thread_is_reported_and_the_next_fsync_starts_it(tmp_path, monkeypatch):
+    import threading
+
+    store = LmdbStore(tmp_path / "db")
+    committer = Committer(store, "sync")
+    create(store)
+    epoch, _ = acquire(store)
+    real_start = threading.Thread.start
+
+    def fail_once(self):
+        monkeypatch.setattr(threading.Thread, "start", real_start)
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", fail_once)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        await committer.submit(Append("inv-1", epoch, [(1, step())]))
+    with anyio.fail_after(5):  # not left waiting on a thread that never ran
+        await committer.submit(Append("inv-1", epoch, [(2, step())]))
+    assert store.entry_count("inv-1") == 3
+    store.close()

@@ -171,3 +171,30 @@ def journal_engine_options():
 
 async def test_the_engine_fixture_takes_options_from_journal_engine_options(engine):
     assert str(engine.durability) == "async" and engine.inline_sleep_limit == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_an_invocation_run_from_inside_a_step_is_guarded_handler_code_again():
+    from runtime import current_step
+
+    seen = {}
+
+    async def inner(ctx: Context) -> str:
+        try:
+            seen["step"] = current_step().name
+        except LookupError:
+            seen["step"] = None  # handler code: no step is running here
+        time.time()  # handler code of `inner`, although its caller is a step of `outer`
+        return "returned"
+
+    async def outer(ctx: Context) -> list:
+        async def run_inner() -> list:
+            out = await Engine(MemoryStore()).run(inner, id="inner")
+            return [out.status.value, out.divergence is not None and "outside ctx.run" in out.divergence]
+
+        return await ctx.run("sub", run_inner)
+
+    with determinism_guard():
+        outcome = await Engine(MemoryStore()).run(outer, id="outer")
+    assert outcome.result == ["diverged", True]
+    assert seen == {"step": None}

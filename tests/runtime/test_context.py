@@ -217,3 +217,23 @@ async def test_step_name_must_be_a_string(open_engine):
     async with open_engine() as engine:
         outcome = await engine.run(agent)
     assert outcome.status == Status.FAILED and "step name" in outcome.error.message
+
+
+async def test_a_retried_attempt_does_not_run_inside_the_previous_attempts_error(open_engine):
+    import sys
+
+    in_flight = []
+
+    def flaky():
+        in_flight.append(sys.exc_info()[1])  # the error being handled when the attempt starts
+        if len(in_flight) < 3:
+            raise ConnectionError(f"attempt {len(in_flight)}")
+        return "ok"
+
+    async def agent(ctx: Context) -> str:
+        return await ctx.run("flaky", flaky, retry=RetryPolicy(max_attempts=3, initial_interval=0.001, jitter=0))
+
+    async with open_engine() as engine:
+        outcome = await engine.run(agent, id="r")
+    assert outcome.result == "ok"
+    assert in_flight == [None, None, None]

@@ -159,3 +159,51 @@ async def test_a_store_failure_seen_by_the_lease_watcher_stops_the_handler_with_
         # Nothing was decided about the handler: it stays resumable, and step "b" never ran.
         assert engine.store.get("w").status == Status.PENDING
     assert calls.counts == {"a": 1}
+
+
+async def test_a_store_failure_seen_by_the_lease_watcher_wakes_a_waiting_sleep(open_engine):
+    from journal.errors import StoreError
+
+    async def agent(ctx: Context) -> str:
+        await ctx.sleep(5)  # waited inline (under the inline sleep limit)
+        return "woke"
+
+    async with open_engine(poll_interval=0.02) as engine:
+        def failing_get(invocation_id):
+            raise StoreError("the store went away")
+
+        real_get, engine.store.get = engine.store.get, failing_get
+        with anyio.fail_after(3):  # not the full five seconds
+            with pytest.raises(StoreError, match="the store went away"):
+                await engine.run(agent, id="w")
+        engine.store.get = real_get
+        assert engine.store.get("w").status == Status.PENDING
+
+
+async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_completed(open_engine, calls):
+    from journal.errors import StoreError
+
+    armed, failed = [], []
+
+    async def agent(ctx: Context) -> str:
+        await ctx.run("a", calls("a"))
+        armed.append(1)
+        await anyio.sleep(0.2)  # the watcher fails meanwhile; the handler makes no more context calls
+        return "done"
+
+    async with open_engine(poll_interval=0.02) as engine:
+        real_get = engine.store.get
+
+        def failing_once(invocation_id):
+            if armed and not failed:
+                failed.append(1)
+                raise StoreError("a read failed")
+            return real_get(invocation_id)
+
+        engine.store.get = failing_once
+        with pytest.raises(StoreError, match="a read failed"):
+            await engine.run(agent, id="w")
+        engine.store.get = real_get
+        assert engine.store.get("w").status == Status.PENDING
+        assert (await engine.resume("w")).result == "done"  # resumable: the step replays
+    assert calls.counts == {"a": 1}
