@@ -1,9 +1,12 @@
 """Durable timers, recovery and the worker loop."""
 
+import contextlib
+
 import anyio
 import pytest
 
 from journal import Status, decode_entry, kind_of
+from journal.errors import StoreError
 from runtime import Context
 
 pytestmark = pytest.mark.anyio
@@ -133,9 +136,25 @@ async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
         assert results[0].result == "done"
 
 
-async def test_a_store_failure_seen_by_the_lease_watcher_stops_the_handler_with_that_error(open_engine, calls):
-    from journal.errors import StoreError
+@contextlib.contextmanager
+def _failing_reads(store, message, *, when=lambda: True, once=False):
+    """Make `store.get`, the lease watcher's read, raise StoreError(message) while `when()` holds."""
+    real_get, failed = store.get, []
 
+    def get(invocation_id):
+        if when() and not (once and failed):
+            failed.append(1)
+            raise StoreError(message)
+        return real_get(invocation_id)
+
+    store.get = get
+    try:
+        yield
+    finally:
+        store.get = real_get
+
+
+async def test_a_store_failure_seen_by_the_lease_watcher_stops_the_handler_with_that_error(open_engine, calls):
     started = anyio.Event()
 
     async def agent(ctx: Context) -> str:
@@ -145,45 +164,28 @@ async def test_a_store_failure_seen_by_the_lease_watcher_stops_the_handler_with_
         return await ctx.run("b", calls("b"))
 
     async with open_engine(poll_interval=0.02) as engine:
-        real_get = engine.store.get
-
-        def failing_get(invocation_id):
-            if started.is_set():
-                raise StoreError("the store went away")
-            return real_get(invocation_id)
-
-        engine.store.get = failing_get
-        with pytest.raises(StoreError, match="the store went away"):
-            await engine.run(agent, id="w")
-        engine.store.get = real_get
+        with _failing_reads(engine.store, "the store went away", when=started.is_set):
+            with pytest.raises(StoreError, match="the store went away"):
+                await engine.run(agent, id="w")
         # Nothing was decided about the handler: it stays resumable, and step "b" never ran.
         assert engine.store.get("w").status == Status.PENDING
     assert calls.counts == {"a": 1}
 
 
 async def test_a_store_failure_seen_by_the_lease_watcher_wakes_a_waiting_sleep(open_engine):
-    from journal.errors import StoreError
-
     async def agent(ctx: Context) -> str:
         await ctx.sleep(5)  # waited inline (under the inline sleep limit)
         return "woke"
 
     async with open_engine(poll_interval=0.02) as engine:
-        def failing_get(invocation_id):
-            raise StoreError("the store went away")
-
-        real_get, engine.store.get = engine.store.get, failing_get
-        with anyio.fail_after(3):  # not the full five seconds
+        with _failing_reads(engine.store, "the store went away"), anyio.fail_after(3):  # not the full 5 s
             with pytest.raises(StoreError, match="the store went away"):
                 await engine.run(agent, id="w")
-        engine.store.get = real_get
         assert engine.store.get("w").status == Status.PENDING
 
 
 async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_completed(open_engine, calls):
-    from journal.errors import StoreError
-
-    armed, failed = [], []
+    armed = []
 
     async def agent(ctx: Context) -> str:
         await ctx.run("a", calls("a"))
@@ -192,18 +194,9 @@ async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_complete
         return "done"
 
     async with open_engine(poll_interval=0.02) as engine:
-        real_get = engine.store.get
-
-        def failing_once(invocation_id):
-            if armed and not failed:
-                failed.append(1)
-                raise StoreError("a read failed")
-            return real_get(invocation_id)
-
-        engine.store.get = failing_once
-        with pytest.raises(StoreError, match="a read failed"):
-            await engine.run(agent, id="w")
-        engine.store.get = real_get
+        with _failing_reads(engine.store, "a read failed", when=lambda: bool(armed), once=True):
+            with pytest.raises(StoreError, match="a read failed"):
+                await engine.run(agent, id="w")
         assert engine.store.get("w").status == Status.PENDING
         assert (await engine.resume("w")).result == "done"  # resumable: the step replays
     assert calls.counts == {"a": 1}
