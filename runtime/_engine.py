@@ -524,21 +524,25 @@ class Engine:
         while True:
             await anyio.sleep(self.poll_interval)
             since_renew += self.poll_interval
+            # Nothing may escape a helper run beside the handler. On an error the handler stops
+            # at its next context call (a wait wakes up for it) and the run raises the error.
+            # A step in flight finishes first: renewing goes on meanwhile, each part on its own,
+            # so that no other process starts that step again while it runs.
             try:
                 record = self.store.get(invocation_id)
                 if record is not None and record.cancel_requested:
                     ctx.request_cancel("cancel requested")
-                if since_renew >= renew_every:
-                    since_renew = 0.0
+            except Exception as exc:  # noqa: BLE001
+                ctx.stop(exc)
+            if since_renew >= renew_every:
+                try:
                     await self.committer.submit(Renew(invocation_id, epoch, ttl_us, now_us()), durable=False)
-            except LeaseLost as exc:
-                ctx.stop(exc)
-                return
-            except Exception as exc:  # noqa: BLE001 - nothing may escape a helper run beside the handler
-                # The handler stops at its next context call (a wait wakes up for it) and the
-                # error is raised from the run. A step in flight finishes: keep renewing the
-                # lease meanwhile, so that no other process starts it again while it runs.
-                ctx.stop(exc)
+                    since_renew = 0.0
+                except LeaseLost as exc:
+                    ctx.stop(exc)
+                    return
+                except Exception as exc:  # noqa: BLE001 - tried again at the next poll
+                    ctx.stop(exc)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -200,3 +200,36 @@ async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_complete
         assert engine.store.get("w").status == Status.PENDING
         assert (await engine.resume("w")).result == "done"  # resumable: the step replays
     assert calls.counts == {"a": 1}
+
+
+async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_failed_to_read(open_engine, tmp_path):
+    from runtime import Engine, InvocationBusy
+
+    in_step = anyio.Event()
+
+    async def long_step() -> str:
+        in_step.set()
+        await anyio.sleep(0.6)  # twice the lease's time to live
+        return "done"
+
+    async def agent(ctx: Context) -> str:
+        return await ctx.run("long", long_step)
+
+    async with open_engine(lease_ttl=0.3, poll_interval=0.02) as owner:
+        with _failing_reads(owner.store, "reads fail", when=in_step.is_set):
+            async with anyio.create_task_group() as tg:
+                errors = []
+
+                async def run():
+                    try:
+                        await owner.run(agent, id="lease")
+                    except StoreError as exc:
+                        errors.append(str(exc))
+
+                tg.start_soon(run)
+                await in_step.wait()
+                await anyio.sleep(0.45)  # past the first expiry: only renewal keeps it
+                async with Engine.open(tmp_path / "db") as rival:
+                    with pytest.raises(InvocationBusy):
+                        await rival.resume("lease")
+        assert errors == ["reads fail"]
