@@ -9,6 +9,8 @@ import msgspec
 
 from journal import ErrorInfo, InvocationRecord, Status, decode_value
 
+from ._handlers import _by_path
+from ._invocation import _return_type
 from .errors import TerminalError
 
 
@@ -59,8 +61,5 @@ class Outcome(msgspec.Struct, kw_only=True):
 def _registered_return_type(handler: str) -> Any:
     """The handler's return annotation, when the handler is loaded in this process: results are
     then typed the same way whether the invocation ran here just now or finished long ago."""
-    from ._handlers import _by_path
-    from ._invocation import _return_type
-
     fn = _by_path.get(handler)
     return _return_type(fn) if fn is not None else Any
