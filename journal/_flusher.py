@@ -16,7 +16,6 @@ import threading
 from typing import Any, Callable
 
 import anyio
-import anyio.lowlevel
 import anyio.to_thread
 
 _IDLE_EXIT = 1.0  # seconds without work before the thread exits
@@ -57,7 +56,8 @@ class Flusher:
             except queue.Empty:
                 with self._lock:
                     if self._queue.empty():
-                        self._thread = None
+                        if self._thread is threading.current_thread():
+                            self._thread = None
                         return
                 continue
             try:
