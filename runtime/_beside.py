@@ -1,11 +1,10 @@
 """Run a helper task beside a block of code, for as long as the block runs.
 
-Each execution has a lease watcher beside its handler. An anyio task group around every
-execution costs about a fifth of the throughput of short invocations (50 concurrent
-invocations of 20 steps): the group's cancel scope, and the extra trips through the
-event loop its exit needs to collect the cancelled helper. On asyncio the helper is a
-plain task, cancelled when the block ends; since it only ever waits in `anyio.sleep`,
-it runs none of its code after that. Other backends get the task group.
+Each execution has a lease watcher beside its handler. When the anyio task group around
+every execution was replaced by a plain task for the watcher, 50 concurrent invocations
+of 20 steps ran 13-23% faster (by durability mode). So on asyncio the helper is a plain
+task, cancelled when the block ends; since it only ever waits in `anyio.sleep`, it runs
+none of its code after that. Other backends get the task group.
 """
 
 from __future__ import annotations

@@ -271,7 +271,7 @@ class InvocationContext(Composition, Context):
         try:
             # The key is built from the branch's position, not the seq: after a crash,
             # concurrent branches may be handed other seqs, but each step keeps its key.
-            step = (self._id, seq, name, 1, _branch_last.get()[2])  # the position `_claim` moved to
+            step = (self._id, seq, name, 1, self._last())  # the position `_claim` moved to
             if timeout is None and retry is None:
                 # The hot path: one attempt, no deadline. A failure goes on to the retries.
                 published = _current.set(step)
@@ -501,9 +501,7 @@ class InvocationContext(Composition, Context):
         """Claim this operation's seq: `(seq, prev, recorded entry)`; the entry is None to run live."""
         if self.lost is not None or self.broken is not None:
             self._raise_if_lost()
-        serial, after, last = _branch_last.get()
-        if serial != self._serial:  # the first operation of this context in this task
-            after = last = 0
+        after, last = self._position()
         deadline: float | None = None
         while True:
             found = self._replayer.claim(last, kind, name, call_digest, after=after)
@@ -531,7 +529,7 @@ class InvocationContext(Composition, Context):
             # A branch that lost a replayed select stops where its recorded path ends.
             fence.parked.set()
             await anyio.sleep_forever()
-        _branch_last.set((self._serial, seq, _position_after(last, _TAGS[kind], name, call_digest)))  # `_advance`
+        self._advance(seq, last, kind, name, call_digest)
         if recorded is not None and isinstance(recorded, CancelReceived):
             self.cancel_reason = self.cancel_reason or recorded.reason
             self._raise_cancel(seq)
@@ -644,7 +642,7 @@ class InvocationContext(Composition, Context):
         if self._pending_state:
             state, self._pending_state = self._pending_state, []
         try:
-            await self._committer.submit(Append(self._id, self._epoch, entries, None, state, self._cancel_seen and self._take_cancel_seen()))
+            await self._committer.submit(Append(self._id, self._epoch, entries, None, state, self._take_cancel_seen()))
         except LeaseLost as exc:
             self.lost = exc
             raise

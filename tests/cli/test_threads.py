@@ -131,10 +131,16 @@ def _wait_until_running(sh, invocation_id, proc):
         time.sleep(0.05)
 
 
-def test_run_waits_while_an_earlier_invocation_of_its_key_runs_in_another_process(sh, tmp_path, db):
+def _start_holder(sh, tmp_path):
+    """`journal run` of a turn on key "k" (id "h") that holds the key until `release` exists."""
     release = tmp_path / "release"
     holder = _start(sh, tmp_path, "run", target("held_turn"), "--key", "k", "--id", "h",
                     "--input", json.dumps({"release": str(release)}))
+    return release, holder
+
+
+def test_run_waits_while_an_earlier_invocation_of_its_key_runs_in_another_process(sh, tmp_path, db):
+    release, holder = _start_holder(sh, tmp_path)
     waiter = None
     try:
         _wait_until_running(sh, "h", holder)
@@ -154,9 +160,7 @@ def test_run_waits_while_an_earlier_invocation_of_its_key_runs_in_another_proces
 
 
 def test_ctrl_c_while_waiting_for_its_turn_leaves_the_invocation_queued(sh, tmp_path, db):
-    release = tmp_path / "release"
-    holder = _start(sh, tmp_path, "run", target("held_turn"), "--key", "k", "--id", "h",
-                    "--input", json.dumps({"release": str(release)}))
+    release, holder = _start_holder(sh, tmp_path)
     waiter = None
     try:
         _wait_until_running(sh, "h", holder)

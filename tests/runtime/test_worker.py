@@ -109,9 +109,17 @@ async def test_serve_with_idle_exit_drains_the_queue(open_engine):
         assert all(engine.store.get(f"q{i}").status == Status.COMPLETED for i in range(20))
 
 
-async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
+async def _a_rival_cannot_take_over(db, invocation_id):
+    """Past the first expiry of a 0.3 s lease, only its renewal keeps another engine out."""
     from runtime import Engine, InvocationBusy
 
+    await anyio.sleep(0.45)
+    async with Engine.open(db) as rival:
+        with pytest.raises(InvocationBusy):
+            await rival.resume(invocation_id)
+
+
+async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
     started = anyio.Event()
 
     async def long(ctx: Context) -> str:
@@ -129,10 +137,7 @@ async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
 
             tg.start_soon(run)
             await started.wait()
-            await anyio.sleep(0.45)  # past the first expiry: only renewal keeps it
-            async with Engine.open(tmp_path / "db") as rival:
-                with pytest.raises(InvocationBusy):
-                    await rival.resume("lease")
+            await _a_rival_cannot_take_over(tmp_path / "db", "lease")
         assert results[0].result == "done"
 
 
@@ -203,8 +208,6 @@ async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_complete
 
 
 async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_failed_to_read(open_engine, tmp_path):
-    from runtime import Engine, InvocationBusy
-
     in_step = anyio.Event()
 
     async def long_step() -> str:
@@ -228,8 +231,5 @@ async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_fa
 
                 tg.start_soon(run)
                 await in_step.wait()
-                await anyio.sleep(0.45)  # past the first expiry: only renewal keeps it
-                async with Engine.open(tmp_path / "db") as rival:
-                    with pytest.raises(InvocationBusy):
-                        await rival.resume("lease")
+                await _a_rival_cannot_take_over(tmp_path / "db", "lease")
         assert errors == ["reads fail"]
