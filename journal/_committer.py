@@ -66,8 +66,12 @@ class Committer:
         if durable is None:
             durable = self.durability is not Durability.ASYNC
         if not durable:
-            return _unwrap(self.store.apply([op])[0])
+            return self.commit_now(op)
         return _unwrap(await self._group(op))
+
+    def commit_now(self, op: Op) -> Any:
+        """Commit `op` at once, without waiting for an fsync (the `async` mode's whole path)."""
+        return _unwrap(self.store.apply([op])[0])
 
     async def flush(self) -> None:
         """Make everything committed so far durable (no-op for `async`, whose flusher runs anyway)."""

@@ -258,10 +258,7 @@ class KVStore(abc.ABC):
             if not txn.insert("entries", key, data):
                 for key in written:  # the batch's other operations still commit: leave no part of this one
                     txn.delete("entries", key)
-                raise JournalError(
-                    f"invocation {op.id!r} seq {seq} is already journaled; entries are append-only "
-                    "(this means two owners wrote to one invocation: report it as a bug)"
-                )
+                raise already_journaled(op.id, seq)
             written.append(key)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
@@ -489,8 +486,18 @@ def _get_lease(txn: _Txn, id_bytes: bytes) -> Lease | None:
     return None if data is None else _lease_dec.decode(data)
 
 
-def _check_epoch(txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
-    lease = _get_lease(txn, id_bytes)
+def plain_append(op: Op) -> bool:
+    """Whether `op` is the common append (one entry, nothing else), which a backend may
+    commit by a shorter path that keeps the same rules (`check_lease`, `already_journaled`)."""
+    return (
+        op.__class__ is Append and len(op.entries) == 1 and op.transition is None
+        and not op.state and not op.cancel_seen
+    )
+
+
+def check_lease(data: bytes | None, invocation_id: str, epoch: int) -> Lease:
+    """The fencing rule: the stored lease `data` must still give `epoch` ownership."""
+    lease = None if data is None else _lease_dec.decode(data)
     if lease is None or lease.epoch != epoch or not lease.owner:
         holder = f"epoch {lease.epoch} ({lease.owner or 'released'})" if lease else "nobody"
         raise LeaseLost(
@@ -498,6 +505,17 @@ def _check_epoch(txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> 
             f"{holder}; another process took the invocation over, so this one stops before its next side effect"
         )
     return lease
+
+
+def _check_epoch(txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+    return check_lease(txn.get("leases", id_bytes), invocation_id, epoch)
+
+
+def already_journaled(invocation_id: str, seq: int) -> JournalError:
+    return JournalError(
+        f"invocation {invocation_id!r} seq {seq} is already journaled; entries are append-only "
+        "(this means two owners wrote to one invocation: report it as a bug)"
+    )
 
 
 def _unindex(txn: _Txn, id_bytes: bytes, record: InvocationRecord) -> None:

@@ -157,6 +157,7 @@ class InvocationContext(Composition, Context):
         self._restarting = False
         self._divergence_wait = divergence_wait
         self._exit_mode = committer.durability is Durability.EXIT
+        self._commit_inline = committer.durability is Durability.ASYNC
         self._pending: list[tuple[int, bytes]] = []  # journaled by sync calls, committed with the next append
         self._pending_state: list[tuple[str, bytes | None]] = []  # state changes that go with them
         # Synchronous operations that ran live while sibling entries were still unclaimed.
@@ -588,7 +589,7 @@ class InvocationContext(Composition, Context):
 
     def _done_one(self) -> None:
         self._inflight -= 1
-        if self._inflight == 0:
+        if self._inflight == 0 and not self._idle.is_set():  # usually nobody waits: skip the set
             self._idle.set()
         if self._quiescing is not None:
             self._quiescing.set()
@@ -622,27 +623,32 @@ class InvocationContext(Composition, Context):
 
     async def _flush_pending(self) -> None:
         if self._pending and not self._exit_mode:
-            entries, self._pending = self._pending, []
-            await self._submit(entries)
+            await self._commit(0, None)
 
     async def _commit(self, seq: int, entry: Any) -> None:
-        data = encode_entry(entry, self._max)
-        if self._exit_mode:
-            self._pending.append((seq, data))
-            return
-        entries = [(seq, data)]
-        if self._pending:
-            entries, self._pending = self._pending + entries, []
-        await self._submit(entries)
-
-    async def _submit(self, entries: list[tuple[int, bytes]]) -> None:
+        """Journal `entry` at `seq`, with the entries synchronous operations left pending
+        before it (with `entry` None, only those)."""
+        if entry is None:
+            entries, self._pending = self._pending, []
+        else:
+            data = encode_entry(entry, self._max)
+            if self._exit_mode:
+                self._pending.append((seq, data))
+                return
+            entries = [(seq, data)]
+            if self._pending:
+                entries, self._pending = self._pending + entries, []
         if self._tentative:
             await self._settle_tentative()
         state = None
         if self._pending_state:
             state, self._pending_state = self._pending_state, []
+        op = Append(self._id, self._epoch, entries, None, state, self._take_cancel_seen())
         try:
-            await self._committer.submit(Append(self._id, self._epoch, entries, None, state, self._take_cancel_seen()))
+            if self._commit_inline:  # `async` durability: nothing to wait for, so no coroutine
+                self._committer.commit_now(op)
+            else:
+                await self._committer.submit(op)
         except LeaseLost as exc:
             self.lost = exc
             raise
