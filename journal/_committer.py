@@ -71,7 +71,7 @@ class Committer:
 
     def commit_now(self, op: Op) -> Any:
         """Commit `op` at once, without waiting for an fsync (the `async` mode's whole path)."""
-        return _unwrap(self.store.apply([op])[0])
+        return self.store.apply_one(op)
 
     async def flush(self) -> None:
         """Make everything committed so far durable (no-op for `async`, whose flusher runs anyway)."""

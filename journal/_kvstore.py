@@ -217,6 +217,7 @@ class KVStore(abc.ABC):
         return self._transact(work)
 
     def apply_one(self, op: Op) -> Any:
+        """`apply` of one operation: its result, or its error raised."""
         (result,) = self.apply([op])
         if isinstance(result, BaseException):
             raise result
@@ -484,15 +485,6 @@ def _require_record(txn: _Txn, id_bytes: bytes, invocation_id: str) -> Invocatio
 def _get_lease(txn: _Txn, id_bytes: bytes) -> Lease | None:
     data = txn.get("leases", id_bytes)
     return None if data is None else _lease_dec.decode(data)
-
-
-def plain_append(op: Op) -> bool:
-    """Whether `op` is the common append (one entry, nothing else), which a backend may
-    commit by a shorter path that keeps the same rules (`check_lease`, `already_journaled`)."""
-    return (
-        op.__class__ is Append and len(op.entries) == 1 and op.transition is None
-        and not op.state and not op.cancel_seen
-    )
 
 
 def check_lease(data: bytes | None, invocation_id: str, epoch: int) -> Lease:

@@ -12,14 +12,14 @@ import errno
 import os
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import lmdb
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
-from ._kvstore import TABLES, KVStore, _owned_id, _Txn, already_journaled, check_lease, entry_key, plain_append
-from ._store import Op
-from .errors import DiskFull, FormatVersionError, JournalError, StoreError
+from ._kvstore import TABLES, KVStore, _owned_id, _Txn, already_journaled, check_lease
+from ._store import Append, Op
+from .errors import DiskFull, FormatVersionError, StoreError
 
 T = TypeVar("T")
 
@@ -30,7 +30,6 @@ _MAX_MAP_SIZE = 1 << 40
 # LMDB forbids opening one environment twice in a process; stores on one path share it.
 _shared: dict[str, tuple[lmdb.Environment, dict[str, object], int]] = {}
 _shared_lock = threading.Lock()
-_RETRY = object()
 
 
 class _LmdbTxn(_Txn):
@@ -118,31 +117,27 @@ class LmdbStore(KVStore):
         finally:
             txn.abort()
 
-    def apply(self, ops: Sequence[Op]) -> list[Any]:
-        if len(ops) == 1 and plain_append(ops[0]) and not self.readonly and self._flush_error is None:
-            result = self._append_one(ops[0])
-            if result is not _RETRY:
-                return [result]
-        return super().apply(ops)
-
-    def _append_one(self, op: Any) -> Any:
-        """A live step's append (one entry, nothing else): the same rules as `apply`, without
-        its generic transaction plumbing, which costs about as much again as LMDB's commit.
-        Returns `_RETRY` when LMDB needs the map grown or re-read: `apply` handles that."""
-        ((seq, data),) = op.entries
-        try:
-            id_bytes = _owned_id(op.id)
-            with self._env.begin(write=True) as txn:
-                check_lease(txn.get(id_bytes, db=self._leases), op.id, op.epoch)
-                if not txn.put(entry_key(id_bytes, seq), data, db=self._entries, overwrite=False):
-                    raise already_journaled(op.id, seq)
-        except JournalError as exc:
-            return exc
-        except lmdb.Error:
-            return _RETRY
-        if not self._dirty.is_set():
-            self._dirty.set()
-        return None
+    def apply_one(self, op: Op) -> Any:
+        # A live step's append (one entry, nothing else) takes a shorter path with the same
+        # rules: the generic transaction plumbing costs about as much again as LMDB's commit.
+        if (
+            op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
+            and len(op.entries) == 1 and not self.readonly and self._flush_error is None
+        ):
+            ((seq, data),) = op.entries
+            try:
+                id_bytes = _owned_id(op.id)
+                with self._env.begin(write=True) as txn:
+                    check_lease(txn.get(id_bytes, db=self._leases), op.id, op.epoch)
+                    if not txn.put(id_bytes + b"\x00" + seq.to_bytes(4, "big"), data, db=self._entries, overwrite=False):
+                        raise already_journaled(op.id, seq)
+            except lmdb.Error:
+                pass  # the map must grow or be re-read: the generic path does that and retries
+            else:
+                if not self._dirty.is_set():
+                    self._dirty.set()
+                return None
+        return super().apply_one(op)
 
     def _transact(self, work: Callable[[_Txn], T]) -> T:
         if self.readonly:

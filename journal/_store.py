@@ -139,6 +139,9 @@ class Store(Protocol):
 
     def apply(self, ops: Sequence[Op]) -> list[Any]: ...
 
+    def apply_one(self, op: Op) -> Any:
+        """`apply` of one operation: its result, or its error raised."""
+
     def delete(self, invocation_ids: Sequence[str], *, keep_record: bool = False) -> int: ...
 
     def sync(self) -> None: ...

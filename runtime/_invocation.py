@@ -245,7 +245,9 @@ class InvocationContext(Composition, Context):
             raise TypeError(f"ctx.run({name!r}, fn, ...): fn must be callable, got {fn!r}")
         rtype = type if type is not None else _return_type(fn)
         call_digest = _step_digest(name, args, kwargs)
-        seq, prev, recorded = await self._claim(Step, name, call_digest)
+        seq, prev, recorded = (
+            self._claim_at_once(Step, name, call_digest) or await self._claim_waiting(Step, name, call_digest)
+        )
         if recorded is not None:
             self._report(name, "replayed", 0.0, True)
             if recorded.error is not None:
@@ -272,7 +274,7 @@ class InvocationContext(Composition, Context):
         try:
             # The key is built from the branch's position, not the seq: after a crash,
             # concurrent branches may be handed other seqs, but each step keeps its key.
-            step = (self._id, seq, name, 1, self._last())  # the position `_claim` moved to
+            step = (self._id, seq, name, 1, _branch_last.get()[2])  # the position `_claim` moved this branch to
             if timeout is None and retry is None:
                 # The hot path: one attempt, no deadline. A failure goes on to the retries.
                 published = _current.set(step)
@@ -500,6 +502,20 @@ class InvocationContext(Composition, Context):
 
     async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
         """Claim this operation's seq: `(seq, prev, recorded entry)`; the entry is None to run live."""
+        return self._claim_at_once(kind, name, call_digest) or await self._claim_waiting(kind, name, call_digest)
+
+    def _claim_at_once(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any] | None:
+        """`_claim` for the usual case, which needs no waiting: the operation runs live, or its
+        entry is the next one recorded on its branch. None: `_claim_waiting` must claim it."""
+        if self.lost is not None or self.broken is not None or _fence.get() is not None:
+            return None
+        after, last = self._position()
+        found = self._replayer.claim(last, kind, name, call_digest, after=after)
+        if found is WAIT:
+            return None
+        return self._claimed(found, last, kind, name, call_digest)
+
+    async def _claim_waiting(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
         if self.lost is not None or self.broken is not None:
             self._raise_if_lost()
         after, last = self._position()
@@ -524,12 +540,15 @@ class InvocationContext(Composition, Context):
             deadline = deadline if deadline is not None else now + self._divergence_wait
             if now >= deadline:
                 raise self._replayer.stuck(last, kind, name, call_digest)
-        seq, recorded = found
         fence = _fence.get()
-        if recorded is None and fence is not None:
+        if found[1] is None and fence is not None:
             # A branch that lost a replayed select stops where its recorded path ends.
             fence.parked.set()
             await anyio.sleep_forever()
+        return self._claimed(found, last, kind, name, call_digest)
+
+    def _claimed(self, found: tuple[int, Any], last: int, kind: type, name: str | None, call_digest: int | None) -> tuple[int, int, Any]:
+        seq, recorded = found
         self._advance(seq, last, kind, name, call_digest)
         if recorded is not None and isinstance(recorded, CancelReceived):
             self.cancel_reason = self.cancel_reason or recorded.reason
@@ -643,7 +662,7 @@ class InvocationContext(Composition, Context):
         state = None
         if self._pending_state:
             state, self._pending_state = self._pending_state, []
-        op = Append(self._id, self._epoch, entries, None, state, self._take_cancel_seen())
+        op = Append(self._id, self._epoch, entries, None, state, self._cancel_seen and self._take_cancel_seen())
         try:
             if self._commit_inline:  # `async` durability: nothing to wait for, so no coroutine
                 self._committer.commit_now(op)
