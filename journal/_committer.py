@@ -12,8 +12,9 @@ Durability (DESIGN.md, semantics 4):
 
 The commit itself runs on the caller's thread: an LMDB commit without fsync takes a few
 microseconds, less than the cost of handing it to another thread, and the writer lock is
-never held across a disk flush. Only the fsync goes to a thread (`_flusher.Flusher`), so
-the event loop keeps serving other invocations while the disk works.
+never held across a disk flush. The fsync of a batch goes to a thread of its own
+(`_flusher.Flusher`), so the event loop keeps serving other invocations while the disk
+works; only a batch of one, on a disk whose recent fsyncs were quick, is flushed inline.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class Committer:
             try:
                 ops = [o for o in batch.ops if o is not None]
                 results = iter(self.store.apply(ops) if ops else ())
-                await self._flusher.run()
+                await self._flusher.run(alone=len(batch.ops) == 1)
                 self.batches += 1
                 batch.results = [None if o is None else next(results) for o in batch.ops]
             except BaseException as exc:  # a failed commit or fsync fails every op in it

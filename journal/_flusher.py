@@ -1,12 +1,19 @@
-"""The thread that runs a store's fsyncs for a committer, and wakes the event loop when done.
+"""Runs a committer's fsyncs: on the event loop's thread when that is quicker, otherwise on
+a thread of its own that wakes the loop when done.
 
-A round trip through `anyio.to_thread.run_sync` measured about 145 µs for a no-op on a
-small VM, about as much as the fsync it hands over. A committer only ever has one fsync
-in flight, so one thread of its own, fed through a queue and replying with a single
-thread-safe call into the loop, is enough; its round trip measured about 105 µs
-(`python -m bench.breakdown`). The thread
-exits after a second without work and is started again on demand, so an idle or
-forgotten committer holds no thread.
+Handing an fsync to a thread and being woken when it is done costs a round trip: about
+100 µs for a no-op on a small VM (`python -m bench.breakdown`), as much as a quick fsync
+itself, and a lone invocation making one step after another pays it on every step. So
+an fsync that only its own caller waits for (a batch of one), while recent fsyncs took
+under a millisecond, runs where the caller is: it holds the loop for less time than
+parsing a large LLM response would. A larger batch, or a disk that has been slow lately,
+goes to the thread, so the loop keeps working for the other invocations while the disk
+flushes.
+
+The thread is fed through a queue and replies with one thread-safe call into the loop
+(`anyio.to_thread.run_sync` measured about 40 µs slower). It exits after a second
+without work and is started again on demand, so an idle or forgotten committer holds no
+thread.
 """
 
 from __future__ import annotations
@@ -14,24 +21,43 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from typing import Any, Callable
 
 import anyio
 import anyio.to_thread
 
 _IDLE_EXIT = 1.0  # seconds without work before the thread exits
+# An fsync of a batch of one runs on the loop while recent fsyncs took less than this.
+_INLINE_BELOW = 0.001
 
 
 class Flusher:
-    """Runs `fsync` on a thread of its own; `await flusher.run()` waits for one call."""
+    """Runs `fsync` inline or on a thread of its own; `await flusher.run()` waits for one call."""
 
     def __init__(self, fsync: Callable[[], None]) -> None:
         self._fsync = fsync
         self._queue: queue.SimpleQueue[tuple[list[BaseException | None], Callable[[], None]]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        # Seconds a recent fsync took: a slow one counts in full at once, and quick ones
+        # bring it down a tenth of the way each, so a disk must be quick for a while again
+        # before the loop waits on it.
+        self.recent = 0.0
 
-    async def run(self) -> None:
+    def _timed(self) -> None:
+        started = time.perf_counter()
+        try:
+            self._fsync()
+        finally:
+            took = time.perf_counter() - started
+            self.recent = max(took, 0.9 * self.recent + 0.1 * took)
+
+    async def run(self, *, alone: bool = False) -> None:
+        """Run one fsync. `alone`: nobody but the caller waits for it, so it may run inline."""
+        if alone and self.recent < _INLINE_BELOW:
+            self._timed()
+            return
         wake = _threadsafe_caller()
         if wake is None:  # an event loop we cannot call into from a thread: the portable path
             await anyio.to_thread.run_sync(self._fsync)
@@ -62,7 +88,7 @@ class Flusher:
                         return
                 continue
             try:
-                self._fsync()
+                self._timed()
                 outcome.append(None)
             except BaseException as exc:  # handed to the waiting task, which raises it
                 outcome.append(exc)

@@ -246,7 +246,7 @@ class InvocationContext(Composition, Context):
         rtype = type if type is not None else _return_type(fn)
         call_digest = _step_digest(name, args, kwargs)
         seq, prev, recorded = (
-            self._claim_at_once(Step, name, call_digest) or await self._claim_waiting(Step, name, call_digest)
+            self._claim_at_once(Step, name, call_digest) or await self._claim(Step, name, call_digest)
         )
         if recorded is not None:
             self._report(name, "replayed", 0.0, True)

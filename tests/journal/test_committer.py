@@ -114,6 +114,7 @@ async def test_a_failed_fsync_fails_every_append_of_its_group(tmp_path, monkeypa
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_the_fsync_thread_exits_when_idle_and_comes_back_on_demand(tmp_path, monkeypatch):
     monkeypatch.setattr(_flusher, "_IDLE_EXIT", 0.05)
+    monkeypatch.setattr(_flusher, "_INLINE_BELOW", 0.0)  # every fsync goes to the thread
     store = LmdbStore(tmp_path / "db")
     committer = Committer(store, "sync")
     create(store)
@@ -135,6 +136,7 @@ async def test_the_fsync_thread_exits_when_idle_and_comes_back_on_demand(tmp_pat
 async def test_a_failed_start_of_the_fsync_thread_is_reported_and_the_next_fsync_starts_it(tmp_path, monkeypatch):
     import threading
 
+    monkeypatch.setattr(_flusher, "_INLINE_BELOW", 0.0)
     store = LmdbStore(tmp_path / "db")
     committer = Committer(store, "sync")
     create(store)
@@ -151,4 +153,64 @@ async def test_a_failed_start_of_the_fsync_thread_is_reported_and_the_next_fsync
     with anyio.fail_after(5):  # not left waiting on a thread that never ran
         await committer.submit(Append("inv-1", epoch, [(2, step())]))
     assert store.entry_count("inv-1") == 3
+    store.close()
+
+
+class _WatchedSync:
+    """Wraps a store's sync to record which thread ran each fsync, and to slow some down."""
+
+    def __init__(self, store, monkeypatch):
+        self.threads: list[str] = []
+        self.delay = 0.0
+        real = store.sync
+
+        def sync():
+            import threading
+            import time
+
+            self.threads.append(threading.current_thread().name)
+            time.sleep(self.delay)
+            real()
+
+        monkeypatch.setattr(store, "sync", sync)
+
+
+async def test_a_lone_append_is_fsynced_on_the_loop_until_the_disk_turns_slow(tmp_path, monkeypatch):
+    import threading
+
+    store = LmdbStore(tmp_path / "db")
+    watched = _WatchedSync(store, monkeypatch)
+    committer = Committer(store, "sync")
+    create(store)
+    epoch, _ = acquire(store)
+    loop_thread = threading.current_thread().name
+    await committer.submit(Append("inv-1", epoch, [(1, step())]))
+    assert watched.threads == [loop_thread]  # no round trip to another thread
+    watched.delay = 0.005  # over the 1 ms limit: this one still ran inline, the next ones may not
+    await committer.submit(Append("inv-1", epoch, [(2, step())]))
+    watched.delay = 0.0
+    await committer.submit(Append("inv-1", epoch, [(3, step())]))
+    assert watched.threads[-1] == "journal-fsync"
+    # Quick fsyncs bring it back to the loop, gradually.
+    seq = 4
+    while watched.threads[-1] != loop_thread and seq < 200:
+        await committer.submit(Append("inv-1", epoch, [(seq, step())]))
+        seq += 1
+    assert watched.threads[-1] == loop_thread and seq > 10
+    assert store.entry_count("inv-1") == seq
+    store.close()
+
+
+async def test_the_fsync_of_a_batch_of_several_leaves_the_loop(tmp_path, monkeypatch):
+    store = LmdbStore(tmp_path / "db")
+    watched = _WatchedSync(store, monkeypatch)
+    committer = Committer(store, "sync")
+    epochs = {}
+    for name in ("a", "b", "c"):
+        create(store, name)
+        epochs[name], _ = acquire(store, name)
+    async with anyio.create_task_group() as tg:
+        for name in ("a", "b", "c"):
+            tg.start_soon(committer.submit, Append(name, epochs[name], [(1, step())]))
+    assert committer.batches == 1 and watched.threads == ["journal-fsync"]
     store.close()
