@@ -168,8 +168,7 @@ class InvocationContext(Composition, Context):
         self._randoms: dict[int, _random.Random] = {}  # by branch position: see random()
         self._uuids: dict[int, int] = {}  # how many uuids each branch position handed out
         self._inflight = 0
-        self._idle = anyio.Event()
-        self._idle.set()
+        self._idle: anyio.Event | None = None  # exists while a claim waits for steps in flight to end
         self._wake = anyio.Event()  # set when cancellation is requested from outside
         self._quiescing: anyio.Event | None = None
         self.cancel_reason: str | None = None
@@ -270,7 +269,7 @@ class InvocationContext(Composition, Context):
         if self._restarting:  # always-replay: a sibling's step ended this round; start no side effect in it
             raise Restart()
         started = time.perf_counter() if self.on_step is not None else 0.0
-        self._inflight += 1  # `_idle` is made unset by whoever waits for it (`_claim`)
+        self._inflight += 1
         try:
             # The key is built from the branch's position, not the seq: after a crash,
             # concurrent branches may be handed other seqs, but each step keeps its key.
@@ -509,8 +508,11 @@ class InvocationContext(Composition, Context):
         entry is the next one recorded on its branch. None: `_claim_waiting` must claim it."""
         if self.lost is not None or self.broken is not None or _fence.get() is not None:
             return None
-        after, last = self._position()
-        found = self._replayer.claim(last, kind, name, call_digest, after=after)
+        serial, after, last = _branch_last.get()
+        if serial != self._serial:
+            after = last = 0
+        replayer = self._replayer
+        found = replayer.claim_live(after) if replayer.exhausted else replayer.claim(last, kind, name, call_digest, after=after)
         if found is WAIT:
             return None
         return self._claimed(found, last, kind, name, call_digest)
@@ -526,7 +528,7 @@ class InvocationContext(Composition, Context):
                 break
             # Sibling branches may still claim the entries this operation is waiting behind.
             if self._inflight:
-                if self._idle.is_set():  # set when the last idle period began: a new one to wait on
+                if self._idle is None:
                     self._idle = anyio.Event()
                 await self._idle.wait()
                 deadline = None
@@ -608,8 +610,9 @@ class InvocationContext(Composition, Context):
 
     def _done_one(self) -> None:
         self._inflight -= 1
-        if self._inflight == 0 and not self._idle.is_set():  # usually nobody waits: skip the set
+        if self._inflight == 0 and self._idle is not None:
             self._idle.set()
+            self._idle = None
         if self._quiescing is not None:
             self._quiescing.set()
 
