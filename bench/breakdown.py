@@ -74,6 +74,9 @@ def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
         seqs = itertools.count(1)
 
         def apply_one() -> None:
+            store.apply_one(Append(invocation_id, epoch, [(next(seqs), _raw.STEP_BYTES)]))
+
+        def apply_generic() -> None:
             store.apply([Append(invocation_id, epoch, [(next(seqs), _raw.STEP_BYTES)])])
 
         async def submit(mode: str, n: int) -> float:
@@ -92,7 +95,8 @@ def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
 
         # The async layers: what a step costs when nothing waits for the disk.
         add("async", "raw LMDB put + commit (no sync)", _median_us(lambda n: raw.commits(n, fsync=False), 2000, batches))
-        add("async", "store.apply(Append) of one entry", _median_us(_timeit(apply_one), 2000, batches))
+        add("async", "store.apply([Append]): the generic path", _median_us(_timeit(apply_generic), 2000, batches))
+        add("async", "store.apply_one(Append) of one entry: a step's path", _median_us(_timeit(apply_one), 2000, batches))
         add("async", "Committer.submit(Append), async", _median_us(lambda n: anyio.run(submit, "async", n), 2000, batches))
         add("async", "ctx.run of a no-op step, async (W1)", _median_us(lambda n: anyio.run(steps, "async", n), 1000, batches))
 
@@ -121,7 +125,7 @@ def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
 
         # The sync layers: a step that waits for its fsync, alone (no group to share it with).
         add("sync", "raw LMDB put + commit + fsync", _median_us(lambda n: raw.commits(n, fsync=True), 100, batches))
-        add("sync", "store.apply + LmdbStore.sync on the calling thread",
+        add("sync", "store.apply_one + LmdbStore.sync on the calling thread",
             _median_us(_timeit(lambda: (apply_one(), store.sync())), 100, batches))
         add("sync", "thread round trip, anyio.to_thread.run_sync(no-op)",
             _median_us(_atimeit(lambda: anyio.to_thread.run_sync(_noop)), 300, batches))
