@@ -27,7 +27,6 @@ import anyio.lowlevel
 
 from ._flusher import Flusher
 from ._store import Op, Store
-from .errors import JournalError
 
 
 class Durability(str, enum.Enum):
@@ -99,7 +98,7 @@ class Committer:
             self._filling, self._in_flight = None, batch
             try:
                 ops = [o for o in batch.ops if o is not None]
-                results = iter(self._apply(ops))
+                results = iter(self.store.apply(ops) if ops else ())
                 await self._flusher.run(alone=len(batch.ops) == 1)
                 self.batches += 1
                 batch.results = [None if o is None else next(results) for o in batch.ops]
@@ -111,14 +110,6 @@ class Committer:
                 self._in_flight = None
                 batch.done.set()
         return batch.results[0]
-
-    def _apply(self, ops: list[Op]) -> list[Any]:
-        if len(ops) != 1:
-            return self.store.apply(ops) if ops else []
-        try:  # one operation (a lone invocation's step): the store's shorter path for it
-            return [self.store.apply_one(ops[0])]
-        except JournalError as exc:
-            return [exc]
 
 
 def _unwrap(result: Any) -> Any:

@@ -60,7 +60,7 @@ class Flusher:
             return
         wake = _threadsafe_caller()
         if wake is None:  # an event loop we cannot call into from a thread: the portable path
-            await anyio.to_thread.run_sync(self._fsync)
+            await anyio.to_thread.run_sync(self._timed)
             return
         outcome: list[BaseException | None] = []
         done = anyio.Event()

@@ -29,7 +29,7 @@ from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._entries import NIL
 from ._ids import validate_id
 from ._records import FINISHED, InvocationRecord, Lease, Resolution, Status
-from ._store import Acquire, Append, Continue, Op, Renew, RequestCancel, Resolve, SetStatus, Transition
+from ._store import Acquire, Append, Continue, Op, Renew, RequestCancel, Resolve, SetStatus, Store, Transition
 from .errors import (
     CorruptEntry,
     InvocationBusy,
@@ -216,12 +216,7 @@ class KVStore(abc.ABC):
 
         return self._transact(work)
 
-    def apply_one(self, op: Op) -> Any:
-        """`apply` of one operation: its result, or its error raised."""
-        (result,) = self.apply([op])
-        if isinstance(result, BaseException):
-            raise result
-        return result
+    apply_one = Store.apply_one
 
     def delete(self, invocation_ids: Sequence[str], *, keep_record: bool = False) -> int:
         def work(txn: _Txn) -> int:

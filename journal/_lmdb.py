@@ -12,14 +12,14 @@ import errno
 import os
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import lmdb
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._kvstore import TABLES, KVStore, _owned_id, _Txn, already_journaled, check_lease
 from ._store import Append, Op
-from .errors import DiskFull, FormatVersionError, StoreError
+from .errors import DiskFull, FormatVersionError, JournalError, StoreError
 
 T = TypeVar("T")
 
@@ -30,6 +30,7 @@ _MAX_MAP_SIZE = 1 << 40
 # LMDB forbids opening one environment twice in a process; stores on one path share it.
 _shared: dict[str, tuple[lmdb.Environment, dict[str, object], int]] = {}
 _shared_lock = threading.Lock()
+_GENERIC = object()  # `_append_one` leaves the operation to the generic path
 
 
 class _LmdbTxn(_Txn):
@@ -117,27 +118,38 @@ class LmdbStore(KVStore):
         finally:
             txn.abort()
 
-    def apply_one(self, op: Op) -> Any:
-        # A live step's append (one entry, nothing else) takes a shorter path with the same
-        # rules: the generic transaction plumbing costs about as much again as LMDB's commit.
-        if (
+    def apply(self, ops: Sequence[Op]) -> list[Any]:
+        if len(ops) == 1:
+            result = self._append_one(ops[0])
+            if result is not _GENERIC:
+                return [result]
+        return super().apply(ops)
+
+    def _append_one(self, op: Op) -> Any:
+        """A live step's append (one entry, nothing else) by a shorter path with the same
+        rules and the same contract as `apply`: the generic transaction plumbing costs about
+        as much again as LMDB's commit. Anything else, and anything LMDB wants retried (a
+        map to grow or re-read) or reports as failed, is `_GENERIC`: the generic path does
+        it and reports it."""
+        if not (
             op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
             and len(op.entries) == 1 and not self.readonly and self._flush_error is None
         ):
-            ((seq, data),) = op.entries
-            try:
-                id_bytes = _owned_id(op.id)
-                with self._env.begin(write=True) as txn:
-                    check_lease(txn.get(id_bytes, db=self._leases), op.id, op.epoch)
-                    if not txn.put(id_bytes + b"\x00" + seq.to_bytes(4, "big"), data, db=self._entries, overwrite=False):
-                        raise already_journaled(op.id, seq)
-            except lmdb.Error:
-                pass  # the map must grow or be re-read: the generic path does that and retries
-            else:
-                if not self._dirty.is_set():
-                    self._dirty.set()
-                return None
-        return super().apply_one(op)
+            return _GENERIC
+        ((seq, data),) = op.entries
+        try:
+            id_bytes = _owned_id(op.id)
+            with self._env.begin(write=True) as txn:
+                check_lease(txn.get(id_bytes, db=self._leases), op.id, op.epoch)
+                if not txn.put(id_bytes + b"\x00" + seq.to_bytes(4, "big"), data, db=self._entries, overwrite=False):
+                    raise already_journaled(op.id, seq)
+        except JournalError as exc:  # a rule refused it, in a transaction that wrote nothing
+            return exc
+        except lmdb.Error:
+            return _GENERIC
+        if not self._dirty.is_set():
+            self._dirty.set()
+        return None
 
     def _transact(self, work: Callable[[_Txn], T]) -> T:
         if self.readonly:

@@ -141,6 +141,10 @@ class Store(Protocol):
 
     def apply_one(self, op: Op) -> Any:
         """`apply` of one operation: its result, or its error raised."""
+        (result,) = self.apply([op])
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def delete(self, invocation_ids: Sequence[str], *, keep_record: bool = False) -> int: ...
 

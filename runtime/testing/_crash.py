@@ -282,6 +282,8 @@ class _ProcessStore:
             return self._session.journal_write(self, ops)
         return self._base.apply(ops)
 
+    apply_one = Store.apply_one  # through `apply` above, which sees every journal write
+
     def create(self, *args: Any, **kwargs: Any) -> Any:
         if self.dead:
             raise _Crash()

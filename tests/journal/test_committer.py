@@ -178,6 +178,8 @@ class _WatchedSync:
 async def test_a_lone_append_is_fsynced_on_the_loop_until_the_disk_turns_slow(tmp_path, monkeypatch):
     import threading
 
+    # A limit far above what this disk's real fsync takes, so that only the injected delay is slow.
+    monkeypatch.setattr(_flusher, "_INLINE_BELOW", 0.05)
     store = LmdbStore(tmp_path / "db")
     watched = _WatchedSync(store, monkeypatch)
     committer = Committer(store, "sync")
@@ -186,7 +188,7 @@ async def test_a_lone_append_is_fsynced_on_the_loop_until_the_disk_turns_slow(tm
     loop_thread = threading.current_thread().name
     await committer.submit(Append("inv-1", epoch, [(1, step())]))
     assert watched.threads == [loop_thread]  # no round trip to another thread
-    watched.delay = 0.005  # over the 1 ms limit: this one still ran inline, the next ones may not
+    watched.delay = 0.2  # over the limit: this one still ran inline, the next ones may not
     await committer.submit(Append("inv-1", epoch, [(2, step())]))
     watched.delay = 0.0
     await committer.submit(Append("inv-1", epoch, [(3, step())]))
@@ -196,7 +198,7 @@ async def test_a_lone_append_is_fsynced_on_the_loop_until_the_disk_turns_slow(tm
     while watched.threads[-1] != loop_thread and seq < 200:
         await committer.submit(Append("inv-1", epoch, [(seq, step())]))
         seq += 1
-    assert watched.threads[-1] == loop_thread and seq > 10
+    assert watched.threads[-1] == loop_thread and seq > 10  # 0.2 s decays under 0.05 s in 14 quick ones
     assert store.entry_count("inv-1") == seq
     store.close()
 
@@ -214,3 +216,53 @@ async def test_the_fsync_of_a_batch_of_several_leaves_the_loop(tmp_path, monkeyp
             tg.start_soon(committer.submit, Append(name, epochs[name], [(1, step())]))
     assert committer.batches == 1 and watched.threads == ["journal-fsync"]
     store.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_failed_inline_fsync_fails_its_append_and_the_next_one_commits(tmp_path, monkeypatch):
+    store = LmdbStore(tmp_path / "db")
+    create(store)
+    epoch, _ = acquire(store)
+    failures = [StoreError("the disk went away")]
+    real_sync = store.sync
+
+    def sync_failing_once():
+        if failures:
+            raise failures.pop()
+        real_sync()
+
+    monkeypatch.setattr(store, "sync", sync_failing_once)
+    committer = Committer(store, "sync")  # its fsyncs call the patched sync
+    with pytest.raises(StoreError, match="the disk went away"):
+        await committer.submit(Append("inv-1", epoch, [(1, step())]))
+    await committer.submit(Append("inv-1", epoch, [(2, step())]))
+    assert store.entry_count("inv-1") == 3
+    store.close()
+
+
+async def test_a_store_of_ones_own_that_implements_apply_gets_apply_one_from_the_protocol():
+    from journal import Store
+
+    class Recording(Store):
+        """A store written against the protocol: it implements `apply`, not `apply_one`."""
+
+        def __init__(self):
+            self.inner = MemoryStore()
+            self.applied = []
+
+        def apply(self, ops):
+            self.applied.extend(type(op).__name__ for op in ops)
+            return self.inner.apply(ops)
+
+        def sync(self):
+            pass
+
+    store = Recording()
+    create(store.inner)
+    epoch, _ = acquire(store.inner)
+    committer = Committer(store, "async")
+    await committer.submit(Append("inv-1", epoch, [(1, step())]))
+    with pytest.raises(LeaseLost):
+        await committer.submit(Append("inv-1", epoch + 1, [(2, step())]))
+    assert store.applied == ["Append", "Append"]
+    assert store.inner.entry_count("inv-1") == 2

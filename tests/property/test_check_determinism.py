@@ -47,8 +47,9 @@ async def deterministic_agent(ctx: Context, question: str) -> dict:
     return {"answer": answer, "used": used, "took_s": (ctx.now() - started).total_seconds() >= 0}
 
 
-def test_a_deterministic_agent_passes_every_crash_point():
-    report = check_determinism(deterministic_agent, "why is the sky blue?")
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_deterministic_agent_passes_every_crash_point(durability):
+    report = check_determinism(deterministic_agent, "why is the sky blue?", durability=durability)
     assert report.status == Status.COMPLETED
     assert report.result["answer"].startswith("answer to 'why is the sky blue?")
     assert report.writes >= 6 and report.crash_points == 2 * report.writes
@@ -288,6 +289,7 @@ def test_concurrent_steps_pass_on_every_backend_and_durability(backend, durabili
 
     report = check_determinism(fan_out, ["a", "b", "c"], backend=backend, durability=durability)
     assert report.result[2] == search("c")
+    assert report.writes >= 2 and report.crash_points == 2 * report.writes  # every write was a crash point
 
 
 def test_durable_timers_that_suspend_are_resumed_when_due():
