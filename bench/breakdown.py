@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import argparse
 import contextvars
+import hashlib
 import itertools
 import os
 import shutil
 import statistics
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import anyio
 import anyio.to_thread
 
 from journal import Append, Committer, LmdbStore, Step, decode_value, digest, encode_entry, encode_value
 from journal._flusher import Flusher
+from journal._kvstore import KVStore
 
 from . import _agents, _raw
 from ._workloads import _open_invocations
@@ -60,6 +62,77 @@ def _noop() -> None:
     return None
 
 
+async def _bare_steps(store: LmdbStore, invocation_id: str, epoch: int, seqs: Iterator[int], n: int) -> float:
+    """What a live step cannot do without, written as one coroutine with nothing else: claim
+    a seq, hash the branch position, publish the step, call the function, encode and decode
+    its result, build the entry, and commit it with the lease read and the no-overwrite put.
+    The gap to the `ctx.run` line is what the runtime's structure costs."""
+    env, leases, entries = store.env, store._leases, store._entries
+    id_bytes = invocation_id.encode()
+    lease_bytes = store.env.begin().get(id_bytes, db=leases)
+    branch: contextvars.ContextVar[tuple[int, int]] = contextvars.ContextVar("branch", default=(0, 0))
+
+    async def step(fn: Callable[[], bytes]) -> bytes:
+        seq, prev = branch.get()
+        seq = next(seqs)
+        token = int.from_bytes(hashlib.blake2b(f"{prev}\x00step\x00step\x00None".encode(), digest_size=8).digest(), "big") >> 2
+        branch.set((seq, token))
+        published = _var.set((invocation_id, seq, token))
+        try:
+            value = fn()
+        finally:
+            _var.reset(published)
+        raw_value = encode_value(value)
+        result = decode_value(raw_value, bytes)
+        data = encode_entry(Step("step", 0, time.time_ns() // 1000, raw_value, prev=prev))
+        with env.begin(write=True) as txn:
+            if txn.get(id_bytes, db=leases) != lease_bytes:
+                raise RuntimeError("lease lost")
+            if not txn.put(id_bytes + b"\x00" + seq.to_bytes(4, "big"), data, db=entries, overwrite=False):
+                raise RuntimeError("seq already journaled")
+        return result
+
+    started = time.perf_counter()
+    for _ in range(n):
+        await step(_agents.noop)
+    return time.perf_counter() - started
+
+
+def _raw_fsync_us(parent: str, n: int) -> float:
+    """Median µs of `env.sync(True)` alone, each after one raw put + commit."""
+    took = []
+    with _raw.RawLmdb(parent) as raw:
+        raw.commits(10, fsync=True)
+        for key in raw._keys(n):
+            with raw.env.begin(write=True) as txn:
+                txn.put(key, _raw.STEP_BYTES, db=raw.db)
+            started = time.perf_counter()
+            raw.env.sync(True)
+            took.append(time.perf_counter() - started)
+    return statistics.median(took) * 1e6
+
+
+def _journal_fsync_us(parent: str, n: int) -> float:
+    """Median µs of the store's fsyncs alone while W1 runs `n` steps in `sync` mode."""
+    from runtime import Engine
+
+    took = []
+    store = LmdbStore(tempfile.mkdtemp(dir=parent))
+    real_sync = store.sync
+
+    def timed_sync() -> None:
+        started = time.perf_counter()
+        real_sync()
+        took.append(time.perf_counter() - started)
+
+    store.sync = timed_sync  # type: ignore[method-assign]
+    try:
+        anyio.run(Engine(store, durability="sync").run, _agents.steps, n)
+    finally:
+        store.close()
+    return statistics.median(took) * 1e6
+
+
 def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
     rows: list[tuple[str, str, float]] = []
 
@@ -77,7 +150,7 @@ def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
             store.apply_one(Append(invocation_id, epoch, [(next(seqs), _raw.STEP_BYTES)]))
 
         def apply_generic() -> None:
-            store.apply([Append(invocation_id, epoch, [(next(seqs), _raw.STEP_BYTES)])])
+            KVStore.apply(store, [Append(invocation_id, epoch, [(next(seqs), _raw.STEP_BYTES)])])
 
         async def submit(mode: str, n: int) -> float:
             committer = Committer(store, mode)
@@ -95,10 +168,12 @@ def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
 
         # The async layers: what a step costs when nothing waits for the disk.
         add("async", "raw LMDB put + commit (no sync)", _median_us(lambda n: raw.commits(n, fsync=False), 2000, batches))
-        add("async", "store.apply([Append]): the generic path", _median_us(_timeit(apply_generic), 2000, batches))
+        add("async", "KVStore.apply([Append]): the path any operation can take", _median_us(_timeit(apply_generic), 2000, batches))
         add("async", "store.apply_one(Append) of one entry: a step's path", _median_us(_timeit(apply_one), 2000, batches))
         add("async", "Committer.submit(Append), async", _median_us(lambda n: anyio.run(submit, "async", n), 2000, batches))
         add("async", "ctx.run of a no-op step, async (W1)", _median_us(lambda n: anyio.run(steps, "async", n), 1000, batches))
+        add("async", "the same step's indispensable work, in one function",
+            _median_us(lambda n: anyio.run(_bare_steps, store, invocation_id, epoch, seqs, n), 1000, batches))
 
         # The pieces of Python machinery inside one live step.
         step = Step("step", 1, 1, encode_value(_agents.PAYLOAD))
@@ -134,6 +209,9 @@ def measure(parent: str, batches: int) -> list[tuple[str, str, float]]:
             _median_us(_atimeit(flusher.run), 300, batches))
         add("sync", "Committer.submit(Append), sync", _median_us(lambda n: anyio.run(submit, "sync", n), 100, batches))
         add("sync", "ctx.run of a no-op step, sync (W1)", _median_us(lambda n: anyio.run(steps, "sync", n), 100, batches))
+        # The fsync alone: is the disk doing more work for the journal's store than for raw LMDB?
+        add("sync", "raw: the fsync alone, after a put + commit", _raw_fsync_us(parent, 300))
+        add("sync", "W1 sync in a fresh store: its fsyncs alone", _journal_fsync_us(parent, 300))
     finally:
         store.close()
         raw.close()
