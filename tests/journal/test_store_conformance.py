@@ -116,6 +116,21 @@ def test_a_state_change_for_an_invocation_without_a_key_is_refused_with_none_of_
     assert store.entry_count("inv-1") == 1
 
 
+def test_an_owner_that_appended_before_a_takeover_gets_lease_lost_after_it(store):
+    create(store)
+    old, _ = acquire(store, owner="old", now=T0)
+    append(store, "inv-1", old, (1, step("a")))
+    append(store, "inv-1", old, (2, step("b")))  # the lease, unchanged since the last append
+    new, _ = acquire(store, owner="new", now=T0 + 60_000_000)
+    with pytest.raises(LeaseLost, match="epoch"):
+        append(store, "inv-1", old, (3, step("late")))
+    store.apply_one(Renew("inv-1", new, 10_000_000, T0 + 61_000_000))
+    with pytest.raises(LeaseLost):  # still refused after the new owner's lease changed again
+        append(store, "inv-1", old, (3, step("late")))
+    append(store, "inv-1", new, (3, step("ok")))
+    assert store.entry_count("inv-1") == 4
+
+
 def test_append_with_a_stale_epoch_gets_lease_lost_and_writes_nothing(store):
     create(store)
     old, _ = acquire(store, owner="old", now=T0)
