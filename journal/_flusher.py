@@ -5,8 +5,8 @@ Handing an fsync to a thread and being woken when it is done costs a round trip:
 100 µs for a no-op on a small VM (`python -m bench.breakdown`), as much as a quick fsync
 itself, and a lone invocation making one step after another pays it on every step. So
 an fsync that only its own caller waits for (a batch of one), while recent fsyncs took
-under a millisecond, runs where the caller is: it holds the loop for less time than
-parsing a large LLM response would. A larger batch, or a disk that has been slow lately,
+under a millisecond, runs where the caller is: it holds the loop for no longer than the
+round trip would have. A larger batch, or a disk that has been slow lately,
 goes to the thread, so the loop keeps working for the other invocations while the disk
 flushes.
 

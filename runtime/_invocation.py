@@ -508,11 +508,8 @@ class InvocationContext(Composition, Context):
         entry is the next one recorded on its branch. None: `_claim_waiting` must claim it."""
         if self.lost is not None or self.broken is not None or _fence.get() is not None:
             return None
-        serial, after, last = _branch_last.get()
-        if serial != self._serial:
-            after = last = 0
-        replayer = self._replayer
-        found = replayer.claim_live(after) if replayer.exhausted else replayer.claim(last, kind, name, call_digest, after=after)
+        after, last = self._position()
+        found = self._replayer.claim(last, kind, name, call_digest, after=after)
         if found is WAIT:
             return None
         return self._claimed(found, last, kind, name, call_digest)
