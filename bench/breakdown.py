@@ -69,11 +69,12 @@ async def _bare_steps(store: LmdbStore, invocation_id: str, epoch: int, seqs: It
     The gap to the `ctx.run` line is what the runtime's structure costs."""
     env, leases, entries = store.env, store._leases, store._entries
     id_bytes = invocation_id.encode()
-    lease_bytes = store.env.begin().get(id_bytes, db=leases)
+    with store.env.begin() as txn:  # closed at once: an open reader would pin LMDB's pages
+        lease_bytes = txn.get(id_bytes, db=leases)
     branch: contextvars.ContextVar[tuple[int, int]] = contextvars.ContextVar("branch", default=(0, 0))
 
     async def step(fn: Callable[[], bytes]) -> bytes:
-        seq, prev = branch.get()
+        prev = branch.get()[1]
         seq = next(seqs)
         token = int.from_bytes(hashlib.blake2b(f"{prev}\x00step\x00step\x00None".encode(), digest_size=8).digest(), "big") >> 2
         branch.set((seq, token))

@@ -273,7 +273,7 @@ class InvocationContext(Composition, Context):
         try:
             # The key is built from the branch's position, not the seq: after a crash,
             # concurrent branches may be handed other seqs, but each step keeps its key.
-            step = (self._id, seq, name, 1, _branch_last.get()[2])  # the position `_claim` moved this branch to
+            step = (self._id, seq, name, 1, self._last())  # the position `_claim` moved to
             if timeout is None and retry is None:
                 # The hot path: one attempt, no deadline. A failure goes on to the retries.
                 published = _current.set(step)
@@ -662,7 +662,7 @@ class InvocationContext(Composition, Context):
         state = None
         if self._pending_state:
             state, self._pending_state = self._pending_state, []
-        op = Append(self._id, self._epoch, entries, None, state, self._cancel_seen and self._take_cancel_seen())
+        op = Append(self._id, self._epoch, entries, None, state, self._take_cancel_seen())
         try:
             if self._commit_inline:  # `async` durability: nothing to wait for, so no coroutine
                 self._committer.commit_now(op)
