@@ -8,5 +8,6 @@ from ._node import durable_node as durable_node
 from ._node import node_invocation_id as node_invocation_id
 from ._saver import CheckpointError as CheckpointError
 from ._saver import JournalSaver as JournalSaver
+from ._store import JournalStore as JournalStore
 
-__all__ = ("CheckpointError", "DurableNodeError", "JournalSaver", "durable_node", "node_invocation_id")
+__all__ = ("CheckpointError", "DurableNodeError", "JournalSaver", "JournalStore", "durable_node", "node_invocation_id")
