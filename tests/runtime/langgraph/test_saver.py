@@ -193,3 +193,31 @@ def test_bad_prune_strategy_and_oversized_thread_ids_are_clear_errors():
         saver.prune(["t"], strategy="newest")
     with pytest.raises(StoreError, match="table key must be 1 to 480 bytes"):
         put_one(saver, thread="x" * 600)
+
+
+def test_checkpoints_and_pending_writes_survive_sigkill(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = f"""
+import sys, time
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
+from runtime.langgraph import JournalSaver
+saver = JournalSaver({str(tmp_path / "db")!r})
+stored = saver.put(generate_config("t"), generate_checkpoint(channel_values={{"a": 1}}, channel_versions={{"a": "1"}}),
+                   generate_metadata(), {{"a": "1"}})
+saver.put_writes(stored, [("a", 2)], "task", "path")
+print(stored["configurable"]["checkpoint_id"], flush=True)
+sys.stdin.read()  # hold on until killed
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    checkpoint_id = proc.stdout.readline().strip()  # waits for the line: the writes returned
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()  # reap it and close its pipes
+    with JournalSaver(tmp_path / "db") as saver:
+        found = saver.get_tuple(generate_config("t"))
+    assert found.config["configurable"]["checkpoint_id"] == checkpoint_id
+    assert found.checkpoint["channel_values"] == {"a": 1}
+    assert found.pending_writes == [("task", "a", 2)]
