@@ -18,31 +18,22 @@ from typing import Any, Awaitable, Callable
 
 from langgraph.errors import GraphBubbleUp
 
-from journal import SetStatus, Status, Transition
+from journal import Status
 from journal.errors import InvalidId, JournalError
 from journal._ids import validate_id
 
-from .._clock import now_us
 from .._context import Context
 from .._engine import Engine
+from .._suspend import Suspend
 from ._saver import JournalSaver
 
 NodeFn = Callable[[Any, Context], Awaitable[Any]]
 
-# What the running node needs that its journaled input does not carry (the live state and
-# function): set by the LangGraph-facing wrapper, read by the journal handler below.
-_running: contextvars.ContextVar[tuple[NodeFn, Any, JournalSaver]] = contextvars.ContextVar("durable_node")
-
-
-class _Paused(BaseException):
-    """The node stopped for LangGraph (an `interrupt()`, a `Command` to a parent graph).
-
-    A BaseException, so the engine treats it as a stop from outside: nothing is journaled
-    for it, and the invocation stays resumable."""
-
-    def __init__(self, bubble: GraphBubbleUp) -> None:
-        super().__init__(bubble)
-        self.bubble = bubble
+# What the running node needs that its journaled input does not carry (the live state, the
+# function, the saver, and a place for the LangGraph exception that pauses it): set by the
+# LangGraph-facing wrapper, read by the journal handler below.
+_running: contextvars.ContextVar[tuple[NodeFn, Any, JournalSaver, list[GraphBubbleUp]]] = \
+    contextvars.ContextVar("durable_node")
 
 
 class DurableNodeError(JournalError):
@@ -50,19 +41,21 @@ class DurableNodeError(JournalError):
 
 
 async def _node_handler(ctx: Context, where: dict[str, str]) -> list[Any]:
-    """The journal handler behind every durable node: runs the node, returns its update."""
+    """The journal handler behind every durable node: runs the node, returns its update.
+
+    When the node stops for LangGraph (`interrupt()`, a `Command` for a parent graph), the
+    invocation suspends, waiting on nothing: it keeps its journal, gives its lease back,
+    and no worker runs it; the graph, resumed, runs the node again and replays it. A worker
+    that finds one orphaned by a crash suspends it the same way."""
     try:
-        fn, state, saver = _running.get()
+        fn, state, saver, paused = _running.get()
     except LookupError:
-        raise DurableNodeError(
-            f"invocation {ctx.invocation_id!r} is the journal of LangGraph node {where.get('node')!r} "
-            f"(thread {where.get('thread_id')!r}); it runs only inside its graph: resume the graph "
-            "(graph.ainvoke(None, config)) rather than this invocation"
-        ) from None
+        raise Suspend() from None  # run outside its graph (`journal resume`, a worker): only the graph can
     try:
         update = await fn(state, ctx)
     except GraphBubbleUp as exc:
-        raise _Paused(exc) from None
+        paused.append(exc)
+        raise Suspend() from None
     type_, data = saver.serde.dumps_typed(update)
     return [type_, data]
 
@@ -108,41 +101,21 @@ def durable_node(fn: NodeFn | None = None, *, durability: str = "sync") -> Any:
         thread_id, ns = str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
         invocation_id = node_invocation_id(thread_id, ns)
         where = {"node": ns.rsplit("|", 1)[-1].split(":", 1)[0], "thread_id": thread_id, "checkpoint_ns": ns}
-        token = _running.set((fn, state, saver))
-        engine = Engine(saver.store, durability=durability)
+        paused: list[GraphBubbleUp] = []
+        token = _running.set((fn, state, saver, paused))
         try:
-            outcome = await engine.run(_node_handler, where, id=invocation_id)
-        except BaseException as exc:
-            paused = _find_paused(exc)
-            if paused is None:
-                raise
-            _park(saver, engine, invocation_id)
-            raise paused.bubble from None
+            outcome = await Engine(saver.store, durability=durability).run(_node_handler, where, id=invocation_id)
         finally:
             _running.reset(token)
+        if paused:
+            raise paused[0]
+        if outcome.status == Status.SUSPENDED:
+            raise DurableNodeError(
+                f"durable node {where['node']!r} (invocation {invocation_id!r}) waited on a promise or a timer; "
+                "a node cannot wait inside the graph: use LangGraph's interrupt() in the node's body instead"
+            )
         type_, data = outcome.value()
         return saver.serde.loads_typed((type_, data))
 
     del node.__wrapped__
     return node
-
-
-def _find_paused(exc: BaseException) -> _Paused | None:
-    if isinstance(exc, _Paused):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        found = exc.subgroup(lambda e: isinstance(e, _Paused))
-        while isinstance(found, BaseExceptionGroup):
-            found = found.exceptions[0]
-        return found
-    return None
-
-
-def _park(saver: JournalSaver, engine: Engine, invocation_id: str) -> None:
-    """Give the lease back and mark the invocation suspended while the graph waits, so that
-    no worker picks it up: only the graph, resumed, runs it again."""
-    lease = saver.store.lease(invocation_id)
-    if lease is not None and lease.owner == engine.owner:
-        saver.store.apply_one(SetStatus(
-            invocation_id, Transition(Status.SUSPENDED, now_us(), release=True), lease.epoch,
-        ))

@@ -175,3 +175,49 @@ def test_a_node_killed_mid_way_resumes_in_a_new_process_repeating_at_most_the_ca
     repeated = [i for i, n in calls.items() if n > 1]
     assert len(repeated) <= 1 and all(calls[i] == 2 for i in repeated)
     assert not repeated or repeated[0] == before[-1]  # only the call in flight at the kill
+
+
+def test_resuming_a_node_invocation_outside_its_graph_leaves_it_for_the_graph(tmp_path):
+    from runtime import Engine
+
+    calls = Counter()
+
+    def llm(prompt: str) -> str:
+        calls[prompt] += 1
+        return prompt.upper()
+
+    @durable_node
+    async def agent(state, ctx):
+        first = await ctx.run("first", llm, state["question"])
+        return {"answer": f"{first} {interrupt('ok?')}"}
+
+    async def main():
+        config = {"configurable": {"thread_id": "w"}}
+        with JournalSaver(tmp_path / "db") as saver:
+            graph = build(saver, agent)
+            await graph.ainvoke({"question": "q"}, config)
+            task = (await graph.aget_state(config)).tasks[0]
+            invocation_id = node_invocation_id("w", f"agent:{task.id}")
+            entries = saver.store.entry_count(invocation_id)
+            async with Engine.open(store=saver.store) as engine:  # as `journal resume` or a worker would
+                outcome = await engine.resume(invocation_id)
+            assert outcome.status == Status.SUSPENDED
+            assert saver.store.entry_count(invocation_id) == entries  # nothing journaled, nothing ran
+            done = await graph.ainvoke(Command(resume="yes"), config)
+            assert done["answer"] == "Q yes" and calls == {"q": 1}
+
+    asyncio.run(main())
+
+
+def test_a_node_waiting_on_a_promise_is_a_clear_error(tmp_path):
+    @durable_node
+    async def agent(state, ctx):
+        await ctx.promise("never")
+        return {}
+
+    async def main():
+        with JournalSaver(tmp_path / "db") as saver:
+            await build(saver, agent).ainvoke({"question": "q"}, {"configurable": {"thread_id": "p"}})
+
+    with pytest.raises(DurableNodeError, match="use LangGraph's interrupt"):
+        asyncio.run(main())
