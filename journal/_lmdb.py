@@ -281,8 +281,7 @@ def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environ
         for attempt in range(100):
             try:
                 env = lmdb.open(
-                    path, map_size=map_size, max_dbs=len(TABLES) + 64,  # room for `table_*` tables
-                    max_readers=510,
+                    path, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=510,
                     sync=False, metasync=False, readahead=False, mode=0o600, readonly=False,
                 )
                 break

@@ -1,5 +1,10 @@
-"""The `Tables` protocol for `LmdbStore`: each table is a named sub-database of the store's
-environment, and a batch is one write transaction (see `journal._tables` for the rules)."""
+"""The `Tables` protocol for `LmdbStore` (see `journal._tables` for the rules).
+
+Every table lives in one sub-database, `tables`, its keys prefixed by the table's name and
+a NUL (names have no NUL, so tables never share keys): opening the environment needs one
+more sub-database whatever the number of tables, and a batch touching several tables
+dirties one B-tree, which keeps the fsync after it small. A batch is one write transaction.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,7 @@ import lmdb
 
 from ._tables import TableDeletePrefix, TablePut, TableOp, check_key, check_ops, check_scan, check_table, prefix_end
 
-# Sub-database names are prefixed so a table can never be one of the journal's own.
-_PREFIX = "table."
+_SUBDB = b"tables"
 # Opening a sub-database writes to LMDB's main database: one opener at a time per process.
 _open_lock = threading.Lock()
 
@@ -23,28 +27,27 @@ class LmdbTables:
     _dbs: dict[str, Any]
     readonly: bool
 
-    def _table_db(self, table: str, create: bool) -> Any:
-        name = _PREFIX + check_table(table)
-        db = self._dbs.get(name)
+    def _tables_db(self, create: bool) -> Any:
+        db = self._dbs.get("tables")
         if db is not None:
             return db
         with _open_lock:
-            db = self._dbs.get(name)
+            db = self._dbs.get("tables")
             while db is None:
                 try:
-                    db = self._env.open_db(name.encode(), create=create and not self.readonly)
+                    db = self._env.open_db(_SUBDB, create=create and not self.readonly)
                 except lmdb.NotFoundError:
-                    return None  # never written: reads see an empty table
+                    return None  # never written: reads see empty tables
                 except lmdb.MapResizedError:
                     self._env.set_mapsize(0)
                 except lmdb.MapFullError:
                     self._grow()  # type: ignore[attr-defined]
-            self._dbs[name] = db
+            self._dbs["tables"] = db
         return db
 
     def table_get(self, table: str, key: bytes) -> bytes | None:
-        key = check_key(key)
-        db = self._table_db(table, create=False)
+        key = _prefix(table) + check_key(key)
+        db = self._tables_db(create=False)
         if db is None:
             return None
         with self._read() as txn:  # type: ignore[attr-defined]
@@ -54,9 +57,11 @@ class LmdbTables:
     def table_scan(self, table: str, prefix: bytes = b"", *, start: bytes | None = None,
                    reverse: bool = False, limit: int | None = None) -> list[tuple[bytes, bytes]]:
         check_scan(prefix, start, limit)
-        db = self._table_db(table, create=False)
+        db = self._tables_db(create=False)
         if db is None or limit == 0:
             return []
+        name = _prefix(table)
+        prefix, start = name + prefix, None if start is None else name + start
         out: list[tuple[bytes, bytes]] = []
         with self._read() as txn:  # type: ignore[attr-defined]
             with txn._txn.cursor(db=db) as cursor:
@@ -68,7 +73,7 @@ class LmdbTables:
                 for key, value in items:
                     if not key.startswith(prefix):
                         break
-                    out.append((bytes(key), bytes(value)))
+                    out.append((bytes(key[len(name):]), bytes(value)))
                     if limit is not None and len(out) >= limit:
                         break
         return out
@@ -77,26 +82,31 @@ class LmdbTables:
         check_ops(ops)
         if not ops:
             return
-        dbs = {op.table: self._table_db(op.table, create=True) for op in ops}
+        db = self._tables_db(create=True)
 
         def work(txn: Any) -> None:
             raw = txn._txn
             for op in ops:
-                db = dbs[op.table]
+                name = _prefix(op.table)
                 if isinstance(op, TablePut):
-                    raw.put(op.key, op.value, db=db, overwrite=op.overwrite)
+                    raw.put(name + op.key, op.value, db=db, overwrite=op.overwrite)
                 elif isinstance(op, TableDeletePrefix):
+                    prefix = name + op.prefix
                     with raw.cursor(db=db) as cursor:
-                        if cursor.set_range(op.prefix) if op.prefix else cursor.first():
-                            while cursor.key().startswith(op.prefix):
+                        if cursor.set_range(prefix):
+                            while cursor.key().startswith(prefix):
                                 if not cursor.delete():
                                     break
                 else:
-                    raw.delete(op.key, db=db)
+                    raw.delete(name + op.key, db=db)
 
         self._transact(work)  # type: ignore[attr-defined]
         if durable:
             self.sync()  # type: ignore[attr-defined]
+
+
+def _prefix(table: str) -> bytes:
+    return check_table(table).encode() + b"\x00"
 
 
 def _backward(cursor: lmdb.Cursor, prefix: bytes, start: bytes | None):
