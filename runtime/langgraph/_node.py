@@ -11,9 +11,11 @@ already completed (LangGraph crashed before saving its writes) returns it withou
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import hashlib
+import weakref
 from typing import Any, Awaitable, Callable
 
 from langgraph.errors import GraphBubbleUp
@@ -34,6 +36,20 @@ NodeFn = Callable[[Any, Context], Awaitable[Any]]
 # LangGraph-facing wrapper, read by the journal handler below.
 _running: contextvars.ContextVar[tuple[NodeFn, Any, JournalSaver, list[GraphBubbleUp]]] = \
     contextvars.ContextVar("durable_node")
+
+
+# One engine per store, durability and event loop, shared by the durable nodes that run on
+# it: nodes running side by side in a super-step share its group commits.
+_engines: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, str], tuple[Any, Engine]]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _engine(store: Any, durability: str) -> Engine:
+    per_loop = _engines.setdefault(asyncio.get_running_loop(), {})
+    found = per_loop.get((id(store), durability))
+    if found is None or found[0] is not store:  # (an id may be reused by a later store)
+        found = per_loop[(id(store), durability)] = (store, Engine(store, durability=durability))
+    return found[1]
 
 
 class DurableNodeError(JournalError):
@@ -104,7 +120,7 @@ def durable_node(fn: NodeFn | None = None, *, durability: str = "sync") -> Any:
         paused: list[GraphBubbleUp] = []
         token = _running.set((fn, state, saver, paused))
         try:
-            outcome = await Engine(saver.store, durability=durability).run(_node_handler, where, id=invocation_id)
+            outcome = await _engine(saver.store, durability).run(_node_handler, where, id=invocation_id)
         finally:
             _running.reset(token)
         if paused:

@@ -4,8 +4,9 @@ an interrupt() or a crash, and the node's finished ctx.run steps are replayed, n
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections import Counter
-from typing import TypedDict
+from typing import Annotated, TypedDict
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -19,6 +20,10 @@ from runtime.langgraph import DurableNodeError, JournalSaver, durable_node, node
 class State(TypedDict, total=False):
     question: str
     answer: str
+
+
+class Fan(TypedDict, total=False):
+    results: Annotated[list, operator.add]
 
 
 def build(saver, node):
@@ -221,3 +226,38 @@ def test_a_node_waiting_on_a_promise_is_a_clear_error(tmp_path):
 
     with pytest.raises(DurableNodeError, match="use LangGraph's interrupt"):
         asyncio.run(main())
+
+
+def test_durable_nodes_side_by_side_in_one_super_step_each_keep_their_own_journal(tmp_path):
+    calls = Counter()
+
+    def work(name: str, i: int) -> str:
+        calls[(name, i)] += 1
+        return f"{name}{i}"
+
+    def branch(name):
+        @durable_node
+        async def node(state, ctx):
+            done = [await ctx.run(f"w{i}", work, name, i) for i in range(3)]
+            approval = interrupt(f"{name}?")
+            return {"results": [f"{'+'.join(done)}:{approval}"]}
+        node.__name__ = name
+        return node
+
+    async def main():
+        builder = StateGraph(Fan)
+        for name in ("a", "b"):
+            builder.add_node(name, branch(name))
+            builder.add_edge(START, name)
+            builder.add_edge(name, END)
+        config = {"configurable": {"thread_id": "fan"}}
+        with JournalSaver(tmp_path / "db") as saver:
+            graph = builder.compile(checkpointer=saver)
+            first = await graph.ainvoke({"results": []}, config)
+            assert sorted(i.value for i in first["__interrupt__"]) == ["a?", "b?"]
+            answers = {i.id: i.value.upper() for i in first["__interrupt__"]}
+            done = await graph.ainvoke(Command(resume=answers), config)
+        return sorted(done["results"])
+
+    assert asyncio.run(main()) == ["a0+a1+a2:A?", "b0+b1+b2:B?"]
+    assert set(calls.values()) == {1} and len(calls) == 6
