@@ -261,3 +261,21 @@ def test_durable_nodes_side_by_side_in_one_super_step_each_keep_their_own_journa
 
     assert asyncio.run(main()) == ["a0+a1+a2:A?", "b0+b1+b2:B?"]
     assert set(calls.values()) == {1} and len(calls) == 6
+
+
+def test_a_durable_nodes_ctx_memory_is_the_graphs_long_term_memory(tmp_path):
+    from runtime.langgraph import JournalStore
+
+    @durable_node
+    async def agent(state, ctx):
+        await ctx.memory.put(("facts",), "q", {"question": state["question"]})
+        item = await ctx.memory.get(("facts",), "q")
+        return {"answer": item.value["question"].upper()}
+
+    async def main():
+        with JournalSaver(tmp_path / "db") as saver:
+            out = await build(saver, agent).ainvoke({"question": "q1"}, {"configurable": {"thread_id": "m"}})
+        with JournalStore(tmp_path / "db") as memory:
+            return out["answer"], memory.get(("facts",), "q").value
+
+    assert asyncio.run(main()) == ("Q1", {"question": "q1"})
