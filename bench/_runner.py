@@ -120,6 +120,14 @@ def measure(plan: Plan, parent: str, only: set[str], log: Callable[[str], None])
                 if "W4" in only:
                     log(f"repetition {rep + 1}: W4 {mode}")
                     record(f"W4/{mode}", lambda: _workloads.long_resume(parent, mode))
+        if rep < plan.reps and "LG" in only:
+            from . import _langgraph  # needs the langgraph extra
+
+            savers = _langgraph.SAVERS[rep % 3:] + _langgraph.SAVERS[:rep % 3]
+            for mode in modes:
+                log(f"repetition {rep + 1}: LG {mode}")
+                for saver in savers:
+                    samples.setdefault(f"LG/{saver}-{mode}", []).append(_langgraph.loop(parent, saver, mode))
     return samples
 
 
@@ -229,6 +237,33 @@ def summarise(samples: dict[str, list[dict]]) -> list[dict]:
                 absolute_target=True,
                 note=f"{_median(samples[key], 'replay_s') * 1e3:.1f} ms for {_median(samples[key], 'entries'):.0f} entries",
             ))
+    rows += _langgraph_rows(samples)
+    return rows
+
+
+_SAVER_NAMES = {"journal": "JournalSaver", "sqlite": "SqliteSaver", "memory": "InMemorySaver"}
+
+
+def _langgraph_rows(samples: dict[str, list[dict]]) -> list[dict]:
+    """Time per super-step of each saver, and JournalSaver's over SqliteSaver's from the same
+    repetitions (the three savers of a repetition run back to back)."""
+    rows = []
+    for mode in MODES:
+        for saver, name in _SAVER_NAMES.items():
+            key = f"LG/{saver}-{mode}"
+            if key in samples:
+                rows.append(_row("LG LangGraph 1,000 super-steps", mode, f"{name} per super-step", "us",
+                                 samples[key], "us_per_step", higher_is_better=False))
+        journal, sqlite = samples.get(f"LG/journal-{mode}"), samples.get(f"LG/sqlite-{mode}")
+        if journal and sqlite:
+            paired = [{"ratio": j["us_per_step"] / q["us_per_step"], "baseline": 1.0} for j, q in zip(journal, sqlite)]
+            memory = samples.get(f"LG/memory-{mode}")
+            floor = (f"InMemorySaver/SqliteSaver {statistics.median(m['us_per_step'] / q['us_per_step'] for m, q in zip(memory, sqlite)):.2f}"
+                     if memory else "")
+            row = _row("LG LangGraph 1,000 super-steps", mode, "JournalSaver / SqliteSaver", "x", paired, "ratio",
+                       higher_is_better=False, target=0.5 if mode == "sync" else None,
+                       target_text="<= 0.5" if mode == "sync" else "", absolute_target=True, note=floor)
+            rows.append(row)
     return rows
 
 
@@ -253,6 +288,8 @@ def _fmt(value: float | None, unit: str) -> str:
         return ""
     if unit in ("us",):
         return f"{value:,.1f} us"
+    if unit == "x":
+        return f"{value:.2f}x"
     if unit == "s":
         return f"{value * 1e3:,.0f} ms"
     if unit == "steps":
@@ -378,9 +415,9 @@ def _markdown_page(report: dict, rows: list[dict], samples: dict[str, list[dict]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (2, and 1 for the crash workloads)")
-    parser.add_argument("--reps", type=int, help="repetitions of A1, A2, W1, W2 (default 9)")
+    parser.add_argument("--reps", type=int, help="repetitions of A1, A2, W1, W2, LG (default 9)")
     parser.add_argument("--crash-reps", type=int, help="repetitions of W3, W4 (default 5)")
-    parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4", help="comma-separated workloads to run")
+    parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4,LG", help="comma-separated workloads to run")
     parser.add_argument("--dir", help="where to create the stores (default: a temporary directory)")
     parser.add_argument("--json", default=DEFAULT_JSON, help=f"where to write the results (default {DEFAULT_JSON})")
     parser.add_argument("--markdown", help="also write the table as Markdown to this file")

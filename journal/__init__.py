@@ -53,6 +53,10 @@ from ._records import Lease as Lease
 from ._records import Resolution as Resolution
 from ._records import Status as Status
 from ._store import Acquire as Acquire
+from ._tables import TableDelete as TableDelete
+from ._tables import TableDeletePrefix as TableDeletePrefix
+from ._tables import TablePut as TablePut
+from ._tables import Tables as Tables
 from ._store import Continue as Continue
 from ._store import Append as Append
 from ._store import Renew as Renew
@@ -72,4 +76,5 @@ __all__ = (
     "Problem", "check", "compact", "entry_view", "export", "trim",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "kind_of",
     "lease_is_live", "name_of", "validate_id",
+    "TableDelete", "TableDeletePrefix", "TablePut", "Tables",
 )

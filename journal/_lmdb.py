@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 import lmdb
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
+from ._lmdb_tables import LmdbTables
 from ._kvstore import TABLES, KVStore, _owned_id, _Txn, already_journaled, check_lease
 from ._store import Append, Op
 from .errors import DiskFull, FormatVersionError, JournalError, StoreError
@@ -62,7 +63,7 @@ class _LmdbTxn(_Txn):
                 yield key, value
 
 
-class LmdbStore(KVStore):
+class LmdbStore(LmdbTables, KVStore):
     """A journal store in the directory `path` (created private to its owner)."""
 
     def __init__(self, path: str | os.PathLike[str], *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,

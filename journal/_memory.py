@@ -9,6 +9,7 @@ from typing import Callable, Iterator, TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._kvstore import TABLES, KVStore, _Txn
+from ._tables import MemoryTables
 
 T = TypeVar("T")
 
@@ -55,7 +56,7 @@ class _MemoryTxn(_Txn):
             yield key, t.data[key]
 
 
-class MemoryStore(KVStore):
+class MemoryStore(MemoryTables, KVStore):
     """A store held in this process's memory. Lost when the process exits."""
 
     def __init__(self, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:

@@ -8,6 +8,10 @@ from ._engine import default_path as default_path
 from ._handlers import handler_path as handler_path
 from ._invocation import idempotency_key as idempotency_key
 from ._handlers import load_handler as load_handler
+from ._memory import Memory as Memory
+from ._memory_table import MemoryArgumentError as MemoryArgumentError
+from ._memory_table import MemoryItem as MemoryItem
+from ._memory_table import MemoryTable as MemoryTable
 from ._outcome import Outcome as Outcome
 from ._retry import RetryPolicy as RetryPolicy
 from ._step_info import StepInfo as StepInfo
@@ -29,6 +33,7 @@ from .errors import TerminalError as TerminalError
 __all__ = (
     "Cancelled", "Context", "DeterminismViolation", "Engine", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
+    "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
     "PromiseConflict", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
     "current_step", "default_path", "handler_path", "idempotency_key", "load_handler",
 )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, NoReturn, TypeVar
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
+    from ._memory import Memory
     from ._state import State
 
 T = TypeVar("T")
@@ -34,6 +35,14 @@ class Context(abc.ABC):
     """The durable state of the invocation's key (thread): `await ctx.state.get(name)`,
     `ctx.state.set(name, value)`, `ctx.state.update(name, value, reducer=...)`,
     `ctx.state.clear(name)`, `await ctx.state.keys()`. Needs an invocation started with a key."""
+
+    @property
+    def memory(self) -> "Memory":
+        """Long-term memory shared across invocations and threads (namespaced items); every read
+        and write is a journaled step. See `runtime._memory.Memory`."""
+        from ._memory import Memory
+
+        return Memory(self)
 
     @abc.abstractmethod
     async def run(

@@ -7,7 +7,7 @@ import types
 import pytest
 
 
-@pytest.mark.parametrize("name", ["journal", "runtime", "runtime.testing"])
+@pytest.mark.parametrize("name", ["journal", "runtime", "runtime.testing", "runtime.langgraph"])
 def test_all_lists_exactly_the_public_names(name):
     module = importlib.import_module(name)
     public = {
