@@ -121,8 +121,13 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
 
     async def main() -> None:
         async with Engine.open(path, durability=durability) as engine:
-            engine.on_step = steps
             service = Service(engine, handlers, token=token, max_body=max_body, workers=workers)
+
+            def on_step(*step: Any) -> None:
+                steps(*step)
+                service.observe(*step)
+
+            engine.on_step = on_step
             config = uvicorn.Config(create_app(service), log_level="warning", access_log=False,
                                     lifespan="off", timeout_graceful_shutdown=5)
             server = _server(config)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib.resources
 import math
+from collections import OrderedDict
+from urllib.parse import unquote
 from typing import Any, Callable
 
 import anyio
@@ -32,6 +34,7 @@ from ._openapi import OPENAPI
 _STATIC = importlib.resources.files(__package__) / "static"
 _MAX_WAIT = 300.0
 _MAX_LIMIT = 1000
+_REMEMBERED = 10_000
 
 
 class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -61,6 +64,20 @@ class Service:
         self.poll = poll
         # Set when the server stops: long polls and event streams end instead of holding it up.
         self.stopping = anyio.Event()
+        # Steps this process ran live or replayed, per invocation (the UI shows replays).
+        self._steps: OrderedDict[str, list[int]] = OrderedDict()
+
+    def observe(self, invocation_id: str, name: str, how: str, seconds: float, replayed: bool) -> None:
+        """An `Engine.on_step` hook: count the step as run live or replayed here."""
+        counts = self._steps.pop(invocation_id, None) or [0, 0]
+        counts[replayed] += 1
+        self._steps[invocation_id] = counts
+        if len(self._steps) > _REMEMBERED:
+            self._steps.popitem(last=False)
+
+    def steps_here(self, invocation_id: str) -> dict[str, int] | None:
+        counts = self._steps.get(invocation_id)
+        return None if counts is None else {"live": counts[0], "replayed": counts[1]}
 
     async def pause(self) -> bool:
         """Wait one poll interval; False once the server is stopping."""
@@ -124,15 +141,16 @@ def create_app(service: Service) -> Starlette:
         return JSONResponse(_views.page(s.store, list(dict.fromkeys(statuses)), key, int(limit), q.get("cursor")))
 
     async def show(request: Request) -> Response:
-        return JSONResponse(_views.detail(s.store, s.require(request.path_params["id"])))
+        record = s.require(_param(request, "id"))
+        return JSONResponse({**_views.detail(s.store, record), "steps_here": s.steps_here(record.id)})
 
     async def entries(request: Request) -> Response:
-        record = s.require(request.path_params["id"])
+        record = s.require(_param(request, "id"))
         after = _number(request.query_params.get("after"), "after", -1, math.inf, default=-1, integer=True)
         return JSONResponse({"entries": _views.entries(s.store, record.id, int(after))})
 
     async def result(request: Request) -> Response:
-        record = s.require(request.path_params["id"])
+        record = s.require(_param(request, "id"))
         wait = _number(request.query_params.get("wait"), "wait", 0, _MAX_WAIT, default=0)
         with anyio.move_on_after(wait):
             while not record.finished and await s.pause():
@@ -140,13 +158,13 @@ def create_app(service: Service) -> Starlette:
         return JSONResponse(_views.result(s.require(record.id)))
 
     async def events(request: Request) -> Response:
-        record = s.require(request.path_params["id"])
+        record = s.require(_param(request, "id"))
         return StreamingResponse(_events.stream(s, record.id), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def promise(request: Request) -> Response:
-        record = s.require(request.path_params["id"])
-        name = request.path_params["name"]
+        record = s.require(_param(request, "id"))
+        name = _param(request, "name")
         checked_id(name, "promise name")
         body = _convert(await read_json(request, s.max_body), PromiseRequest)
         if not _promise_known(s, record, name):
@@ -158,12 +176,12 @@ def create_app(service: Service) -> Starlette:
         return JSONResponse({"id": record.id, "status": record.status.value})
 
     async def cancel(request: Request) -> Response:
-        record = s.require(request.path_params["id"])
+        record = s.require(_param(request, "id"))
         outcome = await s.engine.cancel(record.id, run=False)  # the workers deliver it
         return JSONResponse({"id": outcome.id, "status": outcome.status.value}, status_code=202)
 
     async def key_state(request: Request) -> Response:
-        key = checked_id(request.path_params["key"], "key")
+        key = checked_id(_param(request, "key"), "key")
         return JSONResponse(state_json(key, s.store.state(key), s.store.key_queue(key)))
 
     async def healthz(request: Request) -> Response:
@@ -191,7 +209,7 @@ def create_app(service: Service) -> Starlette:
     ]
     app = Starlette(routes=routes, exception_handlers={ApiError: api_error, JournalError: journal_error,
                                                        404: not_found, 405: _method_not_allowed})
-    return _Guarded(app, s) if s.token is not None else app  # type: ignore[return-value]
+    return _SlashesInIds(_Guarded(app, s) if s.token is not None else app)  # type: ignore[return-value]
 
 
 # A strict policy: the UI's own script and style only, nothing from the network, no inline code.
@@ -202,6 +220,26 @@ _PAGE_HEADERS = {
     "Cache-Control": "no-store",
 }
 _UI_SHELL = ("/", "/i/", "/k/", "/static/")
+
+
+class _SlashesInIds:
+    """Lets an id hold `/` (sent as %2F): routing sees it as NUL, which no id may contain,
+    and `_param` turns it back. Without this, `/invocations/a%2Fb/result` would not route."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw and b"%2f" in raw.lower():
+            parts = raw.split(b"?", 1)[0].decode("latin-1").split("/")
+            path = "/".join(unquote(part).replace("/", "\x00") for part in parts)
+            scope = {**scope, "path": path}
+        await self.app(scope, receive, send)
+
+
+def _param(request: Request, name: str) -> str:
+    return request.path_params[name].replace("\x00", "/")
 
 
 class _Guarded:

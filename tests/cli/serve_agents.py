@@ -18,6 +18,8 @@ async def approval(ctx: Context, request: dict) -> dict:
     draft = await ctx.run("draft", _draft, request["order"])
     await ctx.emit({"waiting_for": "approval", "draft": draft})
     decision = await ctx.promise("approval")
+    if isinstance(decision, bool):  # the web UI's Approve sends a bare `true`
+        decision = {"approved": decision}
     if not decision.get("approved"):
         raise TerminalError(f"rejected by {decision.get('by', 'a reviewer')}")
     done = await ctx.run("refund", _draft, request["order"] + " issued")
@@ -47,3 +49,11 @@ async def gate(ctx: Context, request: dict) -> str:
     while not os.path.exists(marker):
         await anyio.sleep(0.02)
     return await ctx.run("after", _echo, "after")
+
+
+async def remember(ctx: Context, text: str) -> int:
+    """Keeps `text` in its key's state; returns how many turns the key has seen."""
+    turns = await ctx.state.get("turns", default=0)
+    ctx.state.set("last", text)
+    ctx.state.set("turns", turns + 1)
+    return turns + 1

@@ -10,12 +10,13 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
 import httpx
 
 HERE = Path(__file__).parent
 AGENTS = HERE / "serve_agents.py"
-HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate")
+HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember")
 _URL = re.compile(r"serving on (http://\S+) ")
 
 
@@ -68,7 +69,7 @@ class Server:
         return self.log.read_text(errors="replace")
 
     def status(self, invocation_id: str) -> dict:
-        response = self.client.get(f"/invocations/{invocation_id}")
+        response = self.client.get(f"/invocations/{quote(invocation_id, safe='')}")
         assert response.status_code == 200, response.text
         return response.json()
 
