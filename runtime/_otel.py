@@ -137,5 +137,5 @@ def attempt(invocation_id: str, handler: str, traceparent: str | None, epoch: in
 
 
 def _short(handler: str) -> str:
-    module, _, name = handler.rpartition(":")
-    return f"{module.rsplit('/', 1)[-1]}:{name}" if module else handler
+    """The function's name: span names stay few (the full path is the `journal.handler` attribute)."""
+    return handler.rpartition(":")[2] or handler
