@@ -36,13 +36,14 @@ class Server:
     """`journal serve` in its own process; `url` once it answers /healthz."""
 
     def __init__(self, db: str, log: Path, *args: str, env: dict[str, str] | None = None,
-                 handlers: tuple[str, ...] = HANDLERS, token: str | None = None, http: str = "127.0.0.1:0") -> None:
+                 handlers: tuple[str, ...] = HANDLERS, token: str | None = None, http: str = "127.0.0.1:0",
+                 agents: Path | None = AGENTS) -> None:
         self.log = log
         self.token = token
         command = [sys.executable, "-m", "cli", "serve", "--db", db, "--http", http, "-q", *args]
-        for spec in handlers:
+        for spec in handlers:  # NAME=function of `agents`, or NAME=TARGET when `agents` is None
             name, _, fn = spec.partition("=")
-            command += ["--handler", f"{name}={AGENTS}:{fn}"]
+            command += ["--handler", f"{name}={agents}:{fn}" if agents is not None else spec]
         full_env = {**os.environ, **(env or {})}
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=full_env)
