@@ -57,3 +57,11 @@ async def remember(ctx: Context, text: str) -> int:
     ctx.state.set("last", text)
     ctx.state.set("turns", turns + 1)
     return turns + 1
+
+
+async def drifting(ctx: Context, flag: str) -> str:
+    """Names its first step after a file's presence: code that changed under a suspended run."""
+    name = "draft-v2" if os.path.exists(flag) else "draft"
+    await ctx.run(name, _echo, "draft")
+    await ctx.promise("approval")
+    return "done"

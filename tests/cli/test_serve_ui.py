@@ -129,3 +129,16 @@ def test_a_keys_state_and_queue(page, server):
     expect(rows.nth(0)).to_contain_text("last")
     expect(rows.nth(0).locator("pre")).to_have_text("turn 1")
     expect(rows.nth(1).locator("pre")).to_have_text("2")
+
+
+def test_a_diverged_invocation_shows_its_difference_and_the_fork_command(page, server, tmp_path):
+    flag = tmp_path / "renamed"
+    server.client.post("/invocations", json={"handler": "drifting", "input": str(flag), "id": "drifted"})
+    server.wait_status("drifted", "suspended")
+    flag.write_text("the step was renamed")
+    server.client.post("/invocations/drifted/promises/approval", json={"value": True})
+    server.wait_status("drifted", "diverged")
+    page.goto(server.url + "/i/drifted")
+    card = page.locator("#divergence")
+    expect(card).to_contain_text("draft-v2")
+    expect(page.locator("#fork-command")).to_have_text("journal fork drifted --at 1")
