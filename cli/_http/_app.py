@@ -16,7 +16,7 @@ import anyio
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -27,7 +27,7 @@ from runtime import Engine, handler_path
 
 from .._state import state_json
 from . import _events, _views
-from ._errors import ApiError, api_error, error_response, journal_error
+from ._errors import ApiError, JSONResponse, api_error, error_response, journal_error
 from ._guard import DEFAULT_MAX_BODY, authorized, checked_id, read_json
 from ._openapi import OPENAPI
 

@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse as _StarletteJSON
 
 from journal.errors import InvalidId, InvocationConflict, InvocationNotFound, PromiseConflict
+
+
+_encoder = msgspec.json.Encoder(enc_hook=repr)
+
+
+class JSONResponse(_StarletteJSON):
+    """JSON as msgspec writes it: journal values may hold bytes (base64) and datetimes (ISO
+    8601), which the standard library's encoder refuses; and it is several times faster."""
+
+    def render(self, content: Any) -> bytes:
+        return _encoder.encode(content)
 
 
 class ApiError(Exception):

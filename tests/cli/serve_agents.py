@@ -65,3 +65,10 @@ async def drifting(ctx: Context, flag: str) -> str:
     await ctx.run(name, _echo, "draft")
     await ctx.promise("approval")
     return "done"
+
+
+async def binary(ctx: Context, n: int) -> dict:
+    """Journals bytes and a datetime, which JSON has no type for."""
+    when = ctx.now()
+    blob = await ctx.run("blob", lambda: bytes(range(n)))
+    return {"blob": blob, "when": when}

@@ -159,3 +159,13 @@ def test_sigterm_stops_cleanly_and_the_invocation_in_flight_resumes_later(tmp_pa
         assert kinds == [("started", None), ("step", "before"), ("step", "after"), ("completed", None)]
     finally:
         second.stop()
+
+
+def test_bytes_and_datetimes_in_a_journal_answer_as_base64_and_iso_8601(server):
+    server.client.post("/invocations", json={"handler": "binary", "input": 3, "id": "b"})
+    result = server.client.get("/invocations/b/result", params={"wait": 20}).json()
+    assert result["status"] == "completed"
+    assert result["result"]["blob"] == "AAEC"  # base64 of 00 01 02
+    assert result["result"]["when"].endswith("Z") or "+00:00" in result["result"]["when"]
+    step = [e for e in server.client.get("/invocations/b/entries").json()["entries"] if e["kind"] == "step"]
+    assert step[0]["value"] == "AAEC"
