@@ -158,8 +158,18 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
                 service.stopping.set()
                 server.should_exit = True
 
-    anyio.run(main, backend="asyncio")
+    anyio.run(main, backend="asyncio", backend_options={"use_uvloop": _has_uvloop()})
     raise Exit(OK, f"stopped ({steps.summary()}); unfinished invocations stay resumable")
+
+
+def _has_uvloop() -> bool:
+    # uvloop's event loop and httptools' parser (both in the `http` extra) more than doubled
+    # the requests per second of the load test (bench/http_load.py).
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _server(config: Any) -> Any:

@@ -169,3 +169,17 @@ def test_bytes_and_datetimes_in_a_journal_answer_as_base64_and_iso_8601(server):
     assert result["result"]["when"].endswith("Z") or "+00:00" in result["result"]["when"]
     step = [e for e in server.client.get("/invocations/b/entries").json()["entries"] if e["kind"] == "step"]
     assert step[0]["value"] == "AAEC"
+
+
+def test_an_invocation_answers_the_shape_of_show_json_without_entries(server, tmp_path):
+    import subprocess
+    import sys
+
+    server.client.post("/invocations", json={"handler": "approve", "input": {"order": "S"}, "id": "same"})
+    server.wait_status("same", "suspended")
+    doc = server.status("same")
+    shown = json.loads(subprocess.run([sys.executable, "-m", "cli", "show", "same", "--json", "--db",
+                                       str(tmp_path / "db")], capture_output=True, text=True, check=True).stdout)
+    del shown["entries"]
+    extra = {"waiting_on", "divergence", "fork_command", "steps_here"}
+    assert {k: v for k, v in doc.items() if k not in extra} == shown
