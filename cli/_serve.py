@@ -128,7 +128,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
                 service.observe(*step)
 
             engine.on_step = on_step
-            config = uvicorn.Config(create_app(service), log_level="warning", access_log=False,
+            config = uvicorn.Config(create_app(service), log_level="warning", access_log=False, proxy_headers=False,
                                     lifespan="off", timeout_graceful_shutdown=5)
             server = _server(config)
             sock = _listen(host, port)
