@@ -12,7 +12,9 @@ import pytest
 from .serving import Server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOT = Path(__file__).parents[2] / "docs" / "img" / "ui.png"
+# docs/img/ui.png is this test's screenshot; JOURNAL_UPDATE_SCREENSHOT=1 writes it again
+# (otherwise the shot goes to a temporary directory, so a test run leaves the docs alone).
+DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "img" / "ui.png"
 HOSTILE = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>'
 
 if not os.path.exists(CHROMIUM):
@@ -87,13 +89,14 @@ def test_clicking_through_shows_the_invocations_steps(page, server):
     expect(page.locator("#status .status")).to_have_text("suspended")
 
 
-def test_clicking_approve_completes_a_waiting_invocation(page, server):
+def test_clicking_approve_completes_a_waiting_invocation(page, server, tmp_path):
     server.client.post("/invocations", json={"handler": "approve", "input": {"order": "UI-9"}, "id": "approve-me"})
     server.wait_status("approve-me", "suspended")
     page.goto(server.url + "/i/approve-me")
     card = page.locator('.promise[data-promise="approval"]')
     expect(card).to_be_visible()
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    shot = DOCS_SCREENSHOT if os.environ.get("JOURNAL_UPDATE_SCREENSHOT") == "1" else tmp_path / "ui.png"
+    assert page.screenshot(path=str(shot), full_page=True).startswith(b"\x89PNG")
     card.locator("button.approve").click()
     expect(page.locator("#status .status")).to_have_text("completed", timeout=20000)
     expect(page.locator("#result")).to_contain_text('"refunded"')
