@@ -55,6 +55,7 @@ def _token(token_file: str | None) -> str | None:
 
 def _listen(host: str, port: int) -> socket.socket:
     """Bind before anything else starts, so a taken port is reported plainly (and :0 works)."""
+    sock = None
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, kind, proto, _, address = infos[0]
@@ -63,6 +64,8 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.bind(address)
         sock.listen(2048)
     except OSError as exc:
+        if sock is not None:
+            sock.close()
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --http HOST:PORT") from None
     sock.setblocking(False)
     return sock
@@ -118,6 +121,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
     handlers = _handlers(handler_specs)
     path = store_path(db)
     steps = Progress(not quiet, prefix_ids=True)
+    sock = _listen(host, port)  # before the store is opened: a taken port leaves nothing behind
 
     async def main() -> None:
         async with Engine.open(path, durability=durability) as engine:
@@ -131,7 +135,6 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
             config = uvicorn.Config(create_app(service), log_level="warning", access_log=False, proxy_headers=False,
                                     lifespan="off", timeout_graceful_shutdown=5)
             server = _server(config)
-            sock = _listen(host, port)
             bound = sock.getsockname()
             shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
             echo_err(f"serving on http://{shown}:{bound[1]} (store {path}, {workers} workers, "
@@ -158,7 +161,10 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
                 service.stopping.set()
                 server.should_exit = True
 
-    anyio.run(main, backend="asyncio", backend_options={"use_uvloop": _has_uvloop()})
+    try:
+        anyio.run(main, backend="asyncio", backend_options={"use_uvloop": _has_uvloop()})
+    finally:
+        sock.close()
     raise Exit(OK, f"stopped ({steps.summary()}); unfinished invocations stay resumable")
 
 

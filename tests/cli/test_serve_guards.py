@@ -128,3 +128,58 @@ def test_ids_are_validated_as_the_cli_validates_them(server, tmp_path):
     assert _error(post("/invocations", json={"handler": "echo", "input": "x", "key": "k\x7f"}), 400)["type"] == "InvalidId"
     assert _error(server.client.get("/invocations/" + "x" * 201), 400)["type"] == "InvalidId"
     assert _error(server.client.get("/invocations/a%01b"), 400)["type"] == "InvalidId"
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("192.168.1.4", False), ("example.com", False),
+])
+def test_only_loopback_addresses_count_as_loopback(host, loopback):
+    from cli._http import is_loopback
+
+    assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--http", "8420"], "is not HOST:PORT"),
+    (["--http", "127.0.0.1:99999"], "is not HOST:PORT"),
+    (["--handler", "approve"], "is not NAME=TARGET"),
+    (["--handler", "a=tests/cli/serve_agents.py:echo", "--handler", "a=tests/cli/serve_agents.py:quick"], "twice"),
+    (["--handler", "a=tests/cli/serve_agents.py:nothing"], "has no attribute"),
+    (["--token-file", "/nonexistent/token"], "cannot read --token-file"),
+])
+def test_bad_options_exit_2_saying_what_is_wrong(args, says, tmp_path):
+    from click.testing import CliRunner
+
+    from cli import cli
+
+    result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "db"), *args])
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr
+    assert not (tmp_path / "db").exists()
+
+
+def test_an_empty_token_file_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from cli import cli
+
+    (tmp_path / "token").write_text("\n")
+    result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "db"), "--token-file", str(tmp_path / "token")])
+    assert result.exit_code == 2 and "is empty" in result.stderr
+
+
+def test_a_port_in_use_exits_2_and_creates_no_store(tmp_path):
+    import socket
+
+    from click.testing import CliRunner
+
+    from cli import cli
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "db"), "--http", f"127.0.0.1:{port}"])
+    assert result.exit_code == 2 and "cannot listen on 127.0.0.1" in result.stderr
+    assert not (tmp_path / "db").exists()
