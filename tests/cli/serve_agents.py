@@ -72,3 +72,18 @@ async def binary(ctx: Context, n: int) -> dict:
     when = ctx.now()
     blob = await ctx.run("blob", lambda: bytes(range(n)))
     return {"blob": blob, "when": when}
+
+
+def _fails_first(marker: str) -> str:
+    if not os.path.exists(marker):
+        with open(marker, "w") as f:
+            f.write("failed once")
+        raise ConnectionError("the model endpoint dropped the connection")
+    return "answered"
+
+
+async def flaky(ctx: Context, marker: str) -> str:
+    """A step whose first attempt fails: the timeline shows its retry."""
+    from runtime import RetryPolicy
+
+    return await ctx.run("ask", _fails_first, marker, retry=RetryPolicy(max_attempts=3, initial_interval=0.01))

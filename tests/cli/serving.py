@@ -16,7 +16,7 @@ import httpx
 
 HERE = Path(__file__).parent
 AGENTS = HERE / "serve_agents.py"
-HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember", "drifting=drifting", "binary=binary")
+HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember", "drifting=drifting", "binary=binary", "flaky=flaky")
 _URL = re.compile(r"serving on (http://\S+) ")
 
 

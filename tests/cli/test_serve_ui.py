@@ -103,6 +103,8 @@ def test_clicking_approve_completes_a_waiting_invocation(page, server, tmp_path)
     # The steps that ran after the approval arrived live, over the event stream.
     expect(page.locator('#timeline tr[data-kind="step"]')).to_have_count(2)
     expect(page.locator('#timeline tr[data-kind="completed"]')).to_have_count(1)
+    # The resume replayed the draft instead of running it again, and says so.
+    expect(page.locator("#runs")).to_have_text("2 steps run live, 1 replayed")
     assert server.client.get("/invocations/approve-me/result").json()["result"]["status"] == "refunded"
 
 
@@ -145,3 +147,12 @@ def test_a_diverged_invocation_shows_its_difference_and_the_fork_command(page, s
     card = page.locator("#divergence")
     expect(card).to_contain_text("draft-v2")
     expect(page.locator("#fork-command")).to_have_text("journal fork drifted --at 1")
+
+
+def test_a_step_that_needed_a_retry_shows_it_on_the_timeline(page, server, tmp_path):
+    server.client.post("/invocations", json={"handler": "flaky", "input": str(tmp_path / "m"), "id": "flaky-1"})
+    server.wait_status("flaky-1", "completed")
+    page.goto(server.url + "/i/flaky-1")
+    step = page.locator('#timeline tr[data-kind="step"]')
+    expect(step.locator(".tag.retry")).to_have_text("1 retry")
+    expect(step.locator("pre.value")).to_have_text("answered")
