@@ -37,6 +37,7 @@ class Started(msgspec.Struct, tag="started", **_OPTS):
     key: str | None = None
     input_digest: int = 0
     parent: str | None = None
+    trace: str | None = None  # W3C `traceparent` of the trace this invocation belongs to (OpenTelemetry)
 
 
 class Step(msgspec.Struct, tag="step", **_OPTS):

@@ -40,6 +40,7 @@ from journal import (
 from journal._kvstore import HOST, lease_is_live
 from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost
 
+from . import _otel
 from ._beside import beside
 from ._guard import _handler_scope
 from ._step_info import _current
@@ -122,7 +123,8 @@ class Engine:
         at = now_us()
         input_digest = digest(bytes(raw))
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
-        started = encode_entry(Started(path, raw, at, key, input_digest), self.store.max_entry_bytes)
+        trace = _otel.start_context(invocation_id, path) if _otel.enabled() else None
+        started = encode_entry(Started(path, raw, at, key, input_digest, None, trace), self.store.max_entry_bytes)
         record, created = self.store.create(record, started)
         if created:
             await self.committer.flush()
@@ -235,7 +237,9 @@ class Engine:
         record = InvocationRecord(child_id, path, Status.PENDING, at, at, key, input_digest, parent=parent)
         if delay:  # created asleep, in the same transaction: a worker wakes it when it is due
             record.status, record.wake_at = Status.SUSPENDED, at + int(delay * 1e6)
-        started = encode_entry(Started(path, raw, at, key, input_digest, parent), self.store.max_entry_bytes)
+        # Inside the parent's attempt (or step) span: the child joins the parent's trace.
+        trace = _otel.start_context(child_id, path, parent=parent) if _otel.enabled() else None
+        started = encode_entry(Started(path, raw, at, key, input_digest, parent, trace), self.store.max_entry_bytes)
         self.store.create(record, started)
         await self.committer.flush()
 
@@ -381,8 +385,15 @@ class Engine:
                 ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
             if record.cancel_requested:
                 ctx.request_cancel("cancel requested")
+            tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
             async with beside(self._watch, ctx, invocation_id, epoch):
-                return await self._drive(ctx, fn, started, replayer, epoch)
+                if tracing is None:
+                    return await self._drive(ctx, fn, started, replayer, epoch)
+                ctx.wrap_step = tracing.wrap_step
+                with tracing:
+                    outcome = await self._drive(ctx, fn, started, replayer, epoch)
+                    tracing.finish(outcome.status, self.store.get(invocation_id), replayer.replayed)
+                    return outcome
         finally:
             self._running.discard(invocation_id)
 
@@ -489,7 +500,8 @@ class Engine:
         input_digest = digest(bytes(raw))
         new = InvocationRecord(next_id, record.handler, Status.PENDING, at, at, record.key, input_digest,
                                parent=record.parent, queued_at=record.queued_at, continued_from=invocation_id)
-        started = encode_entry(Started(record.handler, raw, at, record.key, input_digest, record.parent),
+        trace = ctx._replayer.started().trace  # the next generation goes on in the same trace
+        started = encode_entry(Started(record.handler, raw, at, record.key, input_digest, record.parent, trace),
                                self.store.max_entry_bytes)
         with anyio.CancelScope(shield=True):
             await ctx._settle_tentative()

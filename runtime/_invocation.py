@@ -179,6 +179,8 @@ class InvocationContext(Composition, Context):
         # nothing about the handler is decided; the run stops and raises it.
         self.broken: Exception | None = None
         self.on_step: Callable[[str, str, float, bool], None] | None = None
+        # Wraps each live step function (tracing, see runtime/_otel.py); None costs one test per step.
+        self.wrap_step: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
 
     # -- identity and sync operations -----------------------------------------------------
 
@@ -268,6 +270,8 @@ class InvocationContext(Composition, Context):
             await self._flush_pending()  # what the step may depend on is durable before its side effect
         if self._restarting:  # always-replay: a sibling's step ended this round; start no side effect in it
             raise Restart()
+        if self.wrap_step is not None:
+            fn = self.wrap_step(fn)
         started = time.perf_counter() if self.on_step is not None else 0.0
         self._inflight += 1
         try:

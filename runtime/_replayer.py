@@ -62,6 +62,11 @@ class Replayer:
 
     # -- what was recorded -----------------------------------------------------------------
 
+    @property
+    def replayed(self) -> int:
+        """How many recorded entries (besides `started`) the handler has matched so far."""
+        return len(self._entries) - len(self._unclaimed)
+
     def started(self) -> Started:
         if not isinstance(self._start, Started):
             raise NondeterminismError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,24 @@ def test_python_block_runs(page: Path, line: int, code: str, tmp_path: Path, mon
     # Blank lines keep the line numbers of tracebacks equal to the page's.
     script = tmp_path / f"{page.stem}_line{line}.py"
     script.write_text("\n" * line + code, encoding="utf-8")
-    runpy.run_path(str(script), run_name="__main__")
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        _forget_tracer_provider()
+
+
+def _forget_tracer_provider() -> None:
+    """A block that installs an OpenTelemetry provider installs it for the whole process
+    (the API sets it once); take it away, so that it traces only that block."""
+    trace = sys.modules.get("opentelemetry.trace")
+    provider = getattr(trace, "_TRACER_PROVIDER", None)
+    if trace is None or provider is None:
+        return
+    from opentelemetry.util._once import Once
+
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+    getattr(provider, "shutdown", lambda: None)()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])

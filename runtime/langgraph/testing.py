@@ -3,7 +3,8 @@
 LangGraph's published conformance suite (`langgraph-checkpoint-conformance`) calls only
 the `a*` methods, but `graph.invoke` and `graph.stream` use `put`, `put_writes`,
 `get_tuple`, `list`, ... . `SyncApi(saver)` is a checkpointer whose async methods call
-the wrapped saver's sync methods, so the same suite checks the sync API:
+the wrapped saver's sync methods, so the same suite checks the sync API. It needs the
+suite itself: `pip install langgraph-checkpoint-conformance==0.0.2`.
 
 ```python
 import asyncio

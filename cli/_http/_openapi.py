@@ -1,0 +1,121 @@
+"""The OpenAPI 3.1 document served at `/openapi.json` (kept beside the routes it describes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    text = {400: "malformed JSON or an invalid id", 401: "missing or wrong bearer token",
+            404: "unknown invocation or promise", 409: "conflict with what is already recorded",
+            413: "body over the limit", 422: "the body or a parameter does not fit"}
+    return {str(c): _json(_ref("Error"), text[c]) for c in codes}
+
+
+_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+_STATUS = {"type": "string", "enum": ["pending", "running", "suspended", "diverged", "completed", "failed",
+                                      "cancelled"]}
+_ERROR_INFO = {"type": ["object", "null"], "properties": {"type": {"type": "string"}, "message": {"type": "string"},
+                                                          "terminal": {"type": "boolean"}}}
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "journal serve", "version": "1",
+             "description": "Start, inspect, resolve and cancel durable invocations (docs/http.md)."},
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+                "type": "object", "required": ["type", "message"],
+                "properties": {"type": {"type": "string"}, "message": {"type": "string"}}}}},
+            "StartRequest": {"type": "object", "required": ["handler"], "additionalProperties": False, "properties": {
+                "handler": {"type": "string", "description": "a NAME registered with --handler NAME=TARGET"},
+                "input": {}, "id": {"type": "string"}, "key": {"type": "string"},
+                "durability": {"type": "string", "enum": ["sync", "async", "exit"]}}},
+            "Started": {"type": "object", "properties": {"id": {"type": "string"}, "status": _STATUS}},
+            "Summary": {"type": "object", "properties": {
+                "id": {"type": "string"}, "handler": {"type": "string"}, "status": _STATUS,
+                "key": {"type": ["string", "null"]}, "created_at": {"type": "string", "format": "date-time"},
+                "updated_at": {"type": "string", "format": "date-time"}, "entries": {"type": "integer"}}},
+            "WaitingOn": {"type": "object", "required": ["kind"], "properties": {
+                "kind": {"type": "string", "enum": ["promise", "timer", "child", "turn"]},
+                "name": {"type": "string"}, "until": {"type": "string", "format": "date-time"},
+                "id": {"type": "string"}}},
+            "Invocation": {"type": "object", "properties": {
+                "id": {"type": "string"}, "handler": {"type": "string"}, "status": _STATUS,
+                "key": {"type": ["string", "null"]}, "input": {}, "result": {}, "error": _ERROR_INFO,
+                "waiting_on": {"type": "array", "items": _ref("WaitingOn")},
+                "divergence": {"type": ["string", "null"]}, "fork_command": {"type": ["string", "null"]}}},
+            "Entry": {"type": "object", "required": ["seq", "kind"], "properties": {
+                "seq": {"type": "integer"}, "kind": {"type": "string"}, "name": {"type": ["string", "null"]},
+                "at": {"type": ["string", "null"], "format": "date-time"}, "value": {}, "error": {}}},
+            "Result": {"type": "object", "properties": {"id": {"type": "string"}, "status": _STATUS,
+                                                        "result": {}, "error": _ERROR_INFO}},
+            "PromiseRequest": {"type": "object", "additionalProperties": False,
+                               "properties": {"value": {}, "reject": {"type": "string"}}},
+        },
+    },
+    "security": [{"bearer": []}],
+    "paths": {
+        "/invocations": {
+            "post": {"summary": "Start an invocation of a registered handler (idempotent by id)",
+                     "requestBody": {"required": True, "content": {"application/json": {
+                         "schema": _ref("StartRequest")}}},
+                     "responses": {"201": _json(_ref("Started"), "created"),
+                                   "200": _json(_ref("Started"), "the same id and input exist already"),
+                                   **_errors(400, 401, 409, 413, 422)}},
+            "get": {"summary": "List invocations, newest first",
+                    "parameters": [
+                        {"name": "status", "in": "query", "schema": _STATUS, "description": "repeat or comma-separate"},
+                        {"name": "key", "in": "query", "schema": {"type": "string"}},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
+                                                                    "maximum": 1000, "default": 100}},
+                        {"name": "cursor", "in": "query", "schema": {"type": "string"}}],
+                    "responses": {"200": _json({"type": "object", "properties": {
+                        "invocations": {"type": "array", "items": _ref("Summary")},
+                        "next_cursor": {"type": ["string", "null"]}}}, "a page"), **_errors(400, 401, 422)}},
+        },
+        "/invocations/{id}": {"get": {"summary": "One invocation, without its entries", "parameters": [_ID],
+                                      "responses": {"200": _json(_ref("Invocation"), "the invocation"),
+                                                    **_errors(400, 401, 404)}}},
+        "/invocations/{id}/entries": {"get": {
+            "summary": "Its journal entries after a seq", "parameters": [
+                _ID, {"name": "after", "in": "query", "schema": {"type": "integer", "default": -1}}],
+            "responses": {"200": _json({"type": "object", "properties": {
+                "entries": {"type": "array", "items": _ref("Entry")}}}, "entries"), **_errors(400, 401, 404)}}},
+        "/invocations/{id}/result": {"get": {
+            "summary": "Its outcome, waiting up to `wait` seconds for it to finish", "parameters": [
+                _ID, {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 300}}],
+            "responses": {"200": _json(_ref("Result"), "finished, or where it stands when the wait ended"),
+                          **_errors(400, 401, 404, 422)}}},
+        "/invocations/{id}/events": {"get": {
+            "summary": "Server-Sent Events: status, entry, emitted, end", "parameters": [_ID],
+            "responses": {"200": {"description": "an event stream", "content": {"text/event-stream": {}}},
+                          **_errors(400, 401, 404)}}},
+        "/invocations/{id}/promises/{name}": {"post": {
+            "summary": "Resolve (value) or reject (reject) a promise", "parameters": [
+                _ID, {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "requestBody": {"content": {"application/json": {"schema": _ref("PromiseRequest")}}},
+            "responses": {"200": _json(_ref("Started"), "delivered (or already delivered the same way)"),
+                          **_errors(400, 401, 404, 409, 413, 422)}}},
+        "/invocations/{id}/cancel": {"post": {
+            "summary": "Ask the invocation to cancel; the workers deliver it", "parameters": [_ID],
+            "responses": {"202": _json(_ref("Started"), "recorded"), **_errors(400, 401, 404)}}},
+        "/keys/{key}/state": {"get": {
+            "summary": "A key's durable state and the queue of its unfinished invocations",
+            "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": _json({"type": "object", "properties": {
+                "key": {"type": "string"}, "state": {"type": "object"},
+                "queue": {"type": "array", "items": {"type": "string"}}}}, "the state"), **_errors(400, 401)}}},
+        "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json({"type": "object"}, "serving")}}},
+        "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "")}}},
+    },
+}

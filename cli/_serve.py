@@ -1,0 +1,191 @@
+"""`journal serve`: workers plus the HTTP API and web UI of cli/_http, in one process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+from typing import Any, Callable, Iterator
+
+import anyio
+import click
+
+from runtime import Engine
+
+from ._common import Exit, OK, db_option, echo_err, edge, fail, store_path
+from ._run import Progress, importable_cwd, load
+
+DEFAULT_HTTP = "127.0.0.1:8420"
+
+
+def _split_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise fail(f"--http {text!r} is not HOST:PORT (for example 127.0.0.1:8420, or [::1]:8420)")
+    return host.strip("[]"), int(port)
+
+
+def _handlers(specs: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
+    importable_cwd()
+    out: dict[str, Callable[..., Any]] = {}
+    for spec in specs:
+        name, sep, target = spec.partition("=")
+        if not sep or not name or not target:
+            raise fail(f"--handler {spec!r} is not NAME=TARGET (for example approve=examples/approval.py:approval)")
+        if name in out:
+            raise fail(f"--handler {name!r} is given twice; each NAME names one handler")
+        out[name] = load(target)
+    return out
+
+
+def _token(token_file: str | None) -> str | None:
+    if token_file is not None:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise fail(f"cannot read --token-file {token_file}: {exc}") from None
+        if not token:
+            raise fail(f"--token-file {token_file} is empty; write the token into it")
+        return token
+    token = os.environ.get("JOURNAL_TOKEN", "").strip()
+    return token or None
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind before anything else starts, so a taken port is reported plainly (and :0 works)."""
+    sock = None
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        if sock is not None:
+            sock.close()
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --http HOST:PORT") from None
+    sock.setblocking(False)
+    return sock
+
+
+@click.command()
+@db_option
+@click.option("--http", "address", metavar="HOST:PORT", default=DEFAULT_HTTP, show_default=True,
+              help="Where to listen. Anything but loopback needs a token. Port 0 picks a free port.")
+@click.option("--handler", "handler_specs", metavar="NAME=TARGET", multiple=True,
+              help="A handler requests may start, by NAME (repeat for several). TARGET is "
+                   "path/to/file.py:function or package.module:function.")
+@click.option("--token-file", metavar="PATH", type=click.Path(dir_okay=False),
+              help="A file holding the bearer token every request must carry (default: $JOURNAL_TOKEN).")
+@click.option("--workers", type=click.IntRange(0), default=16, show_default=True,
+              help="How many invocations this process runs at once (0: API only, other workers run them).")
+@click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
+@click.option("--max-body", metavar="BYTES", type=click.IntRange(1), default=1 << 20, show_default=True,
+              help="The largest request body accepted; larger ones get 413.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
+@edge
+def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_file: str | None, workers: int,
+          durability: str, max_body: int, quiet: bool) -> None:
+    """Serve the HTTP API and web UI, and run invocations (until SIGTERM or Ctrl-C).
+
+    Requests may start only the handlers registered with --handler NAME=TARGET; they
+    never name code to import. Binding to anything but loopback requires a token
+    (--token-file or JOURNAL_TOKEN), which every API request must then send as
+    `Authorization: Bearer TOKEN`. SIGTERM stops cleanly: invocations in flight give
+    their lease back and stay pending. docs/http.md describes every endpoint.
+
+    Example:
+
+    \b
+        journal serve --handler approve=examples/approval.py:approval --http 127.0.0.1:8420
+    """
+    try:
+        import uvicorn
+
+        from ._http import Service, create_app, is_loopback
+    except ImportError as exc:
+        raise fail(f"journal serve needs the http extra ({exc}); install it with: pip install 'journal[http]'") from None
+    from ._http import Service, create_app, is_loopback
+
+    host, port = _split_address(address)
+    token = _token(token_file)
+    if token is None and not is_loopback(host):
+        raise fail(
+            f"refusing to listen on {host}:{port} without a token: anyone who can reach it could start "
+            "handlers and read every journal. Give one with --token-file PATH or JOURNAL_TOKEN, or listen "
+            "on loopback (--http 127.0.0.1:8420)"
+        )
+    handlers = _handlers(handler_specs)
+    path = store_path(db)
+    steps = Progress(not quiet, prefix_ids=True)
+    sock = _listen(host, port)  # before the store is opened: a taken port leaves nothing behind
+
+    async def main() -> None:
+        async with Engine.open(path, durability=durability) as engine:
+            service = Service(engine, handlers, token=token, max_body=max_body, workers=workers)
+
+            def on_step(*step: Any) -> None:
+                steps(*step)
+                service.observe(*step)
+
+            engine.on_step = on_step
+            config = uvicorn.Config(create_app(service), log_level="warning", access_log=False, proxy_headers=False,
+                                    lifespan="off", timeout_graceful_shutdown=5)
+            server = _server(config)
+            bound = sock.getsockname()
+            shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+            echo_err(f"serving on http://{shown}:{bound[1]} (store {path}, {workers} workers, "
+                     f"handlers: {', '.join(handlers) or 'none'}); SIGTERM or Ctrl-C stops it")
+            async with anyio.create_task_group() as tg:
+                worker_scope = anyio.CancelScope()
+
+                async def run_workers() -> None:
+                    with worker_scope:
+                        await engine.serve(concurrency=workers)
+
+                async def run_server() -> None:
+                    await server.serve(sockets=[sock])
+                    tg.cancel_scope.cancel()  # the server stopped on its own: stop the rest too
+
+                tg.start_soon(run_server)
+                if workers:
+                    tg.start_soon(run_workers)
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        break
+                # Workers first: their invocations give the lease back and stay pending.
+                worker_scope.cancel()
+                service.stopping.set()
+                server.should_exit = True
+
+    try:
+        anyio.run(main, backend="asyncio", backend_options={"use_uvloop": _has_uvloop()})
+    finally:
+        sock.close()
+    raise Exit(OK, f"stopped ({steps.summary()}); unfinished invocations stay resumable")
+
+
+def _has_uvloop() -> bool:
+    # uvloop's event loop and httptools' parser (both in the `http` extra): in one pair of
+    # load-test runs (bench/http_load.py, 1,000 invocations) starts/s went from 422 to 845
+    # and GET /invocations/ID from 643 to 3,997 requests/s.
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _server(config: Any) -> Any:
+    """uvicorn's server without its own signal handling: `serve` decides how to stop."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Server(config)

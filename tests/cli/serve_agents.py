@@ -1,0 +1,89 @@
+"""Handlers the `journal serve` tests register with --handler NAME=TARGET."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+
+from runtime import Context, TerminalError
+
+
+def _draft(order: str) -> str:
+    return f"refund for {order}"
+
+
+async def approval(ctx: Context, request: dict) -> dict:
+    """The run-service flow: draft, announce, wait for a human, then finish."""
+    draft = await ctx.run("draft", _draft, request["order"])
+    await ctx.emit({"waiting_for": "approval", "draft": draft})
+    decision = await ctx.promise("approval")
+    if isinstance(decision, bool):  # the web UI's Approve sends a bare `true`
+        decision = {"approved": decision}
+    if not decision.get("approved"):
+        raise TerminalError(f"rejected by {decision.get('by', 'a reviewer')}")
+    done = await ctx.run("refund", _draft, request["order"] + " issued")
+    return {"order": request["order"], "status": "refunded", "by": decision.get("by"), "note": done}
+
+
+def _echo(value: str) -> str:
+    return value
+
+
+async def echo(ctx: Context, text: str) -> str:
+    """Journals `text` as a step value and returns it: what a hostile model output looks like."""
+    return await ctx.run("echo", _echo, text)
+
+
+async def quick(ctx: Context, n: int) -> int:
+    """One step: the load test's unit of work."""
+    return await ctx.run("double", lambda: n * 2)
+
+
+async def gate(ctx: Context, request: dict) -> str:
+    """Runs a step, then waits (outside the journal) for a file: lets a test stop the server mid-run."""
+    await ctx.run("before", _echo, "before")
+    marker = request["marker"]
+    with open(request["entered"], "w") as f:  # says the handler is now in flight
+        f.write(str(os.getpid()))
+    while not os.path.exists(marker):
+        await anyio.sleep(0.02)
+    return await ctx.run("after", _echo, "after")
+
+
+async def remember(ctx: Context, text: str) -> int:
+    """Keeps `text` in its key's state; returns how many turns the key has seen."""
+    turns = await ctx.state.get("turns", default=0)
+    ctx.state.set("last", text)
+    ctx.state.set("turns", turns + 1)
+    return turns + 1
+
+
+async def drifting(ctx: Context, flag: str) -> str:
+    """Names its first step after a file's presence: code that changed under a suspended run."""
+    name = "draft-v2" if os.path.exists(flag) else "draft"
+    await ctx.run(name, _echo, "draft")
+    await ctx.promise("approval")
+    return "done"
+
+
+async def binary(ctx: Context, n: int) -> dict:
+    """Journals bytes and a datetime, which JSON has no type for."""
+    when = ctx.now()
+    blob = await ctx.run("blob", lambda: bytes(range(n)))
+    return {"blob": blob, "when": when}
+
+
+def _fails_first(marker: str) -> str:
+    if not os.path.exists(marker):
+        with open(marker, "w") as f:
+            f.write("failed once")
+        raise ConnectionError("the model endpoint dropped the connection")
+    return "answered"
+
+
+async def flaky(ctx: Context, marker: str) -> str:
+    """A step whose first attempt fails: the timeline shows its retry."""
+    from runtime import RetryPolicy
+
+    return await ctx.run("ask", _fails_first, marker, retry=RetryPolicy(max_attempts=3, initial_interval=0.01))

@@ -1,0 +1,158 @@
+"""The web UI of `journal serve` in a real headless Chromium (Debian's `chromium`, driven by
+Playwright). With CI=true these tests run, never skip: .ci/run installs the browser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .serving import Server
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# docs/img/ui.png is this test's screenshot; JOURNAL_UPDATE_SCREENSHOT=1 writes it again
+# (otherwise the shot goes to a temporary directory, so a test run leaves the docs alone).
+DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "img" / "ui.png"
+HOSTILE = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>'
+
+if not os.path.exists(CHROMIUM):
+    if os.environ.get("CI") == "true":
+        raise RuntimeError(f"the browser tests need Debian's chromium at {CHROMIUM}: apt-get install -y chromium")
+    pytest.skip("chromium is not installed (apt-get install -y chromium); CI runs these", allow_module_level=True)
+
+playwright = pytest.importorskip("playwright.sync_api") if os.environ.get("CI") != "true" else None
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as p:
+        # A persistent context gives Chromium a fresh profile directory of our own.
+        context = p.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, viewport={"width": 1200, "height": 800},
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        yield context
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ui")
+    s = Server(str(tmp / "db"), tmp / "serve.log")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def page(browser, server):
+    page = browser.new_page()
+    outside: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(server.url) else outside.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    yield page
+    page.close()
+    assert outside == [], f"the UI loaded something from outside the server: {outside}"
+    assert errors == [], f"the page reported errors: {errors}"
+
+
+def test_the_list_shows_a_new_invocation(page, server):
+    page.goto(server.url + "/")
+    expect(page.locator("#invocations")).to_be_visible()
+    server.client.post("/invocations", json={"handler": "echo", "input": "fresh", "id": "list-me"})
+    row = page.locator('tr[data-id="list-me"]')
+    expect(row).to_be_visible(timeout=15000)
+    expect(row.locator(".status")).to_have_text("completed", timeout=15000)
+    page.locator('button[data-filter="suspended"]').click()
+    expect(page.locator('tr[data-id="list-me"]')).to_have_count(0)
+    page.locator('button[data-filter="completed"]').click()
+    expect(page.locator('tr[data-id="list-me"]')).to_be_visible()
+
+
+def test_clicking_through_shows_the_invocations_steps(page, server):
+    server.client.post("/invocations", json={"handler": "approve", "input": {"order": "UI-7"}, "id": "click-me"})
+    server.wait_status("click-me", "suspended")
+    page.goto(server.url + "/")
+    page.locator('tr[data-id="click-me"] a').click()
+    page.wait_for_url("**/i/click-me")
+    step = page.locator('#timeline tr[data-kind="step"]')
+    expect(step).to_have_count(1)
+    expect(step.locator("td.mono")).to_have_text("draft")
+    expect(step.locator("pre.value")).to_have_text("refund for UI-7")
+    expect(page.locator("#events li")).to_have_count(1)  # what ctx.emit published
+    expect(page.locator("#status .status")).to_have_text("suspended")
+
+
+def test_clicking_approve_completes_a_waiting_invocation(page, server, tmp_path):
+    server.client.post("/invocations", json={"handler": "approve", "input": {"order": "UI-9"}, "id": "approve-me"})
+    server.wait_status("approve-me", "suspended")
+    page.goto(server.url + "/i/approve-me")
+    card = page.locator('.promise[data-promise="approval"]')
+    expect(card).to_be_visible()
+    shot = DOCS_SCREENSHOT if os.environ.get("JOURNAL_UPDATE_SCREENSHOT") == "1" else tmp_path / "ui.png"
+    assert page.screenshot(path=str(shot), full_page=True).startswith(b"\x89PNG")
+    card.locator("button.approve").click()
+    expect(page.locator("#status .status")).to_have_text("completed", timeout=20000)
+    expect(page.locator("#result")).to_contain_text('"refunded"')
+    # The steps that ran after the approval arrived live, over the event stream.
+    expect(page.locator('#timeline tr[data-kind="step"]')).to_have_count(2)
+    expect(page.locator('#timeline tr[data-kind="completed"]')).to_have_count(1)
+    # The resume replayed the draft instead of running it again, and says so.
+    expect(page.locator("#runs")).to_have_text("2 steps run live, 1 replayed")
+    assert server.client.get("/invocations/approve-me/result").json()["result"]["status"] == "refunded"
+
+
+def test_markup_in_a_value_renders_as_text(page, server):
+    server.client.post("/invocations", json={"handler": "echo", "input": HOSTILE, "id": "hostile"})
+    server.client.post("/invocations", json={"handler": "echo", "input": "k", "id": HOSTILE})
+    server.wait_status("hostile", "completed")
+    server.wait_status(HOSTILE, "completed")
+    page.goto(server.url + "/i/hostile")
+    expect(page.locator('#timeline tr[data-kind="step"] pre.value')).to_have_text(HOSTILE)
+    expect(page.locator("#result")).to_have_text(HOSTILE)
+    page.goto(server.url + "/")
+    expect(page.locator("#invocations a", has_text="<img")).to_have_text(HOSTILE)
+    assert page.locator("img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_a_keys_state_and_queue(page, server):
+    for n in range(2):
+        server.client.post("/invocations", json={"handler": "remember", "input": f"turn {n}", "id": f"t{n}",
+                                                 "key": "thread-1"})
+        server.wait_status(f"t{n}", "completed")
+    page.goto(server.url + "/i/t1")
+    page.locator('a[href="/k/thread-1"]').click()
+    rows = page.locator("#state tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("last")
+    expect(rows.nth(0).locator("pre")).to_have_text("turn 1")
+    expect(rows.nth(1).locator("pre")).to_have_text("2")
+
+
+def test_a_diverged_invocation_shows_its_difference_and_the_fork_command(page, server, tmp_path):
+    flag = tmp_path / "renamed"
+    server.client.post("/invocations", json={"handler": "drifting", "input": str(flag), "id": "drifted"})
+    server.wait_status("drifted", "suspended")
+    flag.write_text("the step was renamed")
+    server.client.post("/invocations/drifted/promises/approval", json={"value": True})
+    server.wait_status("drifted", "diverged")
+    page.goto(server.url + "/i/drifted")
+    card = page.locator("#divergence")
+    expect(card).to_contain_text("draft-v2")
+    expect(page.locator("#fork-command")).to_have_text("journal fork drifted --at 1")
+
+
+def test_a_step_that_needed_a_retry_shows_it_on_the_timeline(page, server, tmp_path):
+    server.client.post("/invocations", json={"handler": "flaky", "input": str(tmp_path / "m"), "id": "flaky-1"})
+    server.wait_status("flaky-1", "completed")
+    page.goto(server.url + "/i/flaky-1")
+    step = page.locator('#timeline tr[data-kind="step"]')
+    expect(step.locator(".tag.retry")).to_have_text("1 retry")
+    expect(step.locator("pre.value")).to_have_text("answered")
