@@ -11,10 +11,11 @@ import msgspec
 
 from ._codec import decode_entry, decode_value
 from ._entries import TERMINAL_KINDS, Entry, Started, kind_of, name_of
-from ._lmdb import LmdbStore
+from ._files import COMPACT_TMP, test_pause
+from ._lmdb import LmdbStore, exclusive
 from ._records import FINISHED, InvocationRecord, Status
 from ._store import Store
-from .errors import CorruptEntry, StoreError
+from .errors import CorruptEntry, StoreBusy, StoreError
 
 
 class Problem(msgspec.Struct):
@@ -80,16 +81,33 @@ def compact(store: LmdbStore) -> tuple[int, int]:
 
     The compacting copy is written beside the store, fsynced, then renamed over the data
     file, so a crash at any moment leaves either the old file or the new one, both whole.
-    Other processes must not have the store open (LMDB cannot swap a file under them).
+    The store must be open in no other process, nor elsewhere in this one: LMDB cannot swap
+    a file under a process that has it mapped. Compaction holds the store alone from its
+    first check to the swap, so a process that tries to open it meanwhile is refused
+    (`StoreBusy`) instead of committing into the file being replaced.
     """
     if not isinstance(store, LmdbStore):
         raise StoreError("only an LMDB store can be compacted")
+    others, release = exclusive(store.path)
+    try:
+        if others:
+            raise StoreBusy(
+                f"the store at {store.path} is open {others} more time(s) in this process; close those "
+                "stores (and engines) before compacting it"
+            )
+        return _swap_compacted(store)
+    finally:
+        release()
+
+
+def _swap_compacted(store: LmdbStore) -> tuple[int, int]:
     data = os.path.join(store.path, "data.mdb")
     before = os.path.getsize(data)
-    tmp = os.path.join(store.path, "compact.tmp")
+    tmp = os.path.join(store.path, COMPACT_TMP)
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp, mode=0o700)
     store.copy_to(tmp)
+    test_pause("compact")
     copied = os.path.join(tmp, "data.mdb")
     os.chmod(copied, 0o600)
     with open(copied, "rb") as f:
