@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import anyio
 import click
 
-from journal import LmdbStore
+from journal import LmdbStore, check_store_dir
 from journal.errors import (
     CorruptEntry,
     DiskFull,
@@ -68,6 +68,7 @@ def store_path(db: str | None) -> str:
 def existing_store(db: str | None) -> str:
     """The store's path, which must exist: only `run` and `worker` create a store."""
     path = store_path(db)
+    check_store_dir(path)
     if not os.path.isdir(path):
         raise fail(
             f"there is no journal store at {path}; pass --db PATH or set JOURNAL_DB to the directory "
@@ -78,7 +79,15 @@ def existing_store(db: str | None) -> str:
 
 def open_store(db: str | None, *, readonly: bool = True) -> LmdbStore:
     """Open an existing store (read-only unless the command writes)."""
-    return LmdbStore(existing_store(db), readonly=readonly)
+    path = existing_store(db)
+    warn_store(path)
+    return LmdbStore(path, readonly=readonly)
+
+
+def warn_store(path: str) -> None:
+    """Say so (once per command) when others could write the store; refuse a path that is no directory."""
+    for warning in check_store_dir(path):
+        echo_err(warning)
 
 
 def suggest(words: list[str], db: str | None) -> str:

@@ -32,6 +32,7 @@ from ._common import (
     run_async,
     store_path,
     suggest,
+    warn_store,
 )
 from ._state import unblock_hint
 
@@ -219,6 +220,7 @@ def _queued_exit(outcome: Outcome, note: str, as_json: bool) -> None:
 def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False) -> Any:
     """Open an engine on the store and run `work(engine)`; Ctrl-C leaves with exit 130."""
     path = store_path(db) if create else existing_store(db)
+    warn_store(path)
 
     async def main() -> Any:
         async with Engine.open(path, durability=durability) as engine:
@@ -379,8 +381,14 @@ def worker(db: str | None, concurrency: int, until_idle: bool, durability: str, 
     if not quiet:
         echo_err(f"worker on {path} (pid {os.getpid()}, concurrency {concurrency}); Ctrl-C stops it")
 
-    _execute(db, durability, steps, lambda engine: engine.serve(concurrency=concurrency, idle_exit=until_idle),
-             create=True)
+    def parked(invocation_id: str, reason: str) -> None:
+        echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
+
+    async def work(engine: Engine) -> None:
+        engine.on_park = parked
+        await engine.serve(concurrency=concurrency, idle_exit=until_idle)
+
+    _execute(db, durability, steps, work, create=True)
     if not quiet:
         echo_err(f"worker idle; exiting ({steps.summary()})")
 

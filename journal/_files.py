@@ -134,8 +134,8 @@ def _check_data_size(full: str) -> None:
     if size < needed:
         raise StoreError(
             f"{full} is truncated: it holds {size:,} bytes but its last committed transaction uses "
-            f"{needed:,}; reading it would crash. Restore the store from a backup (a copy made with "
-            "`journal compact` or `LmdbStore.copy_to`); nothing was changed"
+            f"{needed:,}; reading it would crash. Restore the store from a backup (for example one made "
+            "with `LmdbStore.copy_to`); nothing was changed"
         )
 
 

@@ -50,7 +50,7 @@ from ._invocation import InvocationContext, Restart
 from ._suspend import Suspend
 from ._outcome import Event, Outcome
 from ._replayer import Replayer
-from .errors import Cancelled, NondeterminismError, TerminalError
+from .errors import Cancelled, HandlerNotFound, NondeterminismError, TerminalError
 
 
 def default_path() -> str:
@@ -88,6 +88,8 @@ class Engine:
         self.divergence_wait = divergence_wait
         self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.on_step: Callable[[str, str, str, float, bool], None] | None = None
+        # Told (id, reason) when the worker parks an invocation whose handler does not load.
+        self.on_park: Callable[[str, str], None] | None = None
         self._active: set[str] = set()  # scheduled by serve() in this process
         self._running: set[str] = set()  # executing in this process right now
 
@@ -303,7 +305,8 @@ class Engine:
         async def one(invocation_id: str) -> None:
             async with limiter:
                 try:
-                    outcomes.append(await self._execute(invocation_id))
+                    if await self._loadable(invocation_id):
+                        outcomes.append(await self._execute(invocation_id))
                 except InvocationBusy:
                     pass
 
@@ -323,7 +326,8 @@ class Engine:
         async def one(invocation_id: str) -> None:
             try:
                 async with limiter:
-                    await self._execute(invocation_id)
+                    if await self._loadable(invocation_id):
+                        await self._execute(invocation_id)
             except (InvocationBusy, LeaseLost):
                 pass
             finally:
@@ -338,6 +342,32 @@ class Engine:
                 if idle_exit and not ids and not self._active:
                     return
                 await anyio.sleep(self.poll_interval)
+
+    async def _loadable(self, invocation_id: str) -> bool:
+        """Whether the invocation's handler loads here; if not, park it with the reason.
+
+        One invocation whose code is gone must not stop a worker from running the others,
+        nor be tried again at every poll: it is parked as `diverged` (the status whose
+        meaning is "the code does not fit this journal; fix it, then resume"), its record
+        saying why, and `on_park` is told once.
+        """
+        record = self.store.get(invocation_id)
+        if record is None or record.finished:
+            return True
+        try:
+            load_handler(record.handler)
+            return True
+        except Exception as exc:  # noqa: BLE001 - any failure to import the handler's module
+            reason = exc if isinstance(exc, HandlerNotFound) else f"importing it raised {type(exc).__name__}: {exc}"
+        message = (f"invocation {invocation_id!r} cannot run: cannot load its handler {record.handler!r}: {reason}. "
+                   f"Restore or fix the code, then `journal resume {invocation_id}`")
+        epoch, _ = await self.committer.submit(
+            Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()), durable=False)
+        await self.committer.submit(SetStatus(invocation_id, Transition(
+            Status.DIVERGED, now_us(), divergence=message, release=True), epoch), durable=True)
+        if self.on_park is not None:
+            self.on_park(invocation_id, message)
+        return False
 
     # -- execution ------------------------------------------------------------------------------
 
