@@ -25,6 +25,8 @@ from journal.errors import (
     StoreError,
 )
 from runtime import default_path
+
+from ._render import safe
 from runtime.errors import HandlerNotFound, NondeterminismError
 
 T = TypeVar("T")
@@ -99,7 +101,13 @@ def suggest(words: list[str], db: str | None) -> str:
 
 
 def echo_err(message: str) -> None:
-    click.echo(message, err=True)
+    """A message for humans on stderr; journal contents in it are escaped (`render.safe`)."""
+    click.echo(safe(message), err=True)
+
+
+def out(text: str = "") -> None:
+    """Human output on stdout, escaped like `echo_err`; `--json` goes through click.echo as is."""
+    click.echo(safe(text))
 
 
 def edge(fn: Callable[..., T]) -> Callable[..., T]:

@@ -14,7 +14,7 @@ from journal import compact as compact_store
 from journal import trim as trim_store
 
 from . import _render as render
-from ._common import FAILED, OK, Exit, db_option, echo_err, edge, fail, json_option, open_store
+from ._common import FAILED, OK, Exit, db_option, echo_err, edge, fail, json_option, open_store, out
 from ._inspect import short_handler
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -76,7 +76,7 @@ def trim(older_than: str, statuses: tuple[str, ...], keep_record: bool, dry_run:
     if chosen:
         rows = [[r.id, render.status(r.status), short_handler(r.handler), str(counts.get(r.id, 0)),
                  render.age(r.updated_at)] for r in chosen]
-        click.echo(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
+        out(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
     total = sum(counts.get(r.id, 0) for r in chosen)
     verb = "would remove" if dry_run else "removed"
     what = "journal" if keep_record else "invocation"
@@ -135,7 +135,7 @@ def compact(force: bool, db: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(render.to_json({"path": path, "before": before, "after": after}))
         return
-    click.echo(f"compacted {path}: {render.size(before)} -> {render.size(after)} "
+    out(f"compacted {path}: {render.size(before)} -> {render.size(after)} "
                f"(saved {render.size(max(before - after, 0))})")
 
 
@@ -167,7 +167,7 @@ def check(db: str | None, as_json: bool) -> None:
         }))
     else:
         for problem in problems:
-            click.echo(str(problem))
+            out(str(problem))
         echo_err(f"checked {records} invocation{'s' if records != 1 else ''}: "
                  + (f"{len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems else "no problems"))
     raise Exit(FAILED if problems else OK)

@@ -29,6 +29,7 @@ from ._common import (
     existing_store,
     fail,
     json_option,
+    out,
     run_async,
     store_path,
     suggest,
@@ -104,10 +105,10 @@ class Progress:
         colour = {"live": "green", "failed": "red"}.get(how)
         when = "replayed" if replayed else render.duration(seconds)
         prefix = f"[{render.cut(invocation_id, 20)}] " if self.prefix_ids else "  "
-        line = f"{prefix}{click.style(mark, fg=colour)} {render.cut(name, 40):<24} {when:>9}"
+        line = f"{render.safe(prefix)}{render.styled(mark, fg=colour)} {render.cut(name, 40):<24} {when:>9}"
         if how == "failed":
-            line += click.style("  failed", fg="red")
-        echo_err(line)
+            line += render.styled("  failed", fg="red")
+        echo_err(render.Styled(line))
 
     def summary(self) -> str:
         return f"{self.live} step{'s' if self.live != 1 else ''} live, {self.replayed} replayed"
@@ -155,7 +156,7 @@ def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool =
     status = outcome.status
     if status == Status.COMPLETED:
         if not as_json:
-            click.echo(render.value_text(outcome.result))
+            out(render.value_text(outcome.result))
         return OK
     if status == Status.FAILED:
         error = outcome.error
@@ -165,7 +166,7 @@ def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool =
     if status == Status.CANCELLED:
         if cancel_ok:  # what `journal cancel` asked for: its result
             if not as_json:
-                click.echo(f"cancelled {outcome.id}")
+                out(f"cancelled {outcome.id}")
             return OK
         echo_err(f"invocation {outcome.id} was cancelled")
         return FAILED
@@ -435,7 +436,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
         }))
     else:
         verb = "rejected" if reject is not None else "resolved"
-        click.echo(f"{verb} promise {name!r} of {record.id}; it is {record.status.value}")
+        out(f"{verb} promise {name!r} of {record.id}; it is {record.status.value}")
     if record.status == Status.PENDING:
         echo_err(f"continue it with: {suggest(['resume', record.id], db)}")
     elif record.status == Status.SUSPENDED and record.waiting not in (None, name):
@@ -473,6 +474,6 @@ def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | N
         if as_json:
             click.echo(render.to_json(outcome_json(outcome)))
         else:
-            click.echo(f"cancellation of {invocation_id} requested; it is {outcome.status.value}")
+            out(f"cancellation of {invocation_id} requested; it is {outcome.status.value}")
         raise Exit(OK)
     raise Exit(report(outcome, db=db, as_json=as_json, cancel_ok=True))
