@@ -62,11 +62,13 @@ def _replay_line(r: dict[str, Any]) -> str:
 @json_option
 @edge
 def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db: str | None, as_json: bool) -> None:
-    """Check journals against the current code, running nothing.
+    """Check journals against the current code, calling no step function.
 
-    The handler is run against its journal read-only: recorded results are handed
-    back, nothing is appended, no step function is called, and the check stops where
-    the journal ends. Exit status 4 if any invocation diverged (the report shows the
+    The handler's code runs against its journal read-only: recorded results are
+    handed back, nothing is appended, no step function is called, and the check stops
+    where the journal ends. The handler the journal names is imported only if it is an
+    ordinary handler of yours (a .py file you own that nobody else can write, or a
+    module outside the standard library); --handler names the code yourself. Exit status 4 if any invocation diverged (the report shows the
     seq, what the journal holds and what the code asked for), 2 if one could not be
     replayed, else 0. Run it before deploying a change to a handler.
 

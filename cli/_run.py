@@ -317,6 +317,9 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
 @click.command()
 @click.argument("invocation_id", metavar="ID")
+@click.option("--handler", "target", metavar="TARGET",
+              help="Run this code (path/to/file.py:function or package.module:function) instead of the handler "
+                   "the journal names.")
 @db_option
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="How steps run from here on are made durable.")
@@ -324,18 +327,25 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
               help="Show each step as it finishes (default: when stderr is a terminal).")
 @json_option
 @edge
-def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, as_json: bool) -> None:
+def resume(invocation_id: str, target: str | None, db: str | None, durability: str, progress: bool | None,
+           as_json: bool) -> None:
     """Continue an invocation: replay, then run the rest live.
 
     Use it after a crash, after `journal resolve`, when a timer is due, or after fixing
     the code of a diverged invocation. Exit status as for `journal run`.
 
+    The handler the journal names is imported only if it is an ordinary handler of
+    yours (a .py file you own that nobody else can write, or a module outside the
+    standard library); --handler names the code to run yourself.
+
     Example:
 
     \b
         journal resume 3f2a9c
+        journal resume 3f2a9c --handler agents/triage.py:triage
     """
     importable_cwd()
+    fn = load(target) if target is not None else None
     show = sys.stderr.isatty() if progress is None else progress
     steps = Progress(show)
     started = time.perf_counter()
@@ -350,7 +360,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
             if note is not None:
                 queued.append(note)
                 return Outcome.of(engine.store.require(invocation_id))
-        return await engine.resume(invocation_id)
+        return await engine.resume(invocation_id, fn)
 
     _conclude(db, durability, steps, work, lambda: invocation_id, queued,
               started=started, show=show, as_json=as_json)

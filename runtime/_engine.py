@@ -43,7 +43,7 @@ from journal.errors import InvocationBusy, InvocationConflict, JournalError, Lea
 from ._beside import beside
 from ._guard import _handler_scope
 from ._step_info import _current
-from ._handlers import NO_INPUT, decode_input, load_handler, prepare_input, register
+from ._handlers import NO_INPUT, decode_input, load_handler, load_recorded, prepare_input, register
 from ._clock import now_us
 from ._composition import ContinueAsNew
 from ._invocation import InvocationContext, Restart
@@ -134,7 +134,7 @@ class Engine:
                   key: str | None = None, lax_input: bool = False) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges."""
         record = await self.start(handler, input, id=id, key=key, lax_input=lax_input)
-        fn = load_handler(record.handler)
+        fn = load_recorded(record.handler)
         while True:
             try:
                 return await self._execute(record.id, fn)
@@ -165,9 +165,13 @@ class Engine:
             and lease_is_live(self.store.lease(invocation_id), now_us())
         )
 
-    async def resume(self, invocation_id: str) -> Outcome:
-        """Run an existing invocation again: replay its journal, then continue live."""
-        return await self._execute(invocation_id)
+    async def resume(self, invocation_id: str, handler: Callable[..., Any] | str | None = None) -> Outcome:
+        """Run an existing invocation again: replay its journal, then continue live.
+
+        `handler` names the code to run instead of the one the record names (which is
+        imported only if it passes `load_recorded`'s rule)."""
+        fn = load_handler(handler) if isinstance(handler, str) else handler
+        return await self._execute(invocation_id, fn)
 
     async def get(self, invocation_id: str) -> Outcome:
         return Outcome.of(self.store.require(invocation_id))
@@ -355,7 +359,7 @@ class Engine:
         if record is None or record.finished:
             return True
         try:
-            load_handler(record.handler)
+            load_recorded(record.handler)
             return True
         except Exception as exc:  # noqa: BLE001 - any failure to import the handler's module
             reason = exc if isinstance(exc, HandlerNotFound) else f"importing it raised {type(exc).__name__}: {exc}"
@@ -385,7 +389,7 @@ class Engine:
         record = self.store.require(invocation_id)
         if record.finished:
             return Outcome.of(record)
-        fn = fn or load_handler(record.handler)
+        fn = fn or load_recorded(record.handler)
         if invocation_id in self._running:
             # The lease belongs to this engine already: a second execution here would take it
             # from the first one in the middle of a step.
@@ -507,7 +511,7 @@ class Engine:
     async def _continue_as_new(self, ctx: InvocationContext, cont: ContinueAsNew, epoch: int) -> Outcome:
         invocation_id = ctx.invocation_id
         record = self.store.require(invocation_id)
-        fn = load_handler(record.handler)
+        fn = load_recorded(record.handler)
         try:
             raw, _ = prepare_input(fn, cont.input)
         except (ValueError, UnencodableValue) as exc:

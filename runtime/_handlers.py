@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import stat
 import sys
 import typing
 import weakref
@@ -75,6 +76,56 @@ def load_handler(path: str) -> Callable[..., Any]:
     obj.__journal_path__ = canonical
     _by_path[path] = _by_path[canonical] = obj
     return obj
+
+
+_OWN_PACKAGES = frozenset({"journal", "runtime", "cli"})
+
+
+def load_recorded(path: str) -> Callable[..., Any]:
+    """Load the handler an invocation's record names, if this process may trust the record.
+
+    Handlers are chosen by the process that runs them, never by the store: a record is
+    data, and whoever could write it must not thereby choose what code this process
+    imports. A handler this process registered or already loaded is used as is. Otherwise
+    the recorded TARGET is imported only if it is an ordinary handler of this user's: a
+    `.py` file owned by this user (or root) that nobody else can write, or a module that is
+    neither in the standard library nor one of journal's own packages. Anything else
+    needs the code named explicitly (`--handler TARGET`, or a handler passed to the engine).
+    """
+    if path in _by_path:
+        return _by_path[path]
+    target, sep, attr = path.rpartition(":")
+    if sep and target and attr:
+        if target.endswith(".py") or os.sep in target:
+            _check_recorded_file(target, path)
+        else:
+            top = target.split(".", 1)[0]
+            if top in sys.stdlib_module_names or top in _OWN_PACKAGES:
+                raise HandlerNotFound(
+                    f"the journal names handler {path!r}, a module of "
+                    + ("the standard library" if top in sys.stdlib_module_names else "journal itself")
+                    + ", which is never a handler; it was not imported. If you meant to run this "
+                    "invocation, name its code yourself with --handler path/to/file.py:function"
+                )
+    return load_handler(path)
+
+
+def _check_recorded_file(target: str, path: str) -> None:
+    refuse = f"the journal names handler {path!r}, but "
+    fix = "; it was not imported. If it is your code, name it yourself with --handler TARGET"
+    if not os.path.isabs(target) or not target.endswith(".py"):
+        raise HandlerNotFound(refuse + "a recorded file handler is an absolute path to a .py file" + fix)
+    try:
+        st = os.stat(target)
+    except OSError:
+        return  # load_handler says that the file does not exist
+    if not stat.S_ISREG(st.st_mode):
+        raise HandlerNotFound(refuse + f"{target} is not a regular file" + fix)
+    if st.st_uid not in (os.getuid(), 0):
+        raise HandlerNotFound(refuse + f"{target} belongs to another user (uid {st.st_uid})" + fix)
+    if st.st_mode & 0o022:
+        raise HandlerNotFound(refuse + f"{target} can be written by other users (mode {stat.S_IMODE(st.st_mode):o})"
+                              + fix)
 
 
 def _load_file(target: str, path: str) -> Any:
