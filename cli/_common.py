@@ -161,7 +161,17 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
                         return
 
             async def body() -> None:
-                result.append(await work())
+                nonlocal interrupted
+                try:
+                    result.append(await work())
+                except BaseException as exc:
+                    # KeyboardInterrupt raised inside the work (by handler code, or Ctrl-C under
+                    # trio) must not leave the task: asyncio would print it as a crash.
+                    stop = exc.subgroup(KeyboardInterrupt) if isinstance(exc, BaseExceptionGroup) else (
+                        exc if isinstance(exc, KeyboardInterrupt) else None)
+                    if stop is None:
+                        raise
+                    interrupted = True
                 tg.cancel_scope.cancel()
 
             tg.start_soon(watch)

@@ -34,6 +34,9 @@ def _replay_one(store: Any, invocation_id: str, target: str | None) -> dict[str,
         return {**result, "status": "diverged", "seq": exc.seq, "message": str(exc)}
     except (HandlerNotFound, JournalError) as exc:
         return {**result, "status": "error", "message": str(exc)}
+    except SystemExit as exc:
+        return {**result, "status": "error",
+                "message": f"the handler called sys.exit({exc.code!r}); a handler returns or raises instead"}
     except Exception as exc:  # the handler module or its input decoding failed outside any step
         return {**result, "status": "error", "message": f"the handler raised {type(exc).__name__}: {exc}"}
     return {**result, "checked": report.checked, "finished": report.finished, "seq": report.stopped_at}

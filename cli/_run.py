@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import anyio
 import click
 
-from journal import InvocationRecord, Status
+from journal import InvocationRecord, Status, UnencodableValue
 from runtime import Engine, Outcome, load_handler
 from runtime.errors import HandlerNotFound
 
@@ -83,6 +83,8 @@ def read_input(input_json: str | None, input_file: str | None) -> tuple[Any, boo
         return json.loads(text), True
     except json.JSONDecodeError as exc:
         raise fail(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise fail(f"{where} is nested too deeply to decode; flatten the input") from None
 
 
 class Progress:
@@ -298,7 +300,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
     async def work(engine: Engine) -> Outcome:
         try:
             record = await engine.start(fn, value, id=invocation_id, key=key, lax_input=True)
-        except ValueError as exc:
+        except (ValueError, UnencodableValue, RecursionError) as exc:
             hint = "" if given else "; pass it with --input JSON or --input-file PATH"
             raise fail(f"bad input: {exc}{hint}") from None
         chosen.append(record.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from typing import Any, Iterable, Iterator
@@ -144,14 +145,17 @@ def _check_one(store: Store, record: InvocationRecord, indexed: dict[Status, set
         if status != record.status and rid in ids:
             out.append(Problem(rid, None, f"status index lists it as {status} but its record says {record.status}"))
     decoded: dict[int, Entry] = {}
+    corrupt: set[int] = set()
     for seq, data in store.entries(rid):
         try:
             decoded[seq] = decode_entry(data, invocation_id=rid, seq=seq)
         except CorruptEntry as exc:
-            out.append(Problem(rid, seq, f"entry does not decode: {str(exc).split('(', 1)[-1].rstrip(')')}"))
+            corrupt.add(seq)
+            reason = re.search(r"does not decode \((.*)\); run", str(exc))
+            out.append(Problem(rid, seq, f"entry does not decode: {reason.group(1) if reason else exc}"))
     if not decoded and record.finished:
         return out  # trimmed with its record kept
-    if 0 not in decoded or not isinstance(decoded[0], Started):
+    if 0 not in corrupt and (0 not in decoded or not isinstance(decoded[0], Started)):
         out.append(Problem(rid, 0, "the start entry is missing"))
     terminal = [s for s, e in decoded.items() if isinstance(e, TERMINAL_KINDS)]
     if record.finished and not terminal:
@@ -163,7 +167,7 @@ def _check_one(store: Store, record: InvocationRecord, indexed: dict[Status, set
         if not record.finished:
             out.append(Problem(rid, terminal[0], f"a terminal entry exists but the status is {record.status}"))
     if record.finished and decoded:
-        missing = sorted(set(range(max(decoded) + 1)) - set(decoded))
+        missing = sorted(set(range(max(decoded) + 1)) - set(decoded) - corrupt)  # each problem once
         if missing:
             out.append(Problem(rid, missing[0], f"seq gap: {len(missing)} seq(s) missing, first {missing[0]}"))
     return out

@@ -453,6 +453,15 @@ class Engine:
         leaves = _leaves(exc)
         if ctx.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):
             return Outcome.of(self.store.require(invocation_id))
+        exits = [e for e in leaves if isinstance(e, SystemExit)]
+        if exits and not ctx.cancel_delivered:
+            # sys.exit() in handler code is the handler's own (deterministic) ending, not an
+            # interruption: it fails the invocation instead of leaving it to fail again at
+            # every resume, and the process running it carries on.
+            code = exits[0].code
+            error = ErrorInfo("SystemExit", f"the handler called sys.exit({code!r}); a handler ends by returning "
+                              "a value or raising an exception, never by exiting the process", True)
+            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
         interrupted = [e for e in leaves if isinstance(e, anyio.get_cancelled_exc_class())
                        or isinstance(e, (KeyboardInterrupt, SystemExit))]
         if interrupted:
