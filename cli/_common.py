@@ -10,6 +10,7 @@ import sys
 from typing import Any, Awaitable, Callable, TypeVar
 
 import anyio
+import anyio.abc
 import click
 
 from journal import LmdbStore, check_store_dir
@@ -150,32 +151,33 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
     async def main() -> tuple[T | None, bool]:
         result: list[T] = []
         interrupted = False
-        async with anyio.create_task_group() as tg:
 
-            async def watch() -> None:
-                nonlocal interrupted
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for _ in signals:
-                        interrupted = True
-                        tg.cancel_scope.cancel()
-                        return
-
-            async def body() -> None:
-                nonlocal interrupted
-                try:
-                    result.append(await work())
-                except BaseException as exc:
-                    # KeyboardInterrupt raised inside the work (by handler code, or Ctrl-C under
-                    # trio) must not leave the task: asyncio would print it as a crash.
-                    stop = exc.subgroup(KeyboardInterrupt) if isinstance(exc, BaseExceptionGroup) else (
-                        exc if isinstance(exc, KeyboardInterrupt) else None)
-                    if stop is None:
-                        raise
-                    interrupted = True
+        async def watch(signals: Any, tg: anyio.abc.TaskGroup) -> None:
+            nonlocal interrupted
+            async for _ in signals:
+                interrupted = True
                 tg.cancel_scope.cancel()
 
-            tg.start_soon(watch)
-            tg.start_soon(body)
+        async def body(tg: anyio.abc.TaskGroup) -> None:
+            nonlocal interrupted
+            try:
+                result.append(await work())
+            except BaseException as exc:
+                # KeyboardInterrupt raised inside the work (by handler code, or Ctrl-C under
+                # trio) must not leave the task: asyncio would print it as a crash.
+                stop = exc.subgroup(KeyboardInterrupt) if isinstance(exc, BaseExceptionGroup) else (
+                    exc if isinstance(exc, KeyboardInterrupt) else None)
+                if stop is None:
+                    raise
+                interrupted = True
+            tg.cancel_scope.cancel()
+
+        # The receiver stays installed until the work has cleaned up (closed the store): a
+        # Ctrl-C meanwhile is received here instead of raising KeyboardInterrupt in the cleanup.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch, signals, tg)
+                tg.start_soon(body, tg)
         return (result[0] if result else None), interrupted
 
     try:

@@ -22,6 +22,7 @@ from ._common import (
     INTERRUPTED,
     OK,
     SUSPENDED,
+    USAGE,
     Exit,
     db_option,
     echo_err,
@@ -60,12 +61,14 @@ def load(target: str) -> Any:
         raise fail(f"cannot load handler {target!r}: importing it raised {type(exc).__name__}: {exc}") from None
 
 
-def read_input(input_json: str | None, input_file: str | None) -> tuple[Any, bool]:
-    """The handler input from --input / --input-file (`-` reads stdin); `(None, False)` if none."""
+def read_input(input_json: str | None, input_file: str | None, *, name: str = "--input") -> tuple[Any, bool]:
+    """The handler input from --input / --input-file (`-` reads stdin); `(None, False)` if none.
+
+    `name` is what the messages call the JSON argument (`resolve` takes it as JSON)."""
     if input_json is not None and input_file is not None:
         raise fail("give the input once: --input JSON or --input-file PATH, not both")
     if input_json is not None:
-        where = "--input (stdin)" if input_json == "-" else "--input"
+        where = f"{name} (stdin)" if input_json == "-" else name
         text = sys.stdin.read() if input_json == "-" else input_json
     elif input_file is not None:
         where = "stdin" if input_file == "-" else input_file
@@ -311,6 +314,8 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
                 return Outcome.of(engine.store.require(record.id))
         if show:
             echo_err(f"running {record.id} ({render.cut(record.handler, 60)})")
+        elif invocation_id is None and not as_json:  # the only way to learn a generated id
+            echo_err(f"invocation {record.id}")
         return await engine.run(fn, value, id=record.id, key=key, lax_input=True)
 
     _conclude(db, durability, steps, work, lambda: chosen[0] if chosen else None, queued,
@@ -432,7 +437,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
         raise fail("give a JSON value or --reject MSG, not both")
     decoded = None
     if value is not None:
-        decoded, _ = read_input(value, None)
+        decoded, _ = read_input(value, None, name=f"the value for promise {name!r}")
 
     async def work(engine: Engine) -> Any:
         engine.store.require(invocation_id)
@@ -481,7 +486,23 @@ def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | N
     """
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
-    outcome = _execute(db, "sync", Progress(show), lambda engine: engine.cancel(invocation_id, run=not no_wait))
+    async def work(engine: Engine) -> tuple[Outcome, bool]:
+        record = engine.store.require(invocation_id)
+        while record.continued_as is not None:
+            record = engine.store.require(record.continued_as)
+        if record.finished:
+            return Outcome.of(record), True
+        return await engine.cancel(invocation_id, run=not no_wait), False
+
+    outcome, already = _execute(db, "sync", Progress(show), work)
+    if already:
+        if as_json:
+            click.echo(render.to_json(outcome_json(outcome)))
+        if outcome.status == Status.CANCELLED:  # cancelling is idempotent: same answer as the first time
+            if not as_json:
+                out(f"cancelled {outcome.id}")
+            raise Exit(OK, f"(invocation {outcome.id} was already cancelled)")
+        raise Exit(USAGE, f"invocation {outcome.id} already {outcome.status.value}; there is nothing to cancel")
     if no_wait and outcome.status not in (Status.CANCELLED, Status.COMPLETED, Status.FAILED):
         if as_json:
             click.echo(render.to_json(outcome_json(outcome)))

@@ -38,7 +38,7 @@ from journal import (
     encode_value,
 )
 from journal._kvstore import HOST, lease_is_live
-from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost
+from journal.errors import CorruptEntry, InvocationBusy, InvocationConflict, JournalError, LeaseLost
 
 from ._beside import beside
 from ._guard import _handler_scope
@@ -400,8 +400,16 @@ class Engine:
         )
         self._running.add(invocation_id)
         try:
-            entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
-                       for seq, data in self.store.entries(invocation_id)}
+            try:
+                entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
+                           for seq, data in self.store.entries(invocation_id)}
+            except CorruptEntry as exc:
+                # Not runnable until repaired: parked with the reason, not left `running`.
+                await self.committer.submit(SetStatus(invocation_id, Transition(
+                    Status.DIVERGED, now_us(), release=True,
+                    divergence=f"{exc}. It cannot run until its journal is repaired; `journal fork "
+                               f"{invocation_id} --at SEQ` continues it from before the damage"), epoch), durable=True)
+                raise
             replayer = Replayer(invocation_id, entries)
             started: Started = replayer.started()
             ctx = InvocationContext(

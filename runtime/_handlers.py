@@ -71,6 +71,7 @@ def load_handler(path: str) -> Callable[..., Any]:
         raise HandlerNotFound(
             f"handler {path!r} is not an async function; define it as `async def {attr.split('.')[-1]}(ctx, input)`"
         )
+    _check_arity(obj, path, attr.split(".")[-1])
     # File targets are recorded by absolute path so a process started elsewhere finds them.
     canonical = f"{os.path.abspath(target)}:{attr}" if module.__name__.startswith("_journal_file_") else path
     obj.__journal_path__ = canonical
@@ -79,6 +80,40 @@ def load_handler(path: str) -> Callable[..., Any]:
 
 
 _OWN_PACKAGES = frozenset({"journal", "runtime", "cli"})
+
+
+def _check_arity(fn: Callable[..., Any], path: str, name: str) -> None:
+    """A handler is called as fn(ctx) or fn(ctx, input): refuse others before anything is journaled."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    for args in ((None,), (None, None)):
+        try:
+            signature.bind(*args)
+            return
+        except TypeError:
+            continue
+    raise HandlerNotFound(
+        f"handler {path!r} takes parameters {signature}, but a handler is called with the context and at most "
+        f"one input: define it as `async def {name}(ctx)` or `async def {name}(ctx, input)`"
+    )
+
+
+def _own_name_clash(directory: str, path: str) -> None:
+    """Refuse a handler whose directory holds a module named like one of journal's packages:
+    Python finds journal's (already imported) first, so the handler's `import cli` would
+    silently get journal's instead of the user's."""
+    for name in sorted(_OWN_PACKAGES):
+        for candidate in (os.path.join(directory, name + ".py"), os.path.join(directory, name, "__init__.py")):
+            ours = sys.modules.get(name)
+            ours_file = getattr(ours, "__file__", None)
+            if os.path.isfile(candidate) and not (ours_file and os.path.samefile(candidate, ours_file)):
+                raise HandlerNotFound(
+                    f"{candidate} beside handler {path!r} has the name of journal's own package {name!r}: "
+                    f"`import {name}` in the handler would get journal's, not yours. Rename your module "
+                    f"(for example to my_{name}.py) and its imports"
+                )
 
 
 def load_recorded(path: str) -> Callable[..., Any]:
@@ -132,6 +167,7 @@ def _load_file(target: str, path: str) -> Any:
     full = os.path.abspath(target)
     if not os.path.isfile(full):
         raise HandlerNotFound(f"handler file {target!r} does not exist (handler {path!r})")
+    _own_name_clash(os.path.dirname(full), path)
     name = "_journal_file_" + hashlib.blake2b(full.encode(), digest_size=6).hexdigest()
     if name in sys.modules:
         return sys.modules[name]

@@ -100,7 +100,7 @@ def idempotency_key(invocation_id: str, step: Step) -> str:
     """The idempotency key `current_step()` gave the journaled `step` of `invocation_id`.
 
     Use it to match the calls an external API saw (by key) with the journal's steps."""
-    return f"{invocation_id}:{_position_after(step.prev, 'step', step.name, step.digest):x}"
+    return f"{invocation_id}:{_position_after(step.prev, 'step', step.name, step.digest):016x}"
 
 
 class Restart(BaseException):
