@@ -38,6 +38,9 @@ _UNSAFE = [c for c in range(0x20) if c not in (0x09, 0x0A)] + list(range(0x7F, 0
 _ESCAPES = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
 
 
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in _UNSAFE if c >= 0x7F}
+
+
 class Styled(str):
     """Text this program coloured itself, every hostile part of it already escaped."""
 
@@ -60,7 +63,9 @@ def styled(text: str, **style: Any) -> Styled:
 def to_json(data: Any, *, pretty: bool = True) -> str:
     """Encode for `--json` output: datetimes as ISO 8601, bytes as base64, the rest as repr."""
     raw = _json.encode(data)
-    return (msgspec.json.format(raw, indent=2) if pretty else raw).decode()
+    # JSON escapes C0 controls itself; DEL, C1 controls and bidi overrides pass through it
+    # raw, and inside a JSON string `\\uXXXX` means the same character.
+    return (msgspec.json.format(raw, indent=2) if pretty else raw).decode().translate(_JSON_ESCAPES)
 
 
 def error_json(error: ErrorInfo | None) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import anyio
 import click
 
-from journal import InvocationRecord, Status, UnencodableValue
+from journal import InvocationRecord, Status, UnencodableValue, encode_value
 from runtime import Engine, Outcome, load_handler
 from runtime.errors import HandlerNotFound
 
@@ -438,6 +438,10 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
     decoded = None
     if value is not None:
         decoded, _ = read_input(value, None, name=f"the value for promise {name!r}")
+        try:
+            encode_value(decoded)
+        except UnencodableValue as exc:
+            raise fail(f"the value for promise {name!r} cannot be journaled: {exc}") from None
 
     async def work(engine: Engine) -> Any:
         engine.store.require(invocation_id)
