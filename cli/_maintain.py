@@ -146,7 +146,8 @@ def compact(force: bool, db: str | None, as_json: bool) -> None:
 def check(db: str | None, as_json: bool) -> None:
     """Verify the integrity of the store.
 
-    Every record and entry must decode, seqs have no gaps, and indexes agree.
+    Every record and entry must decode, a journal starts with its start entry and a
+    finished one ends with one terminal entry, and indexes agree.
 
     Exit status 0 if the store is sound, 1 if problems were found (each is listed with
     its invocation and seq).

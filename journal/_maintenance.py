@@ -124,7 +124,7 @@ def _swap_compacted(store: LmdbStore) -> tuple[int, int]:
 
 
 def check(store: Store) -> list[Problem]:
-    """Decode every record and entry; verify seq continuity, terminal entries and indexes."""
+    """Decode every record and entry; verify start and terminal entries and the indexes."""
     problems: list[Problem] = []
     try:
         records = store.list()
@@ -166,10 +166,9 @@ def _check_one(store: Store, record: InvocationRecord, indexed: dict[Status, set
             out.append(Problem(rid, terminal[0], "a terminal entry is not the last entry"))
         if not record.finished:
             out.append(Problem(rid, terminal[0], f"a terminal entry exists but the status is {record.status}"))
-    if record.finished and decoded:
-        missing = sorted(set(range(max(decoded) + 1)) - set(decoded) - corrupt)  # each problem once
-        if missing:
-            out.append(Problem(rid, missing[0], f"seq gap: {len(missing)} seq(s) missing, first {missing[0]}"))
+    # Seq gaps are not problems: a seq is taken when an operation is called, and one that
+    # ends before journaling anything (a step cancelled by a failing sibling, an event that
+    # cannot be encoded) leaves its seq unused in a perfectly legal journal.
     return out
 
 

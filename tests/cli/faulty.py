@@ -91,5 +91,33 @@ async def hostile_failure(ctx: Context, value: object) -> None:
     raise TerminalError("failed" + HOSTILE)
 
 
+async def _slow() -> int:
+    import anyio
+
+    await anyio.sleep(30)
+    return 1
+
+
+def _fails_now() -> None:
+    raise TerminalError("no")
+
+
+async def sibling_fails(ctx: Context, value: object) -> None:
+    """A step in flight is cancelled when its sibling fails: its seq stays unused."""
+    import anyio
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ctx.run, "slow", _slow)
+        tg.start_soon(ctx.run, "fails", _fails_now)
+
+
+async def unencodable_event(ctx: Context, value: object) -> int:
+    try:
+        await ctx.emit(object())
+    except TerminalError:
+        pass
+    return await ctx.run("after", lambda: 1)
+
+
 async def waits(ctx: Context, value: object) -> object:
     return await ctx.promise("approval")

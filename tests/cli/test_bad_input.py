@@ -381,6 +381,10 @@ CASES = [
          after=_once_each),
     Case("check-after-unencodable-step", ["check"], 0,
          setup=lambda tmp, db: _invoke(["run", f("huge_step"), "--input", "1", "--id", "s"], db) and {}),
+    Case("check-after-cancelled-sibling", ["check"], 0,
+         setup=lambda tmp, db: _invoke(["run", f("sibling_fails"), "--input", "1", "--id", "sib"], db) and {}),
+    Case("check-after-unencodable-event", ["check"], 0,
+         setup=lambda tmp, db: _invoke(["run", f("unencodable_event"), "--input", "1", "--id", "ev"], db) and {}),
     # worker
     Case("worker-zero-concurrency", ["worker", "--concurrency", "0"], USAGE),
     Case("worker-skips-unloadable", ["worker", "--until-idle"], 0, setup=_unloadable_worker, after=_worker_went_on),
