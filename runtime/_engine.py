@@ -38,7 +38,15 @@ from journal import (
     encode_value,
 )
 from journal._kvstore import HOST, lease_is_live
-from journal.errors import CorruptEntry, InvocationBusy, InvocationConflict, JournalError, LeaseLost
+from journal.errors import (
+    CorruptEntry,
+    EntryTooLarge,
+    InvocationBusy,
+    InvocationConflict,
+    JournalError,
+    LeaseLost,
+    StoreError,
+)
 
 from ._beside import beside
 from ._guard import _handler_scope
@@ -565,6 +573,24 @@ class Engine:
                 record = await ctx.finish(entry, Transition(status, now_us(), release=True, **change))
         except LeaseLost:
             record = self.store.require(ctx.invocation_id)
+        except EntryTooLarge as exc:
+            if status == Status.FAILED:
+                raise
+            # The result (or the end of a cancelled run) is too large to journal: that is the
+            # handler's doing, and would happen again at every resume, so the invocation fails.
+            error = ErrorInfo("TerminalError", f"the handler's result cannot be journaled: {exc}")
+            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
+        except StoreError:
+            # The final write failed (a full disk, with `exit` durability the whole journal at
+            # once): nothing about the handler was recorded, so it goes back to `pending`, a
+            # write small enough to fit where the journal did not, and the error is reported.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.committer.submit(SetStatus(ctx.invocation_id, Transition(
+                        Status.PENDING, now_us(), release=True), ctx._epoch), durable=True)
+                except JournalError:
+                    pass
+            raise
         return Outcome.of(record)
 
     async def _watch(self, ctx: InvocationContext, invocation_id: str, epoch: int) -> None:

@@ -548,3 +548,51 @@ def test_library_faults_raise_journal_errors_and_leave_the_store_sound(fault, ea
     assert checked.exit_code == 0, checked.stdout + checked.stderr
     for invocation_id, before in earlier.items():
         assert json.loads(_invoke(["show", invocation_id, "--json"], db).stdout) == before
+
+
+def test_a_result_too_large_to_journal_fails_the_invocation(earlier, db, tmp_path):
+    import anyio
+
+    from journal import LmdbStore, Status, check
+    from runtime import Engine
+
+    (tmp_path / "big.py").write_text("async def big(ctx, x):\n    return 'y' * (2 * 1024 * 1024)\n")
+
+    async def main():
+        with LmdbStore(db, max_entry_bytes=1024 * 1024) as store:
+            async with Engine.open(store=store) as engine:
+                outcome = await engine.run(f"{tmp_path / 'big.py'}:big", 1, id="too-large")
+            return outcome, check(store)
+
+    outcome, problems = anyio.run(main)
+    assert outcome.status == Status.FAILED and "cannot be journaled" in outcome.error.message
+    assert problems == []
+    for invocation_id, before in earlier.items():
+        assert json.loads(_invoke(["show", invocation_id, "--json"], db).stdout) == before
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_a_full_disk_leaves_the_invocation_pending(durability, sh, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
+    try:
+        (tmp_path / "fill.py").write_text(
+            "async def fill(ctx, n):\n"
+            "    for i in range(1000):\n"
+            "        await ctx.run(f's{i}', lambda: 'y' * 100_000)\n")
+        store = str(small / "db")
+        argv = [sys.executable, "-m", "cli", "run", f"{tmp_path / 'fill.py'}:fill", "--input", "1", "--id", "full",
+                "--durability", durability, "--db", store]
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=sh.env, timeout=120)
+        assert done.returncode == 1 and "is full" in done.stderr and "Traceback" not in done.stderr
+        shown = subprocess.run([sys.executable, "-m", "cli", "show", "full", "--json", "--db", store],
+                               capture_output=True, text=True, cwd=tmp_path, env=sh.env, timeout=60)
+        assert json.loads(shown.stdout)["status"] == "pending"
+        checked = subprocess.run([sys.executable, "-m", "cli", "check", "--db", store], capture_output=True,
+                                 text=True, cwd=tmp_path, env=sh.env, timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
