@@ -55,6 +55,7 @@ def load_handler(path: str) -> Callable[..., Any]:
     if target.endswith(".py") or os.sep in target:
         module = _load_file(target, path)
     else:
+        _module_root_clash(target, path)
         try:
             module = importlib.import_module(target)
         except ImportError as exc:
@@ -105,10 +106,11 @@ def _own_name_clash(directory: str, path: str) -> None:
     Python finds journal's (already imported) first, so the handler's `import cli` would
     silently get journal's instead of the user's."""
     for name in sorted(_OWN_PACKAGES):
+        ours_file = getattr(sys.modules.get(name), "__file__", None)
+        if ours_file is None:
+            continue  # not imported in this process: the handler's own module is what it gets
         for candidate in (os.path.join(directory, name + ".py"), os.path.join(directory, name, "__init__.py")):
-            ours = sys.modules.get(name)
-            ours_file = getattr(ours, "__file__", None)
-            if os.path.isfile(candidate) and not (ours_file and os.path.samefile(candidate, ours_file)):
+            if os.path.isfile(candidate) and not os.path.samefile(candidate, ours_file):
                 raise HandlerNotFound(
                     f"{candidate} beside handler {path!r} has the name of journal's own package {name!r}: "
                     f"`import {name}` in the handler would get journal's, not yours. Rename your module "
@@ -143,6 +145,25 @@ def load_recorded(path: str) -> Callable[..., Any]:
                     "invocation, name its code yourself with --handler path/to/file.py:function"
                 )
     return load_handler(path)
+
+
+def _module_root_clash(target: str, path: str) -> None:
+    """For a `package.module` target found in the current directory, the same clash check
+    as for a file's directory."""
+    top = target.split(".", 1)[0]
+    if top in _OWN_PACKAGES or top in sys.modules:
+        return
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return  # importing it says what is wrong
+    if spec is None or not spec.origin or not os.path.isabs(spec.origin):
+        return
+    root = os.path.dirname(spec.origin)
+    if spec.submodule_search_locations:
+        root = os.path.dirname(root)
+    if os.path.realpath(root) == os.path.realpath(os.getcwd()):
+        _own_name_clash(root, path)
 
 
 def _check_recorded_file(target: str, path: str) -> None:

@@ -85,6 +85,12 @@ def _clash(tmp: Path, db: str) -> dict[str, str]:
     return {"clash": f"{where / 'agent.py'}:h"}
 
 
+def _module_clash(tmp: Path, db: str) -> dict[str, str]:
+    (tmp / "runtime.py").write_text("VALUE = 'mine'\n")
+    (tmp / "my_agents.py").write_text("import runtime\nasync def h(ctx):\n    return runtime.VALUE\n")
+    return {}
+
+
 def _recorded(handler: str) -> Callable[[Path, str], dict[str, str]]:
     """An invocation `planted` whose record names `handler`, written through the Store API."""
 
@@ -231,6 +237,8 @@ CASES = [
     Case("run-target-import-raises", ["run", "{nameerror}:h"], USAGE, setup=_syntax, says="NameError"),
     Case("run-target-is-directory", ["run", "/tmp:h"], USAGE),
     Case("run-target-beside-own-cli-py", ["run", "{clash}"], USAGE, setup=_clash, says="journal's own package"),
+    Case("run-module-target-beside-own-runtime-py", ["run", "my_agents:h"], USAGE, setup=_module_clash,
+         says="journal's own package 'runtime'"),
     # run: the input
     Case("run-input-not-json", ["run", GREET, "--input", "{not json"], USAGE, says="--input is not valid JSON"),
     Case("run-input-empty", ["run", GREET, "--input", ""], USAGE, says="not valid JSON"),
