@@ -57,8 +57,9 @@ from ._composition import ContinueAsNew
 from ._invocation import InvocationContext, Restart
 from ._suspend import Suspend
 from ._outcome import Event, Outcome
+from ._park import park, park_if_unloadable
 from ._replayer import Replayer
-from .errors import Cancelled, HandlerNotFound, NondeterminismError, TerminalError
+from .errors import Cancelled, NondeterminismError, TerminalError
 
 
 def default_path() -> str:
@@ -356,30 +357,8 @@ class Engine:
                 await anyio.sleep(self.poll_interval)
 
     async def _loadable(self, invocation_id: str) -> bool:
-        """Whether the invocation's handler loads here; if not, park it with the reason.
-
-        One invocation whose code is gone must not stop a worker from running the others,
-        nor be tried again at every poll: it is parked as `diverged` (the status whose
-        meaning is "the code does not fit this journal; fix it, then resume"), its record
-        saying why, and `on_park` is told once.
-        """
-        record = self.store.get(invocation_id)
-        if record is None or record.finished:
-            return True
-        try:
-            load_recorded(record.handler)
-            return True
-        except Exception as exc:  # noqa: BLE001 - any failure to import the handler's module
-            reason = exc if isinstance(exc, HandlerNotFound) else f"importing it raised {type(exc).__name__}: {exc}"
-        message = (f"invocation {invocation_id!r} cannot run: cannot load its handler {record.handler!r}: {reason}. "
-                   f"Restore or fix the code, then `journal resume {invocation_id}`")
-        epoch, _ = await self.committer.submit(
-            Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()), durable=False)
-        await self.committer.submit(SetStatus(invocation_id, Transition(
-            Status.DIVERGED, now_us(), divergence=message, release=True), epoch), durable=True)
-        if self.on_park is not None:
-            self.on_park(invocation_id, message)
-        return False
+        """Whether the invocation's handler loads here; if not, it is parked (`_park.py`)."""
+        return await park_if_unloadable(self, invocation_id)
 
     # -- execution ------------------------------------------------------------------------------
 
@@ -413,10 +392,9 @@ class Engine:
                            for seq, data in self.store.entries(invocation_id)}
             except CorruptEntry as exc:
                 # Not runnable until repaired: parked with the reason, not left `running`.
-                await self.committer.submit(SetStatus(invocation_id, Transition(
-                    Status.DIVERGED, now_us(), release=True,
-                    divergence=f"{exc}. It cannot run until its journal is repaired; `journal fork "
-                               f"{invocation_id} --at SEQ` continues it from before the damage"), epoch), durable=True)
+                await park(self.committer, invocation_id, epoch, (
+                    f"{exc}. It cannot run until its journal is repaired; `journal fork {invocation_id} "
+                    "--at SEQ` continues it from before the damage"))
                 raise
             replayer = Replayer(invocation_id, entries)
             started: Started = replayer.started()
