@@ -105,7 +105,8 @@ def _other_processes(path: str) -> list[int]:
 
 
 @click.command()
-@click.option("--force", is_flag=True, help="Compact even if other processes seem to have the store open.")
+@click.option("--force", is_flag=True,
+              help="Skip the scan for other programs mapping the file (journal processes are always refused).")
 @db_option
 @json_option
 @edge
@@ -116,7 +117,9 @@ def compact(force: bool, db: str | None, as_json: bool) -> None:
 
     The compacted copy replaces the file atomically: a crash leaves either the old or
     the new file, both whole. Stop workers and other `journal` processes on this store
-    first: LMDB cannot swap the file under a process that has it open.
+    first: LMDB cannot swap the file under a process that has it open, so compact
+    refuses while one has, and a journal command started meanwhile is refused (exit 2)
+    instead of writing into the file being replaced.
 
     Example:
 
