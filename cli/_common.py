@@ -7,6 +7,7 @@ import os
 import shlex
 import signal
 import sys
+import threading
 from typing import Any, Awaitable, Callable, TypeVar
 
 import anyio
@@ -175,15 +176,28 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
         # The receiver stays installed until the work has cleaned up (closed the store): a
         # Ctrl-C meanwhile is received here instead of raising KeyboardInterrupt in the cleanup.
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            if early:  # a signal came before the receiver was there to get it
+                return None, True
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch, signals, tg)
                 tg.start_soon(body, tg)
         return (result[0] if result else None), interrupted
 
+    # Until the receiver is installed (and after it is gone), a signal is only noted: left to
+    # Python's default handler, asyncio's runner would cancel its main task, which anyio does
+    # not treat as a stop, and the command would go on as if nothing had happened.
+    early: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {s: signal.signal(s, lambda signum, frame: early.append(signum))
+                    for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         return anyio.run(main)
     except BaseExceptionGroup as group:
         raise _first_leaf(group) from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

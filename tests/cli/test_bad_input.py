@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -604,3 +605,36 @@ def test_a_full_disk_leaves_the_invocation_pending(durability, sh, tmp_path):
         assert checked.returncode == 0, checked.stdout + checked.stderr
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)
+
+
+@pytest.mark.parametrize("attempt", range(10))
+def test_ctrl_c_stops_an_idle_worker_without_a_traceback(sh, db, tmp_path, attempt):
+    worker = subprocess.Popen(sh.argv("worker"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path, env=sh.env)
+    try:
+        assert "Ctrl-C stops it" in worker.stderr.readline()
+        if attempt % 2:  # every other time, once it has the store open: inside its loop
+            _wait_until_store_mapped(db, worker.pid)
+        worker.send_signal(signal.SIGINT)
+        out, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+def _wait_until_store_mapped(db: str, pid: int) -> None:
+    """Until process `pid` has the store open (it maps data.mdb)."""
+    import time
+
+    target = os.path.join(os.path.realpath(db), "data.mdb")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                if any(line.rstrip().endswith(target) for line in maps):
+                    return
+        except OSError:
+            return
+        time.sleep(0.01)

@@ -9,7 +9,6 @@ that a run arriving in it is refused, whole, with nothing lost.
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -95,17 +94,3 @@ def test_a_killed_compaction_leaves_no_copy_behind_after_the_next_open(sh, db, t
     assert not os.path.exists(os.path.join(db, "compact.tmp"))
     assert sh("check").returncode == 0
 
-
-@pytest.mark.parametrize("attempt", range(5))
-def test_ctrl_c_stops_an_idle_worker_without_a_traceback(sh, db, tmp_path, attempt):
-    worker = subprocess.Popen(sh.argv("worker"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=tmp_path, env=sh.env)
-    try:
-        assert "Ctrl-C stops it" in worker.stderr.readline()
-        worker.send_signal(signal.SIGINT)
-        out, err = worker.communicate(timeout=30)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-    assert worker.returncode == 130, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
