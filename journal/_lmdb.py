@@ -227,6 +227,24 @@ class LmdbStore(KVStore):
         except lmdb.Error as exc:
             raise _translate(exc, path) from None
 
+    def _reopen_after_swap(self) -> None:
+        """Map the data file that compaction just put in place (the caller holds the store alone).
+
+        Closing first matters beyond this process: LMDB resets its lock file (which records
+        the last transaction id, and so which meta page readers use) only when an opener
+        finds nobody else has the environment open. A process that opened the new file while
+        this one still had the old one open would read the wrong meta page and could write
+        over the compacted data."""
+        with _shared_lock:
+            env, dbs, count, lock_fd = _shared[self.path]
+            map_size = env.info()["map_size"]
+            env.close()
+            env, dbs = _open_env(self.path, self.readonly, map_size)
+            _shared[self.path] = (env, dbs, count, lock_fd)
+        self._env, self._dbs = env, dbs
+        self._leases, self._entries = dbs["leases"], dbs["entries"]
+        self._fenced.clear()
+
     def close(self) -> None:
         if self._closed:
             return

@@ -96,7 +96,9 @@ def compact(store: LmdbStore) -> tuple[int, int]:
                 f"the store at {store.path} is open {others} more time(s) in this process; close those "
                 "stores (and engines) before compacting it"
             )
-        return _swap_compacted(store)
+        sizes = _swap_compacted(store)
+        store._reopen_after_swap()  # before anyone else may open the store again
+        return sizes
     finally:
         release()
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from journal import LmdbStore, check
+from journal import LmdbStore, check, compact
 
 from .conftest import target
 
@@ -94,3 +94,20 @@ def test_a_killed_compaction_leaves_no_copy_behind_after_the_next_open(sh, db, t
     assert not os.path.exists(os.path.join(db, "compact.tmp"))
     assert sh("check").returncode == 0
 
+
+
+def test_processes_opening_the_store_while_the_compacting_one_still_has_it_open_see_everything(journal, sh, db):
+    """LMDB's lock file names the meta page readers use; after the swap it must describe the
+    new file before another process opens it, or that process reads an empty store and its
+    next commit overwrites the compacted data."""
+    for i in range(20):
+        assert journal("run", target("greet"), "--input", f'"{i}"', "--id", f"i{i}").exit_code == 0
+    journal("trim", "--older-than", "0", "--status", "completed", "--keep-record")
+    with LmdbStore(db) as store:
+        compact(store)
+        listed = sh("ls", "--json")
+        assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 20
+        assert sh("run", target("greet"), "--input", '"after"', "--id", "after").returncode == 0
+        assert len(store.list()) == 21 and check(store) == []
+    assert len(json.loads(sh("ls", "--json").stdout)) == 21
+    assert sh("check").returncode == 0
