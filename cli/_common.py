@@ -7,12 +7,14 @@ import os
 import shlex
 import signal
 import sys
+import threading
 from typing import Any, Awaitable, Callable, TypeVar
 
 import anyio
+import anyio.abc
 import click
 
-from journal import LmdbStore
+from journal import LmdbStore, check_store_dir
 from journal.errors import (
     CorruptEntry,
     DiskFull,
@@ -25,6 +27,8 @@ from journal.errors import (
     StoreError,
 )
 from runtime import default_path
+
+from ._render import safe
 from runtime.errors import HandlerNotFound, NondeterminismError
 
 T = TypeVar("T")
@@ -68,6 +72,7 @@ def store_path(db: str | None) -> str:
 def existing_store(db: str | None) -> str:
     """The store's path, which must exist: only `run` and `worker` create a store."""
     path = store_path(db)
+    check_store_dir(path)
     if not os.path.isdir(path):
         raise fail(
             f"there is no journal store at {path}; pass --db PATH or set JOURNAL_DB to the directory "
@@ -78,7 +83,15 @@ def existing_store(db: str | None) -> str:
 
 def open_store(db: str | None, *, readonly: bool = True) -> LmdbStore:
     """Open an existing store (read-only unless the command writes)."""
-    return LmdbStore(existing_store(db), readonly=readonly)
+    path = existing_store(db)
+    warn_store(path)
+    return LmdbStore(path, readonly=readonly)
+
+
+def warn_store(path: str) -> None:
+    """Say so (once per command) when others could write the store; refuse a path that is no directory."""
+    for warning in check_store_dir(path):
+        echo_err(warning)
 
 
 def suggest(words: list[str], db: str | None) -> str:
@@ -90,7 +103,13 @@ def suggest(words: list[str], db: str | None) -> str:
 
 
 def echo_err(message: str) -> None:
-    click.echo(message, err=True)
+    """A message for humans on stderr; journal contents in it are escaped (`render.safe`)."""
+    click.echo(safe(message), err=True)
+
+
+def out(text: str = "") -> None:
+    """Human output on stdout, escaped like `echo_err`; `--json` goes through click.echo as is."""
+    click.echo(safe(text))
 
 
 def edge(fn: Callable[..., T]) -> Callable[..., T]:
@@ -133,28 +152,52 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
     async def main() -> tuple[T | None, bool]:
         result: list[T] = []
         interrupted = False
-        async with anyio.create_task_group() as tg:
 
-            async def watch() -> None:
-                nonlocal interrupted
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for _ in signals:
-                        interrupted = True
-                        tg.cancel_scope.cancel()
-                        return
-
-            async def body() -> None:
-                result.append(await work())
+        async def watch(signals: Any, tg: anyio.abc.TaskGroup) -> None:
+            nonlocal interrupted
+            async for _ in signals:
+                interrupted = True
                 tg.cancel_scope.cancel()
 
-            tg.start_soon(watch)
-            tg.start_soon(body)
+        async def body(tg: anyio.abc.TaskGroup) -> None:
+            nonlocal interrupted
+            try:
+                result.append(await work())
+            except BaseException as exc:
+                # KeyboardInterrupt raised inside the work (by handler code, or Ctrl-C under
+                # trio) must not leave the task: asyncio would print it as a crash.
+                stop = exc.subgroup(KeyboardInterrupt) if isinstance(exc, BaseExceptionGroup) else (
+                    exc if isinstance(exc, KeyboardInterrupt) else None)
+                if stop is None:
+                    raise
+                interrupted = True
+            tg.cancel_scope.cancel()
+
+        # The receiver stays installed until the work has cleaned up (closed the store): a
+        # Ctrl-C meanwhile is received here instead of raising KeyboardInterrupt in the cleanup.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            if early:  # a signal came before the receiver was there to get it
+                return None, True
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch, signals, tg)
+                tg.start_soon(body, tg)
         return (result[0] if result else None), interrupted
 
+    # Until the receiver is installed (and after it is gone), a signal is only noted: left to
+    # Python's default handler, asyncio's runner would cancel its main task, which anyio does
+    # not treat as a stop, and the command would go on as if nothing had happened.
+    early: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {s: signal.signal(s, lambda signum, frame: early.append(signum))
+                    for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         return anyio.run(main)
     except BaseExceptionGroup as group:
         raise _first_leaf(group) from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

@@ -15,7 +15,7 @@ from runtime.errors import HandlerNotFound, NondeterminismError
 from runtime.testing import replay_journal
 
 from . import _render as render
-from ._common import DIVERGED, OK, USAGE, Exit, db_option, echo_err, edge, fail, json_option, open_store, suggest
+from ._common import DIVERGED, OK, USAGE, Exit, db_option, echo_err, edge, fail, json_option, open_store, suggest, out
 from ._inspect import require
 from ._run import importable_cwd
 
@@ -34,22 +34,26 @@ def _replay_one(store: Any, invocation_id: str, target: str | None) -> dict[str,
         return {**result, "status": "diverged", "seq": exc.seq, "message": str(exc)}
     except (HandlerNotFound, JournalError) as exc:
         return {**result, "status": "error", "message": str(exc)}
+    except SystemExit as exc:
+        return {**result, "status": "error",
+                "message": f"the handler called sys.exit({exc.code!r}); a handler returns or raises instead"}
     except Exception as exc:  # the handler module or its input decoding failed outside any step
         return {**result, "status": "error", "message": f"the handler raised {type(exc).__name__}: {exc}"}
     return {**result, "checked": report.checked, "finished": report.finished, "seq": report.stopped_at}
 
 
 def _replay_line(r: dict[str, Any]) -> str:
+    r = {k: render.safe(v) if isinstance(v, str) else v for k, v in r.items()}
     if r["status"] == "ok":
         how = ("the handler ran to its end" if r["finished"] else
                f"the journal ends at seq {r['seq']}; live execution would continue there")
         matched = "1 recorded operation matches" if r["checked"] == 1 else f"{r['checked']} recorded operations match"
-        return f"{click.style('✓', fg='green')} {r['id']}: {matched} ({how})"
+        return render.Styled(f"{click.style('✓', fg='green')} {r['id']}: {matched} ({how})")
     if r["status"] == "diverged":
-        return f"{click.style('✗', fg='red')} {r['id']}: diverged at seq {r['seq']}\n{r['message']}"
+        return render.Styled(f"{click.style('✗', fg='red')} {r['id']}: diverged at seq {r['seq']}\n{r['message']}")
     if r["status"] == "skipped":
         return f"- {r['id']}: skipped, {r['message']}"
-    return f"{click.style('!', fg='yellow')} {r['id']}: cannot replay: {r['message']}"
+    return render.Styled(f"{click.style('!', fg='yellow')} {r['id']}: cannot replay: {r['message']}")
 
 
 @click.command()
@@ -61,11 +65,13 @@ def _replay_line(r: dict[str, Any]) -> str:
 @json_option
 @edge
 def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db: str | None, as_json: bool) -> None:
-    """Check journals against the current code, running nothing.
+    """Check journals against the current code, calling no step function.
 
-    The handler is run against its journal read-only: recorded results are handed
-    back, nothing is appended, no step function is called, and the check stops where
-    the journal ends. Exit status 4 if any invocation diverged (the report shows the
+    The handler's code runs against its journal read-only: recorded results are
+    handed back, nothing is appended, no step function is called, and the check stops
+    where the journal ends. The handler the journal names is imported only if it is an
+    ordinary handler of yours (a .py file you own that nobody else can write, or a
+    module outside the standard library); --handler names the code yourself. Exit status 4 if any invocation diverged (the report shows the
     seq, what the journal holds and what the code asked for), 2 if one could not be
     replayed, else 0. Run it before deploying a change to a handler.
 
@@ -84,7 +90,7 @@ def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db:
         click.echo(render.to_json(results))
     else:
         for r in results:
-            click.echo(_replay_line(r))
+            out(_replay_line(r))
         counts = {s: sum(1 for r in results if r["status"] == s) for s in ("ok", "diverged", "error", "skipped")}
         echo_err(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing to replay")
     if any(r["status"] == "diverged" for r in results):
@@ -149,7 +155,7 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
         click.echo(render.to_json({"id": record.id, "parent": invocation_id, "at": at, "entries": entries,
                                    "status": record.status.value}))
     else:
-        click.echo(record.id)
+        out(record.id)
         echo_err(f"forked {invocation_id} at seq {at} into {record.id} ({entries} entries copied"
                  + (f", {len(values)} value{'s' if len(values) > 1 else ''} replaced" if values else "") + ")")
         echo_err(f"continue it with: {suggest(['resume', record.id], db)}")

@@ -23,7 +23,7 @@ from journal import (
 from journal.errors import CorruptEntry, InvocationNotFound
 
 from . import _render as render
-from ._common import INTERRUPTED, OK, Exit, db_option, echo_err, edge, json_option, open_store, suggest
+from ._common import INTERRUPTED, OK, Exit, db_option, echo_err, edge, json_option, open_store, suggest, out
 
 _STATUSES = [s.value for s in Status]
 
@@ -145,7 +145,7 @@ def ls(statuses: tuple[str, ...], key: str | None, limit: int | None, db: str | 
         [r.id, render.status(r.status), short_handler(r.handler), str(counts[r.id]), render.age(r.updated_at)]
         for r in records
     ]
-    click.echo(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
+    out(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
 
 
 # -- show ---------------------------------------------------------------------------------------
@@ -177,9 +177,9 @@ def _header(record: InvocationRecord, entries: list[tuple[int, Any]],
             links: list[tuple[str, str]]) -> list[tuple[str, str]]:
     state = render.status(record.status)
     if record.waiting is not None:
-        state += f" (waiting for promise {record.waiting!r})"
+        state = render.Styled(state + render.safe(f" (waiting for promise {record.waiting!r})"))
     elif record.wake_at is not None:
-        state += f" (timer until {render.iso(record.wake_at)})"
+        state = render.Styled(state + f" (timer until {render.iso(record.wake_at)})")
     rows = [("invocation", record.id), ("handler", record.handler), ("status", state)]
     rows += links
     if record.key:
@@ -221,18 +221,19 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
     rows = _header(record, entries, links)
     label_width = max(12, max(len(label) for label, _ in rows) + 2)
     for label, text in rows:
-        styled = click.unstyle(text) != text  # the status line: short, keep its colour
-        click.echo(f"{label:<{label_width}}{text if styled else render.cut(text, width - label_width)}")
+        styled = isinstance(text, render.Styled)  # the status line: short, keep its colour
+        line = f"{label:<{label_width}}{text if styled else render.cut(text, width - label_width)}"
+        out(render.Styled(line) if styled else line)
     if entries:
-        click.echo()
-        click.echo(_entries_table(entries, record.created_at, width))
+        out()
+        out(_entries_table(entries, record.created_at, width))
     if record.status == Status.DIVERGED and record.divergence:
-        click.echo()
-        click.echo(record.divergence)
+        out()
+        out(record.divergence)
     elif record.status == Status.SUSPENDED and record.waiting is not None:
-        click.echo()
-        click.echo(f"resolve it:  {suggest(['resolve', record.id, record.waiting, 'true'], db)}")
-        click.echo(f"then:        {suggest(['resume', record.id], db)}")
+        out()
+        out(f"resolve it:  {suggest(['resolve', record.id, record.waiting, 'true'], db)}")
+        out(f"then:        {suggest(['resume', record.id], db)}")
 
 
 def _entries_table(entries: list[tuple[int, Any]], start_us: int, width: int) -> str:
@@ -299,7 +300,7 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
                         line = render.to_json(_entry_json(seq, entry), pretty=False)
                     else:
                         line = tail_line(seq, entry, width)
-                    click.echo(line)
+                    out(line)
                     ended = ended or isinstance(entry, TERMINAL_KINDS)
                 sys.stdout.flush()
                 if not follow or ended:

@@ -14,7 +14,7 @@ from journal import compact as compact_store
 from journal import trim as trim_store
 
 from . import _render as render
-from ._common import FAILED, OK, Exit, db_option, echo_err, edge, fail, json_option, open_store
+from ._common import FAILED, OK, Exit, db_option, echo_err, edge, fail, json_option, open_store, out
 from ._inspect import short_handler
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -76,7 +76,7 @@ def trim(older_than: str, statuses: tuple[str, ...], keep_record: bool, dry_run:
     if chosen:
         rows = [[r.id, render.status(r.status), short_handler(r.handler), str(counts.get(r.id, 0)),
                  render.age(r.updated_at)] for r in chosen]
-        click.echo(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
+        out(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
     total = sum(counts.get(r.id, 0) for r in chosen)
     verb = "would remove" if dry_run else "removed"
     what = "journal" if keep_record else "invocation"
@@ -105,7 +105,8 @@ def _other_processes(path: str) -> list[int]:
 
 
 @click.command()
-@click.option("--force", is_flag=True, help="Compact even if other processes seem to have the store open.")
+@click.option("--force", is_flag=True,
+              help="Skip the scan for other programs mapping the file (journal processes are always refused).")
 @db_option
 @json_option
 @edge
@@ -116,7 +117,9 @@ def compact(force: bool, db: str | None, as_json: bool) -> None:
 
     The compacted copy replaces the file atomically: a crash leaves either the old or
     the new file, both whole. Stop workers and other `journal` processes on this store
-    first: LMDB cannot swap the file under a process that has it open.
+    first: LMDB cannot swap the file under a process that has it open, so compact
+    refuses while one has, and a journal command started meanwhile is refused (exit 2)
+    instead of writing into the file being replaced.
 
     Example:
 
@@ -135,7 +138,7 @@ def compact(force: bool, db: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(render.to_json({"path": path, "before": before, "after": after}))
         return
-    click.echo(f"compacted {path}: {render.size(before)} -> {render.size(after)} "
+    out(f"compacted {path}: {render.size(before)} -> {render.size(after)} "
                f"(saved {render.size(max(before - after, 0))})")
 
 
@@ -146,7 +149,8 @@ def compact(force: bool, db: str | None, as_json: bool) -> None:
 def check(db: str | None, as_json: bool) -> None:
     """Verify the integrity of the store.
 
-    Every record and entry must decode, seqs have no gaps, and indexes agree.
+    Every record and entry must decode, a journal starts with its start entry and a
+    finished one ends with one terminal entry, and indexes agree.
 
     Exit status 0 if the store is sound, 1 if problems were found (each is listed with
     its invocation and seq).
@@ -167,7 +171,7 @@ def check(db: str | None, as_json: bool) -> None:
         }))
     else:
         for problem in problems:
-            click.echo(str(problem))
+            out(str(problem))
         echo_err(f"checked {records} invocation{'s' if records != 1 else ''}: "
                  + (f"{len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems else "no problems"))
     raise Exit(FAILED if problems else OK)

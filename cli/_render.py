@@ -27,13 +27,45 @@ _STATUS_COLOURS = {
 _json = msgspec.json.Encoder(enc_hook=repr)
 
 
+# -- hostile text ----------------------------------------------------------------------------------
+
+# Journal contents are LLM output: a step value may carry terminal escapes (retitle, clear,
+# hide text) or bidi overrides that reorder what the reader sees. Human output shows each
+# such character as a visible escape; newlines and tabs stay.
+_UNSAFE = [c for c in range(0x20) if c not in (0x09, 0x0A)] + list(range(0x7F, 0xA0)) + [
+    0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A),
+]
+_ESCAPES = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
+
+
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in _UNSAFE if c >= 0x7F}
+
+
+class Styled(str):
+    """Text this program coloured itself, every hostile part of it already escaped."""
+
+
+def safe(text: str) -> str:
+    """`text` with control characters and bidi overrides shown as escapes (`\\x1b`)."""
+    if isinstance(text, Styled):
+        return text
+    return text.translate(_ESCAPES)
+
+
+def styled(text: str, **style: Any) -> Styled:
+    """Our own colour around `text` (escaped first)."""
+    return Styled(click.style(safe(text), **style))
+
+
 # -- JSON --------------------------------------------------------------------------------------
 
 
 def to_json(data: Any, *, pretty: bool = True) -> str:
     """Encode for `--json` output: datetimes as ISO 8601, bytes as base64, the rest as repr."""
     raw = _json.encode(data)
-    return (msgspec.json.format(raw, indent=2) if pretty else raw).decode()
+    # JSON escapes C0 controls itself; DEL, C1 controls and bidi overrides pass through it
+    # raw, and inside a JSON string `\\uXXXX` means the same character.
+    return (msgspec.json.format(raw, indent=2) if pretty else raw).decode().translate(_JSON_ESCAPES)
 
 
 def error_json(error: ErrorInfo | None) -> dict[str, Any] | None:
@@ -96,16 +128,17 @@ def when(us: int) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({age(us)})"
 
 
-def status(value: Status | str) -> str:
+def status(value: Status | str) -> Styled:
     value = Status(value)
-    return click.style(value.value, fg=_STATUS_COLOURS[value], bold=value in (Status.FAILED, Status.DIVERGED))
+    return styled(value.value, fg=_STATUS_COLOURS[value], bold=value in (Status.FAILED, Status.DIVERGED))
 
 
 def value_text(value: Any) -> str:
-    """A decoded value on one line: strings as they are, everything else as compact JSON."""
+    """A decoded value for humans: strings as they are, everything else as compact JSON,
+    control characters escaped either way."""
     if isinstance(value, str):
-        return value
-    return to_json(value, pretty=False)
+        return safe(value)
+    return safe(to_json(value, pretty=False))
 
 
 def raw_text(raw: Any) -> str:
@@ -117,6 +150,7 @@ def raw_text(raw: Any) -> str:
 
 def cut(text: str, width: int) -> str:
     """Fit `text` on one line of `width` columns, ending in an ellipsis when it is cut."""
+    text = safe(text)
     text = " ".join(text.split()) if ("\n" in text or "\t" in text) else text
     if len(text) <= width:
         return text
@@ -139,10 +173,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, flex: Sequen
     """Columns separated by two spaces, shrunk to fit `width`.
 
     The columns in `flex` give way, in the order listed, each down to a floor of 12 (or its
-    header's width); the others keep their width. Cells may carry ANSI colour (`status`);
-    widths are measured without it.
+    header's width); the others keep their width. A `Styled` cell (`status`) keeps its
+    colour, and widths are measured without it; control characters in other cells are escaped.
     """
-    rows = [list(r) for r in rows]
+    rows = [[safe(c) for c in r] for r in rows]
     width = width or terminal_width()
     widths = [max([len(click.unstyle(h))] + [len(click.unstyle(r[i])) for r in rows]) for i, h in enumerate(headers)]
     excess = sum(widths) + 2 * (len(widths) - 1) - width
@@ -165,7 +199,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, flex: Sequen
             last = i == len(cells) - 1
             out.append(pad + cell if i in right else (cell if last else cell + pad))
         lines.append("  ".join(out).rstrip())
-    return "\n".join(lines)
+    return Styled("\n".join(lines))
 
 
 # -- entries -------------------------------------------------------------------------------------

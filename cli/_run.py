@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import anyio
 import click
 
-from journal import InvocationRecord, Status
+from journal import InvocationRecord, Status, UnencodableValue, encode_value
 from runtime import Engine, Outcome, load_handler
 from runtime.errors import HandlerNotFound
 
@@ -22,6 +22,7 @@ from ._common import (
     INTERRUPTED,
     OK,
     SUSPENDED,
+    USAGE,
     Exit,
     db_option,
     echo_err,
@@ -29,9 +30,11 @@ from ._common import (
     existing_store,
     fail,
     json_option,
+    out,
     run_async,
     store_path,
     suggest,
+    warn_store,
 )
 from ._state import unblock_hint
 
@@ -58,12 +61,14 @@ def load(target: str) -> Any:
         raise fail(f"cannot load handler {target!r}: importing it raised {type(exc).__name__}: {exc}") from None
 
 
-def read_input(input_json: str | None, input_file: str | None) -> tuple[Any, bool]:
-    """The handler input from --input / --input-file (`-` reads stdin); `(None, False)` if none."""
+def read_input(input_json: str | None, input_file: str | None, *, name: str = "--input") -> tuple[Any, bool]:
+    """The handler input from --input / --input-file (`-` reads stdin); `(None, False)` if none.
+
+    `name` is what the messages call the JSON argument (`resolve` takes it as JSON)."""
     if input_json is not None and input_file is not None:
         raise fail("give the input once: --input JSON or --input-file PATH, not both")
     if input_json is not None:
-        where = "--input (stdin)" if input_json == "-" else "--input"
+        where = f"{name} (stdin)" if input_json == "-" else name
         text = sys.stdin.read() if input_json == "-" else input_json
     elif input_file is not None:
         where = "stdin" if input_file == "-" else input_file
@@ -81,6 +86,8 @@ def read_input(input_json: str | None, input_file: str | None) -> tuple[Any, boo
         return json.loads(text), True
     except json.JSONDecodeError as exc:
         raise fail(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise fail(f"{where} is nested too deeply to decode; flatten the input") from None
 
 
 class Progress:
@@ -103,10 +110,10 @@ class Progress:
         colour = {"live": "green", "failed": "red"}.get(how)
         when = "replayed" if replayed else render.duration(seconds)
         prefix = f"[{render.cut(invocation_id, 20)}] " if self.prefix_ids else "  "
-        line = f"{prefix}{click.style(mark, fg=colour)} {render.cut(name, 40):<24} {when:>9}"
+        line = f"{render.safe(prefix)}{render.styled(mark, fg=colour)} {render.cut(name, 40):<24} {when:>9}"
         if how == "failed":
-            line += click.style("  failed", fg="red")
-        echo_err(line)
+            line += render.styled("  failed", fg="red")
+        echo_err(render.Styled(line))
 
     def summary(self) -> str:
         return f"{self.live} step{'s' if self.live != 1 else ''} live, {self.replayed} replayed"
@@ -154,7 +161,7 @@ def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool =
     status = outcome.status
     if status == Status.COMPLETED:
         if not as_json:
-            click.echo(render.value_text(outcome.result))
+            out(render.value_text(outcome.result))
         return OK
     if status == Status.FAILED:
         error = outcome.error
@@ -164,7 +171,7 @@ def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool =
     if status == Status.CANCELLED:
         if cancel_ok:  # what `journal cancel` asked for: its result
             if not as_json:
-                click.echo(f"cancelled {outcome.id}")
+                out(f"cancelled {outcome.id}")
             return OK
         echo_err(f"invocation {outcome.id} was cancelled")
         return FAILED
@@ -219,6 +226,7 @@ def _queued_exit(outcome: Outcome, note: str, as_json: bool) -> None:
 def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False) -> Any:
     """Open an engine on the store and run `work(engine)`; Ctrl-C leaves with exit 130."""
     path = store_path(db) if create else existing_store(db)
+    warn_store(path)
 
     async def main() -> Any:
         async with Engine.open(path, durability=durability) as engine:
@@ -295,7 +303,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
     async def work(engine: Engine) -> Outcome:
         try:
             record = await engine.start(fn, value, id=invocation_id, key=key, lax_input=True)
-        except ValueError as exc:
+        except (ValueError, UnencodableValue, RecursionError) as exc:
             hint = "" if given else "; pass it with --input JSON or --input-file PATH"
             raise fail(f"bad input: {exc}{hint}") from None
         chosen.append(record.id)
@@ -306,6 +314,8 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
                 return Outcome.of(engine.store.require(record.id))
         if show:
             echo_err(f"running {record.id} ({render.cut(record.handler, 60)})")
+        elif invocation_id is None and not as_json:  # the only way to learn a generated id
+            echo_err(f"invocation {record.id}")
         return await engine.run(fn, value, id=record.id, key=key, lax_input=True)
 
     _conclude(db, durability, steps, work, lambda: chosen[0] if chosen else None, queued,
@@ -314,6 +324,9 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
 @click.command()
 @click.argument("invocation_id", metavar="ID")
+@click.option("--handler", "target", metavar="TARGET",
+              help="Run this code (path/to/file.py:function or package.module:function) instead of the handler "
+                   "the journal names.")
 @db_option
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="How steps run from here on are made durable.")
@@ -321,18 +334,25 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
               help="Show each step as it finishes (default: when stderr is a terminal).")
 @json_option
 @edge
-def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, as_json: bool) -> None:
+def resume(invocation_id: str, target: str | None, db: str | None, durability: str, progress: bool | None,
+           as_json: bool) -> None:
     """Continue an invocation: replay, then run the rest live.
 
     Use it after a crash, after `journal resolve`, when a timer is due, or after fixing
     the code of a diverged invocation. Exit status as for `journal run`.
 
+    The handler the journal names is imported only if it is an ordinary handler of
+    yours (a .py file you own that nobody else can write, or a module outside the
+    standard library); --handler names the code to run yourself.
+
     Example:
 
     \b
         journal resume 3f2a9c
+        journal resume 3f2a9c --handler agents/triage.py:triage
     """
     importable_cwd()
+    fn = load(target) if target is not None else None
     show = sys.stderr.isatty() if progress is None else progress
     steps = Progress(show)
     started = time.perf_counter()
@@ -347,7 +367,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
             if note is not None:
                 queued.append(note)
                 return Outcome.of(engine.store.require(invocation_id))
-        return await engine.resume(invocation_id)
+        return await engine.resume(invocation_id, fn)
 
     _conclude(db, durability, steps, work, lambda: invocation_id, queued,
               started=started, show=show, as_json=as_json)
@@ -379,8 +399,14 @@ def worker(db: str | None, concurrency: int, until_idle: bool, durability: str, 
     if not quiet:
         echo_err(f"worker on {path} (pid {os.getpid()}, concurrency {concurrency}); Ctrl-C stops it")
 
-    _execute(db, durability, steps, lambda engine: engine.serve(concurrency=concurrency, idle_exit=until_idle),
-             create=True)
+    def parked(invocation_id: str, reason: str) -> None:
+        echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
+
+    async def work(engine: Engine) -> None:
+        engine.on_park = parked
+        await engine.serve(concurrency=concurrency, idle_exit=until_idle)
+
+    _execute(db, durability, steps, work, create=True)
     if not quiet:
         echo_err(f"worker idle; exiting ({steps.summary()})")
 
@@ -411,7 +437,11 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
         raise fail("give a JSON value or --reject MSG, not both")
     decoded = None
     if value is not None:
-        decoded, _ = read_input(value, None)
+        decoded, _ = read_input(value, None, name=f"the value for promise {name!r}")
+        try:
+            encode_value(decoded)
+        except UnencodableValue as exc:
+            raise fail(f"the value for promise {name!r} cannot be journaled: {exc}") from None
 
     async def work(engine: Engine) -> Any:
         engine.store.require(invocation_id)
@@ -427,7 +457,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
         }))
     else:
         verb = "rejected" if reject is not None else "resolved"
-        click.echo(f"{verb} promise {name!r} of {record.id}; it is {record.status.value}")
+        out(f"{verb} promise {name!r} of {record.id}; it is {record.status.value}")
     if record.status == Status.PENDING:
         echo_err(f"continue it with: {suggest(['resume', record.id], db)}")
     elif record.status == Status.SUSPENDED and record.waiting not in (None, name):
@@ -460,11 +490,27 @@ def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | N
     """
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
-    outcome = _execute(db, "sync", Progress(show), lambda engine: engine.cancel(invocation_id, run=not no_wait))
+    async def work(engine: Engine) -> tuple[Outcome, bool]:
+        record = engine.store.require(invocation_id)
+        while record.continued_as is not None:
+            record = engine.store.require(record.continued_as)
+        if record.finished:
+            return Outcome.of(record), True
+        return await engine.cancel(invocation_id, run=not no_wait), False
+
+    outcome, already = _execute(db, "sync", Progress(show), work)
+    if already:
+        if as_json:
+            click.echo(render.to_json(outcome_json(outcome)))
+        if outcome.status == Status.CANCELLED:  # cancelling is idempotent: same answer as the first time
+            if not as_json:
+                out(f"cancelled {outcome.id}")
+            raise Exit(OK, f"(invocation {outcome.id} was already cancelled)")
+        raise Exit(USAGE, f"invocation {outcome.id} already {outcome.status.value}; there is nothing to cancel")
     if no_wait and outcome.status not in (Status.CANCELLED, Status.COMPLETED, Status.FAILED):
         if as_json:
             click.echo(render.to_json(outcome_json(outcome)))
         else:
-            click.echo(f"cancellation of {invocation_id} requested; it is {outcome.status.value}")
+            out(f"cancellation of {invocation_id} requested; it is {outcome.status.value}")
         raise Exit(OK)
     raise Exit(report(outcome, db=db, as_json=as_json, cancel_ok=True))

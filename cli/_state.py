@@ -12,7 +12,7 @@ from journal import InvocationRecord, LmdbStore, Status, decode_value, lease_is_
 from journal.errors import CorruptEntry
 
 from . import _render as render
-from ._common import db_option, echo_err, edge, json_option, open_store, suggest
+from ._common import db_option, echo_err, edge, json_option, open_store, suggest, out
 
 
 def state_json(key: str, state: dict[str, bytes], queue: list[str]) -> dict[str, Any]:
@@ -87,13 +87,13 @@ def state(key: str, db: str | None, as_json: bool) -> None:
         echo_err(f"no invocation in this store was run with key {key!r}; its state is empty")
         return
     width = render.terminal_width()
-    click.echo(f"{'key':<7}{render.cut(key, width - 7)}")
-    click.echo(f"{'queue':<7}{render.cut(', '.join(queued) or 'empty (no invocation of this key is unfinished)', width - 7)}")
-    click.echo()
+    out(f"{'key':<7}{render.cut(key, width - 7)}")
+    out(f"{'queue':<7}{render.cut(', '.join(queued) or 'empty (no invocation of this key is unfinished)', width - 7)}")
+    out()
     if values:
         rows = [[name, render.size(len(raw)), render.raw_text(raw)] for name, raw in values.items()]
-        click.echo(render.table(("NAME", "SIZE", "VALUE"), rows, flex=(2, 0), right=(1,), width=width))
+        out(render.table(("NAME", "SIZE", "VALUE"), rows, flex=(2, 0), right=(1,), width=width))
     else:
-        click.echo("no state: no handler of this key has set a name")
+        out("no state: no handler of this key has set a name")
     if hint is not None:
         echo_err(hint)

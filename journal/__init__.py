@@ -34,6 +34,7 @@ from ._entries import Started as Started
 from ._entries import Step as Step
 from ._entries import kind_of as kind_of
 from ._entries import name_of as name_of
+from ._files import check_store_dir as check_store_dir
 from ._fork import ForkError as ForkError
 from ._fork import fork as fork
 from ._ids import validate_id as validate_id
@@ -75,6 +76,6 @@ __all__ = (
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",
     "Problem", "check", "compact", "entry_view", "export", "trim",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "kind_of",
-    "lease_is_live", "name_of", "validate_id",
+    "lease_is_live", "name_of", "validate_id", "check_store_dir",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables",
 )

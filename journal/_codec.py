@@ -31,7 +31,7 @@ def encode_value(value: Any) -> msgspec.Raw:
     """Encode a user value to raw msgpack, or raise `UnencodableValue` naming its type."""
     try:
         return msgspec.Raw(_encoder.encode(value))
-    except (TypeError, msgspec.EncodeError) as exc:
+    except (TypeError, OverflowError, RecursionError, msgspec.EncodeError) as exc:
         raise UnencodableValue(
             f"a value of type {type(value).__qualname__} cannot be journaled ({exc}); "
             "return JSON-like data, a msgspec.Struct, a dataclass, datetimes or bytes"
@@ -86,6 +86,6 @@ def digest(*parts: Any) -> int:
     """A stable 64-bit digest of encodable arguments (used to detect changed calls on replay)."""
     try:
         data = _digest_encoder.encode(parts)
-    except (TypeError, msgspec.EncodeError):
+    except (TypeError, OverflowError, RecursionError, msgspec.EncodeError):
         data = repr(tuple(type(p).__qualname__ for p in parts)).encode()
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")

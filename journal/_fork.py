@@ -51,6 +51,8 @@ def fork(
     replaces the recorded value (and clears a recorded error). Raises
     `InvocationNotFound`, `InvocationConflict` (the new id exists) or `ForkError`.
     """
+    if new_id is not None and not new_id.strip():
+        raise ForkError("the new invocation id is empty; give a name (--new-id NAME) or leave it out for a generated one")
     source = store.get(source_id)
     if source is None:
         raise InvocationNotFound(f"no invocation {source_id!r} to fork; `journal ls` lists the invocations")

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 import lmdb
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
+from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
 from ._lmdb_tables import LmdbTables
 from ._kvstore import TABLES, KVStore, _owned_id, _Txn, already_journaled, check_lease
 from ._store import Append, Op
@@ -29,7 +30,7 @@ _INITIAL_MAP_SIZE = 64 * 1024 * 1024
 _MAX_MAP_SIZE = 1 << 40
 
 # LMDB forbids opening one environment twice in a process; stores on one path share it.
-_shared: dict[str, tuple[lmdb.Environment, dict[str, object], int]] = {}
+_shared: dict[str, tuple[lmdb.Environment, dict[str, object], int, int | None]] = {}
 _shared_lock = threading.Lock()
 _GENERIC = object()  # `_append_one` leaves the operation to the generic path
 
@@ -227,6 +228,24 @@ class LmdbStore(LmdbTables, KVStore):
         except lmdb.Error as exc:
             raise _translate(exc, path) from None
 
+    def _reopen_after_swap(self) -> None:
+        """Map the data file that compaction just put in place (the caller holds the store alone).
+
+        Closing first matters beyond this process: LMDB resets its lock file (which records
+        the last transaction id, and so which meta page readers use) only when an opener
+        finds nobody else has the environment open. A process that opened the new file while
+        this one still had the old one open would read the wrong meta page and could write
+        over the compacted data."""
+        with _shared_lock:
+            env, dbs, count, lock_fd = _shared[self.path]
+            map_size = env.info()["map_size"]
+            env.close()
+            env, dbs = _open_env(self.path, self.readonly, map_size)
+            _shared[self.path] = (env, dbs, count, lock_fd)
+        self._env, self._dbs = env, dbs
+        self._leases, self._entries = dbs["leases"], dbs["entries"]
+        self._fenced.clear()
+
     def close(self) -> None:
         if self._closed:
             return
@@ -271,43 +290,69 @@ def _nearly_full(path: str) -> bool:
 def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, object]]:
     with _shared_lock:
         if path in _shared:
-            env, dbs, count = _shared[path]
-            _shared[path] = (env, dbs, count + 1)
+            env, dbs, count, lock_fd = _shared[path]
+            _shared[path] = (env, dbs, count + 1, lock_fd)
             return env, dbs
         if not readonly:
-            os.makedirs(path, mode=0o700, exist_ok=True)
+            make_store_dir(path)
         elif not os.path.isdir(path):
             raise StoreError(f"there is no journal store at {path}")
-        for attempt in range(100):
-            try:
-                env = lmdb.open(
-                    path, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=510,
-                    sync=False, metasync=False, readahead=False, mode=0o600, readonly=False,
-                )
-                break
-            except lmdb.MapResizedError:
-                # Opening reads the map size, then begins a transaction; another process grew
-                # the map in between. Opening again reads the new size.
-                continue
-            except lmdb.Error as exc:
-                raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
-        else:
-            raise StoreError(f"cannot open the journal store at {path}: other processes keep growing its map")
-        while True:
-            try:
-                dbs = {name: env.open_db(name.encode()) for name in TABLES}
-                break
-            except lmdb.MapResizedError:  # another process grew the map since we opened it
-                env.set_mapsize(0)
-        _shared[path] = (env, dbs, 1)
+        lock_fd = hold_open_lock(path, create=not readonly)
+        try:
+            env, dbs = _open_env(path, readonly, map_size)
+        except BaseException:
+            if lock_fd is not None:
+                os.close(lock_fd)
+            raise
+        _shared[path] = (env, dbs, 1, lock_fd)
         return env, dbs
+
+
+def _open_env(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, object]]:
+    # Checked under the open lock: no compaction swaps the files between the check and the map.
+    check_files(path, create=not readonly)
+    for attempt in range(100):
+        try:
+            env = lmdb.open(
+                path, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=510,
+                sync=False, metasync=False, readahead=False, mode=0o600, readonly=False,
+            )
+            break
+        except lmdb.MapResizedError:
+            # Opening reads the map size, then begins a transaction; another process grew
+            # the map in between. Opening again reads the new size.
+            continue
+        except lmdb.Error as exc:
+            raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
+    else:
+        raise StoreError(f"cannot open the journal store at {path}: other processes keep growing its map")
+    while True:
+        try:
+            dbs = {name: env.open_db(name.encode()) for name in TABLES}
+            break
+        except lmdb.MapResizedError:  # another process grew the map since we opened it
+            env.set_mapsize(0)
+        except lmdb.Error as exc:
+            env.close()
+            raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
+    return env, dbs
+
+
+def exclusive(path: str) -> tuple[int, Callable[[], None]]:
+    """Hold the store alone (for compaction): returns (other openers in this process, release)."""
+    with _shared_lock:
+        env, dbs, count, lock_fd = _shared[path]
+    take_exclusive(lock_fd, path)
+    return count - 1, lambda: release_exclusive(lock_fd)
 
 
 def _release_shared(path: str) -> None:
     with _shared_lock:
-        env, dbs, count = _shared[path]
+        env, dbs, count, lock_fd = _shared[path]
         if count > 1:
-            _shared[path] = (env, dbs, count - 1)
+            _shared[path] = (env, dbs, count - 1, lock_fd)
         else:
             del _shared[path]
             env.close()
+            if lock_fd is not None:
+                os.close(lock_fd)

@@ -8,6 +8,7 @@
     │   ├── InvalidId              an invocation id is empty, too long or has control characters
     │   ├── EntryTooLarge          an entry or value exceeds the configured bound
     │   ├── CorruptEntry           stored bytes do not decode (names invocation and seq)
+    │   ├── StoreBusy              `journal compact` holds the store (or others block it)
     │   └── DiskFull               the disk has no room; nothing committed was lost
     ├── LeaseLost                  another process took the invocation over (fencing)
     ├── InvocationBusy             a live process owns the invocation right now
@@ -49,6 +50,10 @@ class CorruptEntry(StoreError):
         super().__init__(message)
         self.invocation_id = invocation_id
         self.seq = seq
+
+
+class StoreBusy(StoreError):
+    """The store is being compacted, or is open elsewhere when compacting needs it alone."""
 
 
 class DiskFull(StoreError, OSError):

@@ -38,18 +38,27 @@ from journal import (
     encode_value,
 )
 from journal._kvstore import HOST, lease_is_live
-from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost
+from journal.errors import (
+    CorruptEntry,
+    EntryTooLarge,
+    InvocationBusy,
+    InvocationConflict,
+    JournalError,
+    LeaseLost,
+    StoreError,
+)
 
 from . import _otel
 from ._beside import beside
 from ._guard import _handler_scope
 from ._step_info import _current
-from ._handlers import NO_INPUT, decode_input, load_handler, prepare_input, register
+from ._handlers import NO_INPUT, decode_input, load_handler, load_recorded, prepare_input, register
 from ._clock import now_us
 from ._composition import ContinueAsNew
 from ._invocation import InvocationContext, Restart
 from ._suspend import Suspend
 from ._outcome import Event, Outcome
+from ._park import park, park_if_unloadable
 from ._replayer import Replayer
 from .errors import Cancelled, NondeterminismError, TerminalError
 
@@ -89,6 +98,8 @@ class Engine:
         self.divergence_wait = divergence_wait
         self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.on_step: Callable[[str, str, str, float, bool], None] | None = None
+        # Told (id, reason) when the worker parks an invocation whose handler does not load.
+        self.on_park: Callable[[str, str], None] | None = None
         self._active: set[str] = set()  # scheduled by serve() in this process
         self._running: set[str] = set()  # executing in this process right now
 
@@ -134,7 +145,7 @@ class Engine:
                   key: str | None = None, lax_input: bool = False) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges."""
         record = await self.start(handler, input, id=id, key=key, lax_input=lax_input)
-        fn = load_handler(record.handler)
+        fn = load_recorded(record.handler)
         while True:
             try:
                 return await self._execute(record.id, fn)
@@ -165,9 +176,13 @@ class Engine:
             and lease_is_live(self.store.lease(invocation_id), now_us())
         )
 
-    async def resume(self, invocation_id: str) -> Outcome:
-        """Run an existing invocation again: replay its journal, then continue live."""
-        return await self._execute(invocation_id)
+    async def resume(self, invocation_id: str, handler: Callable[..., Any] | str | None = None) -> Outcome:
+        """Run an existing invocation again: replay its journal, then continue live.
+
+        `handler` names the code to run instead of the one the record names (which is
+        imported only if it passes `load_recorded`'s rule)."""
+        fn = load_handler(handler) if isinstance(handler, str) else handler
+        return await self._execute(invocation_id, fn)
 
     async def get(self, invocation_id: str) -> Outcome:
         return Outcome.of(self.store.require(invocation_id))
@@ -307,7 +322,8 @@ class Engine:
         async def one(invocation_id: str) -> None:
             async with limiter:
                 try:
-                    outcomes.append(await self._execute(invocation_id))
+                    if await self._loadable(invocation_id):
+                        outcomes.append(await self._execute(invocation_id))
                 except InvocationBusy:
                     pass
 
@@ -327,7 +343,8 @@ class Engine:
         async def one(invocation_id: str) -> None:
             try:
                 async with limiter:
-                    await self._execute(invocation_id)
+                    if await self._loadable(invocation_id):
+                        await self._execute(invocation_id)
             except (InvocationBusy, LeaseLost):
                 pass
             finally:
@@ -342,6 +359,10 @@ class Engine:
                 if idle_exit and not ids and not self._active:
                     return
                 await anyio.sleep(self.poll_interval)
+
+    async def _loadable(self, invocation_id: str) -> bool:
+        """Whether the invocation's handler loads here; if not, it is parked (`_park.py`)."""
+        return await park_if_unloadable(self, invocation_id)
 
     # -- execution ------------------------------------------------------------------------------
 
@@ -359,7 +380,7 @@ class Engine:
         record = self.store.require(invocation_id)
         if record.finished:
             return Outcome.of(record)
-        fn = fn or load_handler(record.handler)
+        fn = fn or load_recorded(record.handler)
         if invocation_id in self._running:
             # The lease belongs to this engine already: a second execution here would take it
             # from the first one in the middle of a step.
@@ -370,8 +391,15 @@ class Engine:
         )
         self._running.add(invocation_id)
         try:
-            entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
-                       for seq, data in self.store.entries(invocation_id)}
+            try:
+                entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
+                           for seq, data in self.store.entries(invocation_id)}
+            except CorruptEntry as exc:
+                # Not runnable until repaired: parked with the reason, not left `running`.
+                await park(self.committer, invocation_id, epoch, (
+                    f"{exc}. It cannot run until its journal is repaired; `journal fork {invocation_id} "
+                    "--at SEQ` continues it from before the damage"))
+                raise
             replayer = Replayer(invocation_id, entries)
             started: Started = replayer.started()
             ctx = InvocationContext(
@@ -430,6 +458,15 @@ class Engine:
         leaves = _leaves(exc)
         if ctx.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):
             return Outcome.of(self.store.require(invocation_id))
+        exits = [e for e in leaves if isinstance(e, SystemExit)]
+        if exits and not ctx.cancel_delivered:
+            # sys.exit() in handler code is the handler's own (deterministic) ending, not an
+            # interruption: it fails the invocation instead of leaving it to fail again at
+            # every resume, and the process running it carries on.
+            code = exits[0].code
+            error = ErrorInfo("SystemExit", f"the handler called sys.exit({code!r}); a handler ends by returning "
+                              "a value or raising an exception, never by exiting the process", True)
+            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
         interrupted = [e for e in leaves if isinstance(e, anyio.get_cancelled_exc_class())
                        or isinstance(e, (KeyboardInterrupt, SystemExit))]
         if interrupted:
@@ -488,7 +525,7 @@ class Engine:
     async def _continue_as_new(self, ctx: InvocationContext, cont: ContinueAsNew, epoch: int) -> Outcome:
         invocation_id = ctx.invocation_id
         record = self.store.require(invocation_id)
-        fn = load_handler(record.handler)
+        fn = load_recorded(record.handler)
         try:
             raw, _ = prepare_input(fn, cont.input)
         except (ValueError, UnencodableValue) as exc:
@@ -526,6 +563,24 @@ class Engine:
                 record = await ctx.finish(entry, Transition(status, now_us(), release=True, **change))
         except LeaseLost:
             record = self.store.require(ctx.invocation_id)
+        except EntryTooLarge as exc:
+            if status == Status.FAILED:
+                raise
+            # The result (or the end of a cancelled run) is too large to journal: that is the
+            # handler's doing, and would happen again at every resume, so the invocation fails.
+            error = ErrorInfo("TerminalError", f"the handler's result cannot be journaled: {exc}")
+            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
+        except StoreError:
+            # The final write failed (a full disk, with `exit` durability the whole journal at
+            # once): nothing about the handler was recorded, so it goes back to `pending`, a
+            # write small enough to fit where the journal did not, and the error is reported.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.committer.submit(SetStatus(ctx.invocation_id, Transition(
+                        Status.PENDING, now_us(), release=True), ctx._epoch), durable=True)
+                except JournalError:
+                    pass
+            raise
         return Outcome.of(record)
 
     async def _watch(self, ctx: InvocationContext, invocation_id: str, epoch: int) -> None:

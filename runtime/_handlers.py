@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import stat
 import sys
 import typing
 import weakref
@@ -54,6 +55,7 @@ def load_handler(path: str) -> Callable[..., Any]:
     if target.endswith(".py") or os.sep in target:
         module = _load_file(target, path)
     else:
+        _module_root_clash(target, path)
         try:
             module = importlib.import_module(target)
         except ImportError as exc:
@@ -70,6 +72,7 @@ def load_handler(path: str) -> Callable[..., Any]:
         raise HandlerNotFound(
             f"handler {path!r} is not an async function; define it as `async def {attr.split('.')[-1]}(ctx, input)`"
         )
+    _check_arity(obj, path, attr.split(".")[-1])
     # File targets are recorded by absolute path so a process started elsewhere finds them.
     canonical = f"{os.path.abspath(target)}:{attr}" if module.__name__.startswith("_journal_file_") else path
     obj.__journal_path__ = canonical
@@ -77,10 +80,115 @@ def load_handler(path: str) -> Callable[..., Any]:
     return obj
 
 
+_OWN_PACKAGES = frozenset({"journal", "runtime", "cli"})
+
+
+def _check_arity(fn: Callable[..., Any], path: str, name: str) -> None:
+    """A handler is called as fn(ctx) or fn(ctx, input): refuse others before anything is journaled."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    for args in ((None,), (None, None)):
+        try:
+            signature.bind(*args)
+            return
+        except TypeError:
+            continue
+    raise HandlerNotFound(
+        f"handler {path!r} takes parameters {signature}, but a handler is called with the context and at most "
+        f"one input: define it as `async def {name}(ctx)` or `async def {name}(ctx, input)`"
+    )
+
+
+def _own_name_clash(directory: str, path: str) -> None:
+    """Refuse a handler whose directory holds a module named like one of journal's packages:
+    Python finds journal's (already imported) first, so the handler's `import cli` would
+    silently get journal's instead of the user's."""
+    for name in sorted(_OWN_PACKAGES):
+        ours_file = getattr(sys.modules.get(name), "__file__", None)
+        if ours_file is None:
+            continue  # not imported in this process: the handler's own module is what it gets
+        for candidate in (os.path.join(directory, name + ".py"), os.path.join(directory, name, "__init__.py")):
+            if os.path.isfile(candidate) and not os.path.samefile(candidate, ours_file):
+                raise HandlerNotFound(
+                    f"{candidate} beside handler {path!r} has the name of journal's own package {name!r}: "
+                    f"`import {name}` in the handler would get journal's, not yours. Rename your module "
+                    f"(for example to my_{name}.py) and its imports"
+                )
+
+
+def load_recorded(path: str) -> Callable[..., Any]:
+    """Load the handler an invocation's record names, if this process may trust the record.
+
+    Handlers are chosen by the process that runs them, never by the store: a record is
+    data, and whoever could write it must not thereby choose what code this process
+    imports. A handler this process registered or already loaded is used as is. Otherwise
+    the recorded TARGET is imported only if it is an ordinary handler of this user's: a
+    `.py` file owned by this user (or root) that nobody else can write, or a module that is
+    neither in the standard library nor one of journal's own packages. Anything else
+    needs the code named explicitly (`--handler TARGET`, or a handler passed to the engine).
+    """
+    if path in _by_path:
+        return _by_path[path]
+    target, sep, attr = path.rpartition(":")
+    if sep and target and attr:
+        if target.endswith(".py") or os.sep in target:
+            _check_recorded_file(target, path)
+        else:
+            top = target.split(".", 1)[0]
+            if top in sys.stdlib_module_names or top in _OWN_PACKAGES:
+                raise HandlerNotFound(
+                    f"the journal names handler {path!r}, a module of "
+                    + ("the standard library" if top in sys.stdlib_module_names else "journal itself")
+                    + ", which is never a handler; it was not imported. If you meant to run this "
+                    "invocation, name its code yourself with --handler path/to/file.py:function"
+                )
+    return load_handler(path)
+
+
+def _module_root_clash(target: str, path: str) -> None:
+    """For a `package.module` target found in the current directory, the same clash check
+    as for a file's directory."""
+    top = target.split(".", 1)[0]
+    if top in _OWN_PACKAGES or top in sys.modules:
+        return
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return  # importing it says what is wrong
+    if spec is None or not spec.origin or not os.path.isabs(spec.origin):
+        return
+    root = os.path.dirname(spec.origin)
+    if spec.submodule_search_locations:
+        root = os.path.dirname(root)
+    if os.path.realpath(root) == os.path.realpath(os.getcwd()):
+        _own_name_clash(root, path)
+
+
+def _check_recorded_file(target: str, path: str) -> None:
+    refuse = f"the journal names handler {path!r}, but "
+    fix = "; it was not imported. If it is your code, name it yourself with --handler TARGET"
+    if not os.path.isabs(target) or not target.endswith(".py"):
+        raise HandlerNotFound(refuse + "a recorded file handler is an absolute path to a .py file" + fix)
+    try:
+        st = os.stat(target)
+    except OSError:
+        return  # load_handler says that the file does not exist
+    if not stat.S_ISREG(st.st_mode):
+        raise HandlerNotFound(refuse + f"{target} is not a regular file" + fix)
+    if st.st_uid not in (os.getuid(), 0):
+        raise HandlerNotFound(refuse + f"{target} belongs to another user (uid {st.st_uid})" + fix)
+    if st.st_mode & 0o022:
+        raise HandlerNotFound(refuse + f"{target} can be written by other users (mode {stat.S_IMODE(st.st_mode):o})"
+                              + fix)
+
+
 def _load_file(target: str, path: str) -> Any:
     full = os.path.abspath(target)
     if not os.path.isfile(full):
         raise HandlerNotFound(f"handler file {target!r} does not exist (handler {path!r})")
+    _own_name_clash(os.path.dirname(full), path)
     name = "_journal_file_" + hashlib.blake2b(full.encode(), digest_size=6).hexdigest()
     if name in sys.modules:
         return sys.modules[name]

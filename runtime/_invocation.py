@@ -100,7 +100,7 @@ def idempotency_key(invocation_id: str, step: Step) -> str:
     """The idempotency key `current_step()` gave the journaled `step` of `invocation_id`.
 
     Use it to match the calls an external API saw (by key) with the journal's steps."""
-    return f"{invocation_id}:{_position_after(step.prev, 'step', step.name, step.digest):x}"
+    return f"{invocation_id}:{_position_after(step.prev, 'step', step.name, step.digest):016x}"
 
 
 class Restart(BaseException):
@@ -305,12 +305,16 @@ class InvocationContext(Composition, Context):
                 raw = encode_value(value)
                 result = decode_value(raw, rtype)
             except UnencodableValue as exc:
-                raise TerminalError(f"step {name!r} (seq {seq}) returned {exc}") from None
+                error = ErrorInfo("TerminalError", f"step {name!r} (seq {seq}) returned {exc}", True)
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                raise TerminalError(
+                error = ErrorInfo("TerminalError", (
                     f"step {name!r} (seq {seq}) returned a value that does not match its declared type "
-                    f"{getattr(rtype, '__name__', rtype)!s}: {exc}"
-                ) from None
+                    f"{getattr(rtype, '__name__', rtype)!s}: {exc}"), True)
+            if error is not None:
+                # The step ran; its failure is journaled like any terminal error, so replay
+                # raises it again without running the step, and the journal has no gap.
+                await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev))
+                raise _rebuild_error(error)
             await self._commit(seq, Step(name, call_digest, now_us(), raw, attempts=attempt, prev=prev))
             if self.on_step is not None:
                 self._report(name, "live", time.perf_counter() - started, False)

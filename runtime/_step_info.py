@@ -29,7 +29,7 @@ def current_step() -> StepInfo:
             "current_step() was called outside a step; call it from a function passed to ctx.run(...)"
         )
     invocation_id, seq, name, attempt, token = info
-    return StepInfo(invocation_id, seq, name, attempt, f"{invocation_id}:{token:x}")
+    return StepInfo(invocation_id, seq, name, attempt, f"{invocation_id}:{token:016x}")
 
 
 def in_step() -> bool:

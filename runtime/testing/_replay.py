@@ -33,7 +33,7 @@ from journal.errors import JournalError
 from .._engine import Engine
 from .._guard import _handler_scope
 from .._step_info import _current
-from .._handlers import NO_INPUT, decode_input, load_handler
+from .._handlers import NO_INPUT, decode_input, load_handler, load_recorded
 from .._composition import ContinueAsNew
 from .._invocation import InvocationContext
 from .._suspend import Suspend
@@ -176,7 +176,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
     replayer = Replayer(invocation_id, entries)
     started = replayer.started()
     if handler is None or isinstance(handler, str):
-        handler = load_handler(handler or started.handler)
+        handler = load_handler(handler) if handler else load_recorded(started.handler)
     value = decode_input(handler, started.input)
     ctx = _ReplayContext(store, invocation_id, replayer, record.key)
     ended: list[BaseException | None] = []

@@ -10,7 +10,7 @@ import click.testing
 import pytest
 
 from cli import cli
-from cli._render import cut, duration, size, table, to_json
+from cli._render import Styled, cut, duration, size, table, to_json
 
 
 @pytest.mark.parametrize("seconds, text", [
@@ -45,7 +45,7 @@ def test_tables_fit_the_width_by_shrinking_flexible_columns():
 
 
 def test_table_widths_ignore_colour():
-    rows = [[click.style("completed", fg="green"), "x"]]
+    rows = [[Styled(click.style("completed", fg="green")), "x"]]
     lines = table(("STATUS", "V"), rows, width=80).splitlines()
     assert click.unstyle(lines[1]).index("x") == lines[0].index("V")
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -42,7 +43,10 @@ def test_exit_codes_of_run(sh, log, tmp_path, db):
 
 def test_results_go_to_stdout_and_messages_to_stderr(sh, log):
     ok = sh("run", target("greet"), "--input", '"Ada"')
-    assert (ok.stdout, ok.stderr) == ("hello Ada\n", "")
+    # A generated id is the one thing said besides the result: without it the run cannot be resumed.
+    assert ok.stdout == "hello Ada\n" and re.fullmatch(r"invocation [0-9a-f]{32}\n", ok.stderr)
+    quiet = sh("run", target("greet"), "--input", '"Ada"', "--id", "named")
+    assert (quiet.stdout, quiet.stderr) == ("hello Ada\n", "")
     bad = sh("run", target("greet"), "--input", "{not json")
     assert bad.stdout == "" and bad.stderr.startswith("error: --input is not valid JSON")
 

@@ -6,7 +6,7 @@ import datetime
 import msgspec
 import pytest
 
-from journal import Status, decode_entry, kind_of
+from journal import Status, check, decode_entry, kind_of
 from runtime import Context, RetryPolicy, TerminalError, current_step
 
 pytestmark = pytest.mark.anyio
@@ -75,8 +75,13 @@ async def test_an_unencodable_result_fails_the_step_naming_step_and_type(open_en
         outcome = await engine.run(agent, id="u")
         assert outcome.status == Status.FAILED
         assert "leaky" in outcome.error.message and "object" in outcome.error.message
-        kinds = [kind_of(decode_entry(d)) for _, d in engine.store.entries("u")]
-    assert "step" not in kinds  # nothing journaled for the step itself
+        entries = [decode_entry(d) for _, d in engine.store.entries("u")]
+        problems = check(engine.store)
+    # The value is not journaled; the step's failure is, so replay raises it without running
+    # the step again and the journal has no gap (`journal check` passes).
+    assert [kind_of(e) for e in entries] == ["started", "step", "failed"]
+    assert entries[1].error.type == "TerminalError" and "leaky" in entries[1].error.message
+    assert problems == []
 
 
 async def test_terminal_error_fails_the_step_without_retry_and_replays(open_engine, calls):
