@@ -41,6 +41,8 @@ from journal._kvstore import HOST, lease_is_live
 from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost
 
 from ._beside import beside
+from ._branches import _ORIGIN, _branch
+from ._branches import install as install_branches
 from ._guard import _handler_scope
 from ._step_info import _current
 from ._handlers import NO_INPUT, decode_input, load_handler, prepare_input, register
@@ -73,7 +75,7 @@ class Engine:
         inline_sleep_limit: float = 60.0,
         poll_interval: float = 0.25,
         always_replay: bool = False,
-        divergence_wait: float = 0.5,
+        divergence_wait: float | None = None,
     ) -> None:
         self.store = store
         self.durability = Durability(durability)
@@ -83,8 +85,8 @@ class Engine:
         self.poll_interval = poll_interval
         # Testing aid: after every live step, unwind and replay the handler from the start.
         self.always_replay = always_replay
-        # How long an operation that matches nothing waits for sibling branches before the
-        # invocation counts as diverged (only concurrent code can need the wait).
+        # Accepted for compatibility and ignored: divergence is decided from the journal at
+        # once (runtime/_replayer.py), never after a wait.
         self.divergence_wait = divergence_wait
         self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.on_step: Callable[[str, str, str, float, bool], None] | None = None
@@ -248,9 +250,14 @@ class Engine:
             record.status == Status.RUNNING and not lease_is_live(self.store.lease(child_id), now_us())
         )
         if runnable and child_id not in self._running:
-            # In a task of its own, so the child's context variables do not leak into the parent's.
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._execute_if_free, child_id)
+            # In a task of its own, so the child's context variables do not leak into the parent's;
+            # spawned as no branch of the parent's handler, which does not spawn it on replay.
+            outside = _branch.set(_ORIGIN)
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._execute_if_free, child_id)
+            finally:
+                _branch.reset(outside)
 
     async def _execute_if_free(self, invocation_id: str) -> None:
         try:
@@ -373,8 +380,7 @@ class Engine:
             ctx = InvocationContext(
                 invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
                 max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
-                always_replay=self.always_replay, divergence_wait=self.divergence_wait,
-                key=started.key, spawner=self,
+                always_replay=self.always_replay, key=started.key, spawner=self,
             )
             if self.on_step is not None:
                 hook = self.on_step
@@ -392,20 +398,23 @@ class Engine:
         scope = _handler_scope.set(invocation_id)
         # An invocation run from inside another's step is handler code again, not that step.
         outer_step = _current.set(None)
+        machine = ctx.machine
         try:
+            install_branches()
+            machine.begin()
             value = decode_input(fn, started.input)
             result = await (fn(ctx) if value is NO_INPUT else fn(ctx, value))
+            # The handler may have caught a store failure, a lost lease or a divergence and
+            # returned: its journal may lack an entry, so it is not finished; `_settle` reports it.
+            machine.raise_if_stopped()
             replayer.check_finished()
-            # The handler may have caught a store failure (or a lost lease) and returned:
-            # its journal may lack an entry, so it is not finished; `_settle` reports it.
-            ctx._raise_if_lost()
         except BaseException as exc:
             return await self._settle(ctx, exc, epoch)
         finally:
             _current.reset(outer_step)
             _handler_scope.reset(scope)
-        if ctx.cancel_delivered:
-            return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
+        if machine.cancel_delivered:
+            return await self._finish(ctx, CancelledEntry(now_us(), machine.cancel_reason or ""), Status.CANCELLED)
         try:
             raw = encode_value(result)
         except UnencodableValue as exc:
@@ -416,8 +425,9 @@ class Engine:
     async def _settle(self, ctx: InvocationContext, exc: BaseException, epoch: int) -> Outcome:
         """Turn however the handler ended into the invocation's next status."""
         invocation_id = ctx.invocation_id
+        machine = ctx.machine
         leaves = _leaves(exc)
-        if ctx.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):
+        if machine.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):
             return Outcome.of(self.store.require(invocation_id))
         interrupted = [e for e in leaves if isinstance(e, anyio.get_cancelled_exc_class())
                        or isinstance(e, (KeyboardInterrupt, SystemExit))]
@@ -432,7 +442,7 @@ class Engine:
                         durable=True,
                     )
             raise exc
-        if ctx.broken is not None:
+        if machine.broken is not None:
             # The store failed under the runtime (a full disk): nothing about the handler is
             # decided. Give the lease back if the store allows it and report the store's error.
             with anyio.CancelScope(shield=True):
@@ -443,22 +453,22 @@ class Engine:
                     )
                 except JournalError:
                     pass
-            raise ctx.broken
+            raise machine.broken
         if any(isinstance(e, Restart) for e in leaves):
             return Outcome(id=invocation_id, status=Status.PENDING)  # always-replay: run it again from the top
         if not any(isinstance(e, (Exception, Suspend, ContinueAsNew)) for e in leaves):
             raise exc  # an unknown BaseException behaves like a crash: nothing is written, the lease lapses
-        diverged = next((e for e in leaves if isinstance(e, NondeterminismError)), None)
-        if diverged is not None and ctx.cancel_reason is not None:
+        diverged = machine.divergence or next((e for e in leaves if isinstance(e, NondeterminismError)), None)
+        if diverged is not None and machine.cancel_reason is not None:
             # Cancelling a diverged invocation abandons it: its journal ends where it diverged.
-            ctx._pending, ctx._pending_state, ctx._tentative = [], [], []
-            return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason), Status.CANCELLED)
+            machine.abandon_writes()
+            return await self._finish(ctx, CancelledEntry(now_us(), machine.cancel_reason), Status.CANCELLED)
         if diverged is not None:
             record = await self.committer.submit(SetStatus(invocation_id, Transition(
                 Status.DIVERGED, now_us(), divergence=str(diverged), release=True), epoch), durable=True)
             return Outcome.of(record)
         cont = next((e for e in leaves if isinstance(e, ContinueAsNew)), None)
-        if cont is not None and not ctx.cancel_delivered:
+        if cont is not None and not machine.cancel_delivered:
             return await self._continue_as_new(ctx, cont, epoch)
         suspends = [e for e in leaves if isinstance(e, Suspend)]
         # Compensation after a cancel may wait too (for an approval, a timer): it suspends
@@ -469,8 +479,8 @@ class Engine:
             wakes = [e.wake_at for e in suspends if e.wake_at is not None]
             return await self._finish(ctx, None, Status.SUSPENDED, waiting=names[0] if names else None,
                                       waiting_any=names[1:], wake_at=min(wakes, default=None))
-        if ctx.cancel_delivered and all(isinstance(e, (Cancelled, Suspend)) for e in leaves):
-            return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
+        if machine.cancel_delivered and all(isinstance(e, (Cancelled, Suspend)) for e in leaves):
+            return await self._finish(ctx, CancelledEntry(now_us(), machine.cancel_reason or ""), Status.CANCELLED)
         error = _error_info(leaves)
         return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
 
@@ -492,13 +502,9 @@ class Engine:
         started = encode_entry(Started(record.handler, raw, at, record.key, input_digest, record.parent),
                                self.store.max_entry_bytes)
         with anyio.CancelScope(shield=True):
-            await ctx._settle_tentative()
-            entries, state = ctx._pending, ctx._pending_state or None
-            ctx._pending, ctx._pending_state = [], []
-            end = encode_entry(ContinuedAsNew(at, next_id), self.store.max_entry_bytes)
-            entries.append((ctx._replayer.next_live(), end))
+            entries, state, seen = ctx.machine.take_final(ContinuedAsNew(at, next_id))
             done = Transition(Status.COMPLETED, at, result=encode_value({"continued_as": next_id}), release=True)
-            op = Continue(invocation_id, epoch, entries, done, new, started, state, ctx._take_cancel_seen())
+            op = Continue(invocation_id, epoch, entries, done, new, started, state, seen)
             try:
                 finished = await self.committer.submit(op, durable=True)
             except InvocationConflict:
