@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from ._machine import Machine
 
 
+CHILD_PREFIX = "child:"  # the promise a parent awaits in ctx.call: settled when the child finishes
+
+
 class ContinueAsNew(BaseException):
     """Internal: `ctx.continue_as_new(input)` unwinds the handler to start afresh."""
 
@@ -71,7 +74,7 @@ class Composition:
                    type: Any = None) -> Any:
         child_id = await self._start_child(target, input, id=id, key=key, awaited=True, delay=None)
         await self._spawner._run_child(child_id)
-        return await self.promise("child:" + child_id, type=type)
+        return await self.promise(CHILD_PREFIX + child_id, type=type)
 
     async def send(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
                    delay: float | None = None) -> str:

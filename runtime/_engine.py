@@ -47,12 +47,12 @@ from ._guard import _handler_scope
 from ._step_info import _current
 from ._handlers import NO_INPUT, decode_input, load_handler, prepare_input, register
 from ._clock import now_us
-from ._composition import ContinueAsNew
+from ._composition import CHILD_PREFIX, ContinueAsNew
 from ._invocation import InvocationContext, Restart
 from ._suspend import Suspend
 from ._outcome import Event, Outcome
 from ._replayer import Replayer
-from .errors import Cancelled, NondeterminismError, TerminalError
+from .errors import Cancelled, NondeterminismError, PromiseNotSettable, TerminalError
 
 
 def default_path() -> str:
@@ -188,8 +188,45 @@ class Engine:
 
     # -- from outside: promises and cancellation ----------------------------------------------
 
+    def waiting_for(self, invocation_id: str) -> InvocationRecord:
+        """The invocation whose wait `invocation_id`'s depends on: itself, or the child it awaits
+        with `ctx.call` (and that child's own awaited child, and so on), in its latest generation."""
+        record = self.store.require(invocation_id)
+        seen = {record.id}
+        while True:
+            if record.continued_as is not None:
+                following = self.store.get(record.continued_as)
+            elif record.waiting is not None and record.waiting.startswith(CHILD_PREFIX):
+                following = self.store.get(record.waiting[len(CHILD_PREFIX):])
+            else:
+                return record
+            if following is None or following.id in seen:
+                return record
+            seen.add(following.id)
+            record = following
+
+    def _refuse_child_promise(self, invocation_id: str, name: str) -> None:
+        if not name.startswith(CHILD_PREFIX):
+            return
+        child_id = name[len(CHILD_PREFIX):]
+        waiting = self.waiting_for(child_id) if self.store.get(child_id) is not None else None
+        where = ""
+        if waiting is not None and waiting.waiting is not None:
+            where = (f" It waits for promise {waiting.waiting!r} of invocation {waiting.id!r}: resolve that one "
+                     f"(`journal resolve {waiting.id} {waiting.waiting} JSON`), then `journal resume {invocation_id}` "
+                     "runs the child and the parent goes on with its result.")
+        elif waiting is not None and not waiting.finished:
+            where = f" It is {waiting.status}: `journal resume {invocation_id}` runs it, then the parent."
+        raise PromiseNotSettable(
+            f"promise {name!r} of invocation {invocation_id!r} is the result of child invocation {child_id!r} "
+            f"(ctx.call); it is settled only when the child finishes, never by hand.{where}"
+        )
+
     async def resolve(self, invocation_id: str, name: str, value: Any = None) -> InvocationRecord:
-        """Deliver `value` to promise `name`; a suspended invocation waiting on it becomes pending."""
+        """Deliver `value` to promise `name`; a suspended invocation waiting on it becomes pending.
+
+        A `child:` promise (what `ctx.call` waits for) is refused: the child's result settles it."""
+        self._refuse_child_promise(invocation_id, name)
         try:
             raw = bytes(encode_value(value))
         except UnencodableValue as exc:
@@ -198,6 +235,7 @@ class Engine:
 
     async def reject(self, invocation_id: str, name: str, message: str) -> InvocationRecord:
         """Reject promise `name`: the handler's `ctx.promise(name)` raises `PromiseRejected`."""
+        self._refuse_child_promise(invocation_id, name)
         return await self.committer.submit(Resolve(invocation_id, name, now_us(), None, message), durable=True)
 
     async def cancel(self, invocation_id: str, *, run: bool = True) -> Outcome:
@@ -206,8 +244,8 @@ class Engine:
         while record.continued_as is not None:  # the logical run goes on in its latest generation
             record = self.store.require(record.continued_as)
         invocation_id = record.id
-        if record.waiting is not None and record.waiting.startswith("child:"):
-            await self.cancel(record.waiting[len("child:"):], run=run)  # the child it awaits goes first
+        if record.waiting is not None and record.waiting.startswith(CHILD_PREFIX):
+            await self.cancel(record.waiting[len(CHILD_PREFIX):], run=run)  # the child it awaits goes first
         record = await self.committer.submit(RequestCancel(invocation_id, now_us()), durable=True)
         if not run or record.finished:
             return Outcome.of(record)
@@ -241,11 +279,18 @@ class Engine:
         self.store.create(record, started)
         await self.committer.flush()
 
-    async def _run_child(self, child_id: str) -> None:
-        """Run an awaited child here if nobody else is running it; it may finish or suspend."""
+    async def _run_child(self, child_id: str, _outer: frozenset[str] = frozenset()) -> None:
+        """Run an awaited child here if nobody else is running it; it may finish or suspend.
+        A child suspended in a ctx.call of its own gets its own child run first."""
         record = self.store.get(child_id)
         if record is None:  # finished long ago and trimmed: its result is in the parent's journal
             return
+        waiting = record.waiting
+        if record.status == Status.SUSPENDED and waiting is not None and waiting.startswith(CHILD_PREFIX):
+            grandchild = waiting[len(CHILD_PREFIX):]
+            if grandchild not in _outer:
+                await self._run_child(grandchild, _outer | {child_id})
+                record = self.store.require(child_id)
         runnable = record.status == Status.PENDING or (
             record.status == Status.RUNNING and not lease_is_live(self.store.lease(child_id), now_us())
         )

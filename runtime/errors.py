@@ -73,6 +73,10 @@ class DeterminismViolation(NondeterminismError):
         self.call = call
 
 
+class PromiseNotSettable(JournalError, ValueError):
+    """The promise is settled by the runtime, not by hand (a `child:` promise of `ctx.call`)."""
+
+
 class Cancelled(JournalError):
     """The invocation was cancelled. Catch it to run compensating steps; it still ends `cancelled`."""
 

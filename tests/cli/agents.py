@@ -169,3 +169,14 @@ async def held_turn(ctx: Context, input: dict) -> str:
 async def _wait_for_file(path: str) -> None:
     while not os.path.exists(path):
         await anyio.sleep(0.02)
+
+
+async def approving_child(ctx: Context, n: int) -> int:
+    """Waits for promise `approval`, then doubles `n`."""
+    approved = await ctx.promise("approval")
+    return n * 2 if approved else 0
+
+
+async def waiting_parent(ctx: Context, n: int) -> int:
+    """Awaits a child (id `<parent>.kid`) that waits for an approval."""
+    return await ctx.call(approving_child, n, id=f"{ctx.invocation_id}.kid") + 1

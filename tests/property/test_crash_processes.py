@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from journal import LmdbStore, Status, Step, decode_entry, decode_value
+from journal import Emitted, LmdbStore, Status, Step, decode_entry, decode_value
 from runtime import Engine
 
 from .crash_worker import STEPS, crash_agent, expected
@@ -154,6 +154,9 @@ def _check(store: LmdbStore, invocations: dict[str, int], log: Path, killed: set
         steps = [e for _, e in (
             (s, decode_entry(d)) for s, d in store.entries(invocation_id)) if isinstance(e, Step)]
         assert sorted(s.name for s in steps) == sorted(STEPS), f"{invocation_id}: steps {steps} {where}"
+        # The task group's two branches start with the same emit: each journaled once, on its own path.
+        emits = [d for _, d in store.entries(invocation_id) if isinstance(decode_entry(d), Emitted)]
+        assert len(emits) == 2, f"{invocation_id}: {len(emits)} emits {where}"
     # The side-effect log, in the order things happened. Steps are told apart by name (unique
     # in crash_agent): a step run again after a crash may get another seq than the killed run.
     events = collections.defaultdict(list)

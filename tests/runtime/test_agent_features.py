@@ -190,6 +190,31 @@ async def test_a_suspended_child_suspends_its_parent_until_it_finishes(open_engi
         assert (await engine.resume("p")).result == 42
 
 
+async def test_a_parent_waiting_on_a_child_points_at_the_childs_wait_and_its_promise_cannot_be_settled(open_engine):
+    from runtime.errors import PromiseNotSettable
+
+    async def grandparent(ctx: Context) -> int:
+        return await ctx.call(parent_of_waiting_child, 1, id="mid")
+
+    async with open_engine() as engine:
+        out = await engine.run(grandparent, id="top")
+        assert out.status == Status.SUSPENDED and out.waiting == "child:mid"
+        waiting = engine.waiting_for("top")  # through the child to the grandchild that really waits
+        assert (waiting.id, waiting.waiting) == ("mid.kid", "extra")
+        for settle in (engine.resolve("top", "child:mid", 5), engine.reject("top", "child:mid", "no")):
+            with pytest.raises(PromiseNotSettable, match=r"journal resolve mid.kid extra JSON"):
+                await settle
+        assert engine.store.get("top").status == Status.SUSPENDED
+        assert engine.store.resolution("top", "child:mid") is None
+        await engine.resolve("mid.kid", "extra", 41)
+        assert (await engine.resume("top")).result == 42  # runs the grandchild, the child, then itself
+        assert engine.store.get("mid.kid").status == engine.store.get("mid").status == Status.COMPLETED
+
+
+async def parent_of_waiting_child(ctx: Context, n: int) -> int:
+    return await ctx.call(child_waits, n, id=f"{ctx.invocation_id}.kid")
+
+
 async def test_a_failed_child_raises_in_the_parent(open_engine):
     async def parent(ctx: Context) -> str:
         try:
