@@ -482,12 +482,15 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 @click.command()
 @click.argument("invocation_id", metavar="ID")
 @click.option("--no-wait", is_flag=True, help="Only record the request; the next run of the invocation receives it.")
+@click.option("--rollback", is_flag=True,
+              help="Also undo the ctx.state changes it made to its key, atomically with its `cancelled` entry.")
 @db_option
 @click.option("--progress/--no-progress", default=None,
               help="Show each compensating step as it finishes (default: when stderr is a terminal).")
 @json_option
 @edge
-def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | None, as_json: bool) -> None:
+def cancel(invocation_id: str, no_wait: bool, rollback: bool, db: str | None, progress: bool | None,
+           as_json: bool) -> None:
     """Cancel an invocation: its handler gets `Cancelled`.
 
     The exception is raised at the handler's next context call.
@@ -496,14 +499,19 @@ def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | N
     invocation then ends `cancelled`. A suspended or pending invocation is run here
     to receive it; one running elsewhere is waited for. Exit status 0 once cancelled.
 
+    With --rollback, the state of its key (ctx.state) is put back as it was before the
+    invocation, in the same transaction as its `cancelled` entry, so the next invocation
+    of the key sees none of its changes (nor those of its compensating steps).
+
     Example:
 
     \b
         journal cancel 3f2a9c
+        journal cancel 3f2a9c --rollback
     """
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
-    outcome = _execute(db, "sync", Progress(show), lambda engine: engine.cancel(invocation_id, run=not no_wait))
+    outcome = _execute(db, "sync", Progress(show), lambda engine: engine.cancel(invocation_id, run=not no_wait, rollback=rollback))
     if no_wait and outcome.status not in (Status.CANCELLED, Status.COMPLETED, Status.FAILED):
         if as_json:
             click.echo(render.to_json(outcome_json(outcome)))

@@ -96,6 +96,7 @@ class Cancelled(msgspec.Struct, tag="cancelled", **_OPTS):
 
     at: int
     reason: str = ""
+    rolled_back: list[str] = []  # state names of its key restored with it (`cancel --rollback`)
 
 
 class Emitted(msgspec.Struct, tag="emitted", **_OPTS):
@@ -132,6 +133,11 @@ class StateGot(msgspec.Struct, tag="state_get", **_OPTS):
     prev: int = 0
 
 
+# `StateSet.prior`: not recorded (a later change of the name, or an entry older than the
+# field), the name was unset before, or it held `StateSet.was`.
+PRIOR_UNKNOWN, PRIOR_UNSET, PRIOR_SET = 0, 1, 2
+
+
 class StateSet(msgspec.Struct, tag="state_set", **_OPTS):
     """`ctx.state.set/update/clear(name)` changed the thread's state, in the same transaction."""
 
@@ -140,6 +146,9 @@ class StateSet(msgspec.Struct, tag="state_set", **_OPTS):
     value: msgspec.Raw = NIL
     cleared: bool = False
     prev: int = 0
+    # On the invocation's first change of `name`: what it was before (for `cancel --rollback`).
+    prior: int = PRIOR_UNKNOWN
+    was: msgspec.Raw = NIL
 
 
 class StateKeys(msgspec.Struct, tag="state_keys", **_OPTS):

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
 import anyio
+import msgspec
 
 from journal import (
     Acquire,
@@ -27,6 +28,7 @@ from journal import (
     Resolve,
     SetStatus,
     Started,
+    StateSet,
     Status,
     Store,
     Transition,
@@ -52,7 +54,7 @@ from ._invocation import InvocationContext, Restart
 from ._suspend import Suspend
 from ._outcome import Event, Outcome
 from ._replayer import Replayer
-from .errors import Cancelled, NondeterminismError, PromiseNotSettable, TerminalError
+from .errors import Cancelled, NondeterminismError, PromiseNotSettable, RollbackImpossible, TerminalError
 
 
 def default_path() -> str:
@@ -238,15 +240,22 @@ class Engine:
         self._refuse_child_promise(invocation_id, name)
         return await self.committer.submit(Resolve(invocation_id, name, now_us(), None, message), durable=True)
 
-    async def cancel(self, invocation_id: str, *, run: bool = True) -> Outcome:
-        """Ask the invocation to cancel. If nobody runs it, run it here so the handler receives `Cancelled`."""
+    async def cancel(self, invocation_id: str, *, run: bool = True, rollback: bool = False) -> Outcome:
+        """Ask the invocation to cancel. If nobody runs it, run it here so the handler receives `Cancelled`.
+
+        With `rollback`, the `ctx.state` changes it made to its key are undone when it ends
+        `cancelled`, in the same transaction as its `cancelled` entry: the next invocation of
+        the key sees the state as it was before this one (compensating steps' changes included)."""
         record = self.store.require(invocation_id)
         while record.continued_as is not None:  # the logical run goes on in its latest generation
             record = self.store.require(record.continued_as)
         invocation_id = record.id
+        if rollback and not record.finished:
+            self._check_rollback(invocation_id)
         if record.waiting is not None and record.waiting.startswith(CHILD_PREFIX):
-            await self.cancel(record.waiting[len(CHILD_PREFIX):], run=run)  # the child it awaits goes first
-        record = await self.committer.submit(RequestCancel(invocation_id, now_us()), durable=True)
+            # The child it awaits goes first.
+            await self.cancel(record.waiting[len(CHILD_PREFIX):], run=run, rollback=rollback)
+        record = await self.committer.submit(RequestCancel(invocation_id, now_us(), rollback), durable=True)
         if not run or record.finished:
             return Outcome.of(record)
         try:
@@ -256,6 +265,21 @@ class Engine:
                 # Queued behind another invocation of its key: it receives the cancel on its turn.
                 return Outcome.of(self.store.require(invocation_id))
             return await self.wait(invocation_id)
+
+    def _check_rollback(self, invocation_id: str) -> None:
+        changed, known = set(), set()
+        for seq, data in self.store.entries(invocation_id):
+            entry = decode_entry(data, invocation_id=invocation_id, seq=seq)
+            if isinstance(entry, StateSet):
+                changed.add(entry.name)
+                if entry.prior:
+                    known.add(entry.name)
+        if changed - known:
+            raise RollbackImpossible(
+                f"invocation {invocation_id!r} cannot be cancelled with rollback: its changes to state "
+                f"{', '.join(map(repr, sorted(changed - known)))} were journaled by a version that did not record "
+                "the values before them; cancel it without rollback and set those names by hand"
+            )
 
     # -- children and streams -------------------------------------------------------------------
 
@@ -432,6 +456,7 @@ class Engine:
                 ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
             if record.cancel_requested:
                 ctx.request_cancel("cancel requested")
+            ctx.machine.rollback = record.cancel_rollback
             async with beside(self._watch, ctx, invocation_id, epoch):
                 return await self._drive(ctx, fn, started, replayer, epoch)
         finally:
@@ -560,6 +585,11 @@ class Engine:
         return Outcome.of(finished)
 
     async def _finish(self, ctx: InvocationContext, entry: Any, status: Status, **change: Any) -> Outcome:
+        if status == Status.CANCELLED and ctx.machine.rollback:
+            try:
+                entry = msgspec.structs.replace(entry, rolled_back=ctx.machine.roll_back())
+            except TerminalError:  # changes journaled without their prior values (checked when asked)
+                pass
         try:
             with anyio.CancelScope(shield=True):
                 record = await ctx.finish(entry, Transition(status, now_us(), release=True, **change))
@@ -583,6 +613,7 @@ class Engine:
                 record = self.store.get(invocation_id)
                 if record is not None and record.cancel_requested:
                     ctx.request_cancel("cancel requested")
+                    ctx.machine.rollback = ctx.machine.rollback or record.cancel_rollback
             except Exception as exc:  # noqa: BLE001
                 ctx.stop(exc)
             if since_renew >= renew_every:

@@ -19,7 +19,7 @@ import random as _random
 import uuid as _uuid
 from typing import Any, Callable
 
-from journal import CancelReceived, Patched, encode_entry
+from journal import PRIOR_SET, CancelReceived, Patched, StateSet, encode_entry
 from journal.errors import LeaseLost
 
 from ._branches import _branch, branch_token, position_after
@@ -63,6 +63,8 @@ class Machine:
         self.pending: list[tuple[int, bytes]] = []  # entries to write with the next append
         self.pending_state: list[tuple[str, bytes | None]] = []  # state changes that go with them
         self.cancel_reason: str | None = None
+        self.rollback = False  # a cancel asked to undo the invocation's state changes
+        self._priors: dict[str, tuple[int, StateSet]] = {}  # live first changes of each state name
         self.cancel_delivered = False
         self._cancel_seen = False  # a delivery not yet written: the next write consumes the request
         self.lost: LeaseLost | None = None
@@ -200,6 +202,29 @@ class Machine:
     def take_final(self, entry: Any | None) -> tuple[list[tuple[int, bytes]], Any, bool]:
         """`take_writes` for the append that ends the execution, with its final `entry`."""
         return self.take_writes(self.replayer.next_live() if entry is not None else 0, entry)
+
+    def note_prior(self, seq: int, change: StateSet) -> None:
+        """A live first change of a state name, which records what the name was before."""
+        self._priors.setdefault(change.name, (seq, change))
+
+    def roll_back(self) -> list[str]:
+        """For `cancel --rollback`: queue, after every buffered change, the writes that give each
+        state name this invocation changed the value it had before; returns those names."""
+        firsts: dict[str, tuple[int, StateSet]] = {}
+        changed: set[str] = set()
+        for seq, change in [*self.replayer.recorded_of(StateSet), *self._priors.values()]:
+            changed.add(change.name)
+            if change.prior and (change.name not in firsts or seq < firsts[change.name][0]):
+                firsts[change.name] = (seq, change)
+        unknown = sorted(changed - set(firsts))
+        if unknown:
+            raise TerminalError(
+                f"invocation {self.invocation_id!r} cannot roll back state {', '.join(map(repr, unknown))}: "
+                "those changes were journaled by a version that did not record the values before them"
+            )
+        for name, (_, change) in sorted(firsts.items()):
+            self.pending_state.append((name, bytes(change.was) if change.prior == PRIOR_SET else None))
+        return sorted(firsts)
 
     def abandon_writes(self) -> None:
         """Forget what is buffered: the journal ends where the execution diverged."""

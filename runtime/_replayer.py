@@ -85,6 +85,10 @@ class Replayer:
     def recorded(self, seq: int) -> Entry | None:
         return self._entries.get(seq)
 
+    def recorded_of(self, kind: type) -> list[tuple[int, Entry]]:
+        """Every recorded entry of `kind`, claimed or not, in seq order."""
+        return [(seq, entry) for seq, entry in sorted(self._entries.items()) if type(entry) is kind]
+
     # -- claiming --------------------------------------------------------------------------
 
     def claim(self, last: int, kind: type, name: str | None = None, digest: int | None = None, *,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from journal import NIL, StateGot, StateKeys, StateSet, UnencodableValue, decode_value, encode_value
+from journal import NIL, PRIOR_SET, PRIOR_UNSET, StateGot, StateKeys, StateSet, UnencodableValue, decode_value, encode_value
 
 from ._clock import now_us
 from .errors import TerminalError
@@ -103,9 +103,10 @@ class State:
             self._overlay[name] = None if recorded.cleared else bytes(recorded.value)
             return None if recorded.cleared else decode_value(recorded.value, type_)
         ctx._deliver_cancel_sync(seq, prev)
+        first = name not in self._overlay
+        raw = self._current(name) if first or reducer is not None else None
         if reducer is not None:
             fn, default, _ = reducer
-            raw = self._current(name)
             value = fn(decode_value(raw, type_) if raw is not None else default, value)
         raw_value: bytes | None = None
         if not cleared:
@@ -114,7 +115,13 @@ class State:
             except UnencodableValue as exc:
                 raise TerminalError(f"ctx.state.set({name!r}) at seq {seq}: {exc}") from None
         stored = NIL if raw_value is None else msgspec.Raw(raw_value)
-        ctx.machine.buffer(seq, StateSet(name, now_us(), stored, cleared, prev))
+        if first:  # what it was before this invocation: `cancel --rollback` restores it
+            change = StateSet(name, now_us(), stored, cleared, prev, PRIOR_SET if raw is not None else PRIOR_UNSET,
+                              NIL if raw is None else msgspec.Raw(raw))
+            ctx.machine.note_prior(seq, change)
+        else:
+            change = StateSet(name, now_us(), stored, cleared, prev)
+        ctx.machine.buffer(seq, change)
         ctx.machine.buffer_state(name, raw_value)
         self._overlay[name] = raw_value
         return None if raw_value is None else decode_value(raw_value, type_)

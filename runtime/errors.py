@@ -77,6 +77,10 @@ class PromiseNotSettable(JournalError, ValueError):
     """The promise is settled by the runtime, not by hand (a `child:` promise of `ctx.call`)."""
 
 
+class RollbackImpossible(JournalError, ValueError):
+    """`cancel --rollback` cannot restore the state: the journal lacks the values before some changes."""
+
+
 class Cancelled(JournalError):
     """The invocation was cancelled. Catch it to run compensating steps; it still ends `cancelled`."""
 

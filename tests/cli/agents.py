@@ -180,3 +180,11 @@ async def approving_child(ctx: Context, n: int) -> int:
 async def waiting_parent(ctx: Context, n: int) -> int:
     """Awaits a child (id `<parent>.kid`) that waits for an approval."""
     return await ctx.call(approving_child, n, id=f"{ctx.invocation_id}.kid") + 1
+
+
+async def drafting_turn(ctx: Context, message: str) -> str:
+    """A thread's turn that drafts into the state, then waits for promise `go` (needs --key)."""
+    ctx.state.update("history", [message], reducer=_append, default=[])
+    ctx.state.set("draft", message.upper())
+    await ctx.promise("go")
+    return message
