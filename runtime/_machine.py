@@ -13,6 +13,7 @@ replay-only mode, where an operation with nothing recorded stops instead of runn
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import itertools
 import random as _random
@@ -89,9 +90,13 @@ class Machine:
         serial, _, token, _, _ = _branch.get()
         return token if serial == self.serial else 0
 
-    def begin(self) -> None:
-        """Make the calling task the invocation's first branch, at the start of the journal."""
-        _branch.set((self.serial, 0, 0, None, 0))
+    def begin(self) -> contextvars.Token[Any]:
+        """Make the calling task the invocation's first branch, at the start of the journal.
+        Returns the token that puts the caller's position back (`_branch.reset`) afterwards."""
+        return _branch.set((self.serial, 0, 0, None, 0))
+
+    def end(self, token: contextvars.Token[Any]) -> None:
+        _branch.reset(token)
 
     def enter_branch(self, parent: int, index: int) -> None:
         """Start the calling task as branch `index` of a ctx.gather/ctx.select called at `parent`."""

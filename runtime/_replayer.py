@@ -24,8 +24,6 @@ entry; it never reports a divergence against them, since they may be its sibling
 
 from __future__ import annotations
 
-from typing import Any
-
 from journal import TERMINAL_KINDS, CancelReceived, Entry, Started, kind_of, name_of
 
 from .errors import NondeterminismError
