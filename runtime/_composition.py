@@ -96,10 +96,10 @@ class Composition:
 
     async def gather(self, *aws: Any) -> list[Any]:
         results: list[Any] = [None] * len(aws)
-        parent = self.machine.token()
+        point = self.machine.fork_point()
 
         async def one(i: int, aw: Any) -> None:
-            self.machine.enter_branch(parent, i)
+            self.machine.enter_branch(point, i)
             results[i] = await aw
 
         try:
@@ -120,10 +120,10 @@ class Composition:
         fences = [_Fence() for _ in aws]
         waits: list[Suspend] = []  # branches that must wait (unresolved promises, long timers)
         settled = [0]
-        parent = self.machine.token()
+        point = self.machine.fork_point()
 
         async def branch(i: int, aw: Any) -> None:
-            self.machine.enter_branch(parent, i)
+            self.machine.enter_branch(point, i)
             token = _fence.set(fences[i] if winner_index is not None and i != winner_index else None)
             try:
                 value = await aw

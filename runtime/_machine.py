@@ -23,7 +23,7 @@ from typing import Any, Callable
 from journal import PRIOR_SET, CancelReceived, Patched, StateSet, encode_entry
 from journal.errors import LeaseLost
 
-from ._branches import _branch, branch_token, position_after
+from ._branches import _branch, branch_token, position_after, spawn_token
 from ._clock import now_us
 from ._replayer import Replayer
 from .errors import Cancelled, NondeterminismError, TerminalError
@@ -98,10 +98,25 @@ class Machine:
     def end(self, token: contextvars.Token[Any]) -> None:
         _branch.reset(token)
 
-    def enter_branch(self, parent: int, index: int) -> None:
-        """Start the calling task as branch `index` of a ctx.gather/ctx.select called at `parent`."""
+    def fork_point(self) -> tuple[int, int]:
+        """Where a ctx.gather/ctx.select is called: the calling branch's token, and how many
+        tasks it spawned there before (each gather or select at one position spawns anew)."""
+        serial, _, token, _, spawned = _branch.get()
+        return (token, spawned) if serial == self.serial else (0, 0)
+
+    def enter_branch(self, point: tuple[int, int], index: int) -> None:
+        """Start the calling task as branch `index` of a ctx.gather/ctx.select called at `point`.
+
+        The first one at a position gives its branches the tokens journals always recorded;
+        a later one at the same position (two gathers with no operation of the caller
+        between them) derives them from its spawn count too, and keeps the old token as
+        the branch's legacy one, for journals recorded when both shared it."""
+        parent, spawned = point
         seq = self.position()[0]
-        _branch.set((self.serial, seq, branch_token(parent, index), None, 0))
+        token = old = branch_token(parent, index)
+        if spawned:
+            token = branch_token(spawn_token(parent, spawned), index)
+        _branch.set((self.serial, seq, token, old if spawned else None, 0))
 
     def _advance(self, seq: int, prev: int, kind: type, name: str | None, call_digest: int | None) -> None:
         _branch.set((self.serial, seq, position_after(prev, _TAGS[kind], name, call_digest), None, 0))
