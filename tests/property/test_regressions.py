@@ -248,3 +248,18 @@ def test_always_replay_starts_no_step_after_a_sibling_ended_the_round():
 
     report = check_determinism(fan_out, engine_options={"always_replay": True})
     assert report.status == Status.COMPLETED
+
+
+async def two_gathers_in_a_row(ctx: Context) -> list:
+    # No operation of the caller between the two: both are called at the same position.
+    first = await ctx.gather(ctx.run("s0", lambda: 0), ctx.run("s1", lambda: 1))
+    second = await ctx.gather(ctx.run("s2", lambda: 2), ctx.run("s3", lambda: 3))
+    return first + second
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_two_gathers_at_one_position_keep_their_branches_apart_through_crashes(backend):
+    # Found by the generated programs: the second gather's branches used to stand where the
+    # first one's had, and a replay after a crash mixed their entries up.
+    report = check_determinism(two_gathers_in_a_row, backend=backend)
+    assert report.result == [0, 1, 2, 3] and report.crash_points > 0
