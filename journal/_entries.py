@@ -48,14 +48,14 @@ class Step(msgspec.Struct, tag="step", **_OPTS):
     value: msgspec.Raw = NIL
     error: ErrorInfo | None = None
     attempts: int = 1
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class Now(msgspec.Struct, tag="now", **_OPTS):
     """`ctx.now()` read the clock; `at` is the instant it returned."""
 
     at: int
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class Sleep(msgspec.Struct, tag="sleep", **_OPTS):
@@ -63,7 +63,7 @@ class Sleep(msgspec.Struct, tag="sleep", **_OPTS):
 
     at: int
     until: int
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class Promise(msgspec.Struct, tag="promise", **_OPTS):
@@ -73,7 +73,7 @@ class Promise(msgspec.Struct, tag="promise", **_OPTS):
     at: int
     value: msgspec.Raw = NIL
     error: str | None = None
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
     timed_out: bool = False
 
 
@@ -104,7 +104,7 @@ class Emitted(msgspec.Struct, tag="emitted", **_OPTS):
 
     at: int
     value: msgspec.Raw
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class Patched(msgspec.Struct, tag="patched", **_OPTS):
@@ -112,7 +112,7 @@ class Patched(msgspec.Struct, tag="patched", **_OPTS):
 
     name: str
     at: int
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
@@ -120,7 +120,7 @@ class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
 
     at: int
     reason: str = ""
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class StateGot(msgspec.Struct, tag="state_get", **_OPTS):
