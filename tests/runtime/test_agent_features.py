@@ -215,6 +215,54 @@ async def parent_of_waiting_child(ctx: Context, n: int) -> int:
     return await ctx.call(child_waits, n, id=f"{ctx.invocation_id}.kid")
 
 
+_child_runs: list[int] = []
+
+
+class _ProcessDied(BaseException):
+    """Stands in for the process dying while the child's step runs."""
+
+
+def _child_effect(n: int) -> int:
+    _child_runs.append(n)
+    if len(_child_runs) == 1:
+        raise _ProcessDied()
+    return n * 2
+
+
+async def child_approves_then_works(ctx: Context, n: int) -> int:
+    await ctx.promise("approval")
+    return await ctx.run("work", _child_effect, n)
+
+
+async def parent_of_working_child(ctx: Context, n: int) -> int:
+    return await ctx.call(child_approves_then_works, n, id=f"{ctx.invocation_id}.kid") + 1
+
+
+async def test_a_crash_in_the_middle_of_a_child_run_by_its_resumed_parent_resumes_both(open_engine):
+    from journal import Renew
+
+    _child_runs.clear()
+    async with open_engine() as engine:
+        assert (await engine.run(parent_of_working_child, 20, id="cp")).waiting == "child:cp.kid"
+        await engine.resolve("cp.kid", "approval", True)
+        died = None
+        try:
+            await engine.resume("cp")  # runs the child, which dies in its step
+        except BaseException as exc:  # noqa: BLE001 - the stand-in crash, maybe inside a task group's group
+            died = exc
+        while isinstance(died, BaseExceptionGroup):
+            died = died.exceptions[0]
+        assert isinstance(died, _ProcessDied)
+    async with open_engine() as engine:
+        for invocation_id in ("cp", "cp.kid"):  # the dead process's leases lapse
+            lease = engine.store.lease(invocation_id)
+            engine.store.apply_one(Renew(invocation_id, lease.epoch, 0, 0))
+        outcome = await engine.resume("cp")
+        assert outcome.status == Status.COMPLETED and outcome.result == 41
+        assert _child_runs == [20, 20]  # the step caught in flight runs once more, and only it
+        assert engine.store.get("cp.kid").status == Status.COMPLETED
+
+
 async def test_a_failed_child_raises_in_the_parent(open_engine):
     async def parent(ctx: Context) -> str:
         try:
