@@ -236,13 +236,14 @@ class InvocationContext(Composition, Context):
             at = now_us()
             until = at + int(max(seconds, 0) * 1e6)
             await self._commit(seq, Sleep(at, until, prev))
-        remaining = (until - now_us()) / 1e6
-        if remaining <= 0:
+        now = now_us()
+        action = machine.timer_wait(until, now, self._inline_sleep_limit)
+        if action == "due":
             return
-        if remaining > self._inline_sleep_limit and not machine.cancel_due:  # a pending cancel is delivered here
+        if action == "suspend":
             await self._quiesce(own=1)
             raise Suspend(wake_at=until)
-        with anyio.move_on_after(remaining):  # the durable timer itself, or a cancel request
+        with anyio.move_on_after((until - now) / 1e6):  # the durable timer itself, or a cancel request
             await self._wake.wait()
         machine.raise_if_stopped()
         if machine.cancel_due:
@@ -265,10 +266,11 @@ class InvocationContext(Composition, Context):
             await self._deliver_cancel(seq, prev)
             await self._quiesce()
             resolution = await self._await_resolution(name, deadline)
-            if resolution is None and (deadline is None or now_us() < deadline):
+            action = self.machine.promise_wait(resolution is not None, deadline, now_us())
+            if action == "suspend":
                 await self._flush_pending()
                 raise Suspend(waiting=name, wake_at=deadline)
-            if resolution is None:
+            if action == "timed out":
                 recorded = Promise(name, now_us(), NIL, "timed out", prev, timed_out=True)
             else:
                 recorded = Promise(name, now_us(), resolution.value, resolution.error, prev)

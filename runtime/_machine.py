@@ -250,6 +250,26 @@ class Machine:
         """Forget what is buffered: the journal ends where the execution diverged."""
         self.pending, self.pending_state = [], []
 
+    # -- waits: run on, wait here, or suspend ---------------------------------------------
+
+    def timer_wait(self, until: int, now: int, inline_limit: float) -> str:
+        """What a timer due at `until` does now: "due" (go on), "suspend" (too far off to wait
+        for in this process), or "wait" here (near enough, or a cancel is to be delivered)."""
+        remaining = (until - now) / 1e6
+        if remaining <= 0:
+            return "due"
+        if remaining > inline_limit and not self.cancel_due:
+            return "suspend"
+        return "wait"
+
+    def promise_wait(self, resolved: bool, deadline: int | None, now: int) -> str:
+        """What a live promise does: "resolved", "timed out" (its deadline passed), or "suspend"."""
+        if resolved:
+            return "resolved"
+        if deadline is not None and now >= deadline:
+            return "timed out"
+        return "suspend"
+
     # -- cancellation and stopping ---------------------------------------------------------
 
     def request_cancel(self, reason: str) -> bool:
