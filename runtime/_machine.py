@@ -31,17 +31,6 @@ from .errors import Cancelled, NondeterminismError, TerminalError
 _serials = itertools.count(1)
 
 
-class _Tags(dict):
-    """Entry kind -> its tag, looked up once per kind (every claim asks)."""
-
-    def __missing__(self, kind: type) -> str:
-        tag = self[kind] = kind.__struct_config__.tag
-        return tag
-
-
-_TAGS = _Tags()
-
-
 class EndOfJournal(BaseException):
     """Replay-only mode: the operation has nothing recorded, so a resumed run would go live
     here. Not caught by `except Exception`, so the handler cannot carry on past it."""
@@ -119,7 +108,7 @@ class Machine:
         _branch.set((self.serial, seq, token, old if spawned else None, 0))
 
     def _advance(self, seq: int, prev: int, kind: type, name: str | None, call_digest: int | None) -> None:
-        _branch.set((self.serial, seq, position_after(prev, _TAGS[kind], name, call_digest), None, 0))
+        _branch.set((self.serial, seq, position_after(prev, kind.__struct_config__.tag, name, call_digest), None, 0))
 
     # -- claims ----------------------------------------------------------------------------
 
@@ -327,5 +316,6 @@ class Machine:
 
 
 def _describe(kind: type, name: str | None, call_digest: int | None) -> str:
-    text = _TAGS[kind] if name is None else f"{_TAGS[kind]} {name!r}"
+    tag = kind.__struct_config__.tag
+    text = tag if name is None else f"{tag} {name!r}"
     return text if call_digest is None else f"{text} (args digest {call_digest:016x})"
