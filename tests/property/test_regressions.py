@@ -263,3 +263,40 @@ def test_two_gathers_at_one_position_keep_their_branches_apart_through_crashes(b
     # first one's had, and a replay after a crash mixed their entries up.
     report = check_determinism(two_gathers_in_a_row, backend=backend)
     assert report.result == [0, 1, 2, 3] and report.crash_points > 0
+
+
+async def two_branches(ctx: Context) -> list:
+    out = []
+
+    async def branch(name: str):
+        out.append(await ctx.run(name, _twin_step, name))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(branch, "a")
+        tg.start_soon(branch, "b")
+    out.append(await ctx.run("after", _twin_step, "after"))
+    return sorted(out)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_journal_recorded_when_task_group_branches_shared_their_parents_position_still_replays(anyio_backend):
+    # Before spawned tasks had positions of their own, both branches' steps recorded the
+    # parent's position (prev=0). Each branch still finds its own step there.
+    from journal import Acquire, Append, Renew, Step, digest, encode_entry, encode_value
+
+    store = MemoryStore()
+    engine = Engine(store)
+    await engine.start(two_branches, id="old")
+    epoch, _ = store.apply_one(Acquire("old", "dead-process", "host", 1, 10**9, 0))
+    entries = [
+        (1, encode_entry(Step("b", digest("b", ("b",), {}), 1, encode_value("b-result"), prev=0))),
+        (2, encode_entry(Step("a", digest("a", ("a",), {}), 2, encode_value("a-result"), prev=0))),
+    ]
+    store.apply_one(Append("old", epoch, entries))
+    store.apply_one(Renew("old", epoch, 0, 0))
+    _twin_runs.clear()
+    outcome = await engine.resume("old")
+    assert outcome.status == Status.COMPLETED, outcome.divergence
+    assert outcome.result == ["a-result", "after-result", "b-result"]
+    assert _twin_runs == ["after"]
