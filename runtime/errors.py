@@ -12,6 +12,8 @@
     ├── Cancelled              `cancel` reached the handler at its next context call
     ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict
     │                          (defined in journal.errors, re-exported here)
+    ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand
+    ├── RollbackImpossible     `cancel --rollback` lacks the values before some state changes
     └── HandlerNotFound        a handler path names no importable async function
 """
 
