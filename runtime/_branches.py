@@ -57,11 +57,14 @@ def spawn_token(parent: int, index: int) -> int:
     return -(1 << 50) - int.from_bytes(raw, "big")
 
 
-def _spawned() -> Position | None:
+def _spawned(inherited: Position | None) -> Position | None:
     """In the spawning task: the position the new task starts from (None: not a branch),
-    counting the spawn in the parent's position."""
-    serial, seq, token, legacy, spawned = _branch.get()
-    if not serial or _current.get() is not None:
+    counting the spawn in the parent's position. `inherited` is the position in the new
+    task's context: a task started in a context of its own (trio's system tasks) is no
+    branch of the code that happened to be running when it was spawned."""
+    parent = _branch.get()
+    serial, seq, token, legacy, spawned = parent
+    if not serial or inherited != parent or _current.get() is not None:
         return None
     _branch.set((serial, seq, token, legacy, spawned + 1))
     return (serial, seq, spawn_token(token, spawned), token if legacy is None else legacy, 0)
@@ -72,9 +75,10 @@ def _spawned() -> Position | None:
 
 def _wrap_factory(previous: Callable[..., Any] | None) -> Callable[..., Any]:
     def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
-        start = _spawned()
+        given = kwargs.get("context")
+        start = _spawned(given.get(_branch, _ORIGIN) if given is not None else _branch.get())
         if start is not None:
-            context = kwargs.get("context") or contextvars.copy_context()
+            context = given or contextvars.copy_context()
             context.run(_branch.set, start)
             kwargs["context"] = context
         if previous is not None:
@@ -103,7 +107,8 @@ def _install_trio() -> None:
     if _trio_installed is None:
         class _Spawns(trio.abc.Instrument):  # type: ignore[misc]
             def task_spawned(self, task: Any) -> None:
-                start = _spawned()  # runs in the spawning task, before the new one starts
+                # Runs in the spawning task, before the new one starts.
+                start = _spawned(task.context.get(_branch, _ORIGIN))
                 if start is not None:
                     task.context.run(_branch.set, start)
 
