@@ -131,7 +131,11 @@ def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_pa
             store = store or LmdbStore(db)
             ids = [i for i, _ in batch]
             while _unfinished(store, ids):
-                assert time.monotonic() < deadline, f"batch {batches} did not finish (seed {seed})"
+                assert time.monotonic() < deadline, (
+                    f"batch {batches} did not finish: "
+                    f"{[(i, store.require(i).status.value, store.require(i).divergence) for i in ids if not store.require(i).finished]}"
+                    f" (seed {seed})"
+                )
                 # Kill within the time a batch takes, so the moments spread over all of its work.
                 workers.run_one(rng, max_delay=0.3)
     finally:
