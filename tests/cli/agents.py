@@ -7,11 +7,12 @@ test can tell a step that ran from a step that was replayed.
 from __future__ import annotations
 
 import os
+import time
 
 import anyio
 import msgspec
 
-from runtime import Context, TerminalError
+from runtime import Cancelled, Context, TerminalError
 
 
 def record(log: str, what: str) -> str:
@@ -188,3 +189,25 @@ async def drafting_turn(ctx: Context, message: str) -> str:
     ctx.state.set("draft", message.upper())
     await ctx.promise("go")
     return message
+
+
+def _undo_once(marker: str) -> str:
+    """The compensating step: its first execution marks the file, then works until it is killed."""
+    if not os.path.exists(marker):
+        with open(marker, "w"):
+            pass
+        while True:
+            time.sleep(0.05)  # a long compensation, cut short by SIGKILL in the test
+    return "undone"
+
+
+async def compensating_turn(ctx: Context, job: dict) -> str:
+    """A thread's turn that drafts into the state and waits for `go`; cancelled, it compensates."""
+    ctx.state.set("draft", job["message"])
+    try:
+        await ctx.promise("go")
+    except Cancelled:
+        ctx.state.set("compensated", True)
+        await ctx.run("undo", _undo_once, job["marker"])
+        raise
+    return job["message"]
