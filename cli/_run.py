@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
@@ -133,8 +134,10 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def suspension_help(outcome: Outcome, db: str | None) -> str:
+def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord | None = None) -> str:
     resume = suggest(["resume", outcome.id], db)
+    if waits_on is not None and waits_on.id != outcome.id:
+        return _child_wait_help(outcome, waits_on, db)
     if outcome.waiting is not None:
         return "\n".join([
             f"invocation {outcome.id} is suspended, waiting for promise {outcome.waiting!r}.",
@@ -154,7 +157,37 @@ def suspension_help(outcome: Outcome, db: str | None) -> str:
     ])
 
 
-def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool = False) -> int:
+def _child_wait_help(outcome: Outcome, waits_on: InvocationRecord, db: str | None) -> str:
+    """A parent suspended in ctx.call: what its child (or a descendant) waits for, and how it gets run.
+    The parent's own `child:` promise is settled by the child's result, never by hand."""
+    resume = suggest(["resume", outcome.id], db)
+    child = waits_on.id
+    head = f"invocation {outcome.id} is suspended in ctx.call, waiting for child invocation {child}"
+    if waits_on.waiting is not None:
+        return "\n".join([
+            f"{head}, which waits for promise {waits_on.waiting!r}.",
+            "Deliver it to the child (any JSON value) or reject it:",
+            f"  {suggest(['resolve', child, waits_on.waiting, 'true'], db)}",
+            f"  {suggest(['resolve', child, waits_on.waiting, '--reject', 'reason'], db)}",
+            "then continue the parent, which runs the child first and goes on with its result:",
+            f"  {resume}",
+        ])
+    if waits_on.wake_at is not None:
+        wake = datetime.datetime.fromtimestamp(waits_on.wake_at / 1e6, datetime.timezone.utc)
+        return "\n".join([
+            f"{head}, which is suspended on a durable timer until {wake.isoformat().replace('+00:00', 'Z')}.",
+            "Continue the parent after that time (it runs the child first), or keep `journal worker` running:",
+            f"  {resume}",
+        ])
+    return "\n".join([
+        f"{head}, which is {waits_on.status.value}.",
+        "Continue the parent, which runs the child first:",
+        f"  {resume}",
+    ])
+
+
+def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool = False,
+           waits_on: InvocationRecord | None = None) -> int:
     """Print where the invocation stands (result to stdout, the rest to stderr); return the exit code."""
     if as_json:
         click.echo(render.to_json(outcome_json(outcome)))
@@ -176,7 +209,7 @@ def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool =
         echo_err(f"invocation {outcome.id} was cancelled")
         return FAILED
     if status == Status.SUSPENDED:
-        echo_err(suspension_help(outcome, db))
+        echo_err(suspension_help(outcome, db, waits_on))
         return SUSPENDED
     if status == Status.DIVERGED:
         echo_err(outcome.divergence or f"invocation {outcome.id} diverged from its journal")
@@ -242,8 +275,15 @@ def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, 
 def _conclude(db: str | None, durability: str, steps: Progress, work: Any, interrupted_id: Any, queued: list[str],
               *, started: float, show: bool, as_json: bool, create: bool = False) -> NoReturn:
     """Run `work` and leave with the outcome's exit status (`run` and `resume` end alike)."""
+    async def work_and_wait(engine: Engine) -> tuple[Outcome, InvocationRecord | None]:
+        outcome = await work(engine)
+        waits_on = None
+        if outcome.status == Status.SUSPENDED and outcome.waiting and outcome.waiting.startswith("child:"):
+            waits_on = engine.waiting_for(outcome.id)
+        return outcome, waits_on
+
     try:
-        outcome = _execute(db, durability, steps, work, create=create)
+        outcome, waits_on = _execute(db, durability, steps, work_and_wait, create=create)
     except Exit as exc:
         invocation_id = interrupted_id()
         if exc.code == INTERRUPTED and invocation_id is not None:
@@ -253,7 +293,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
         _queued_exit(outcome, queued[0], as_json)
     if show:
         echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
-    raise Exit(report(outcome, db=db, as_json=as_json))
+    raise Exit(report(outcome, db=db, as_json=as_json, waits_on=waits_on))
 
 
 def _interrupted_help(invocation_id: str, db: str | None) -> str:
@@ -428,6 +468,9 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
     A suspended invocation waiting on NAME becomes pending: `journal resume ID` (or a
     running `journal worker`) continues it. JSON `-` reads the value from stdin.
 
+    A parent suspended in ctx.call waits on `child:CHILD`, which only the child's result
+    settles: resolve what the child waits for instead (`journal resume PARENT` says what).
+
     Example:
 
     \b
@@ -469,12 +512,15 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 @click.command()
 @click.argument("invocation_id", metavar="ID")
 @click.option("--no-wait", is_flag=True, help="Only record the request; the next run of the invocation receives it.")
+@click.option("--rollback", is_flag=True,
+              help="Also undo the ctx.state changes it made to its key, atomically with its `cancelled` entry.")
 @db_option
 @click.option("--progress/--no-progress", default=None,
               help="Show each compensating step as it finishes (default: when stderr is a terminal).")
 @json_option
 @edge
-def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | None, as_json: bool) -> None:
+def cancel(invocation_id: str, no_wait: bool, rollback: bool, db: str | None, progress: bool | None,
+           as_json: bool) -> None:
     """Cancel an invocation: its handler gets `Cancelled`.
 
     The exception is raised at the handler's next context call.
@@ -483,10 +529,15 @@ def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | N
     invocation then ends `cancelled`. A suspended or pending invocation is run here
     to receive it; one running elsewhere is waited for. Exit status 0 once cancelled.
 
+    With --rollback, the state of its key (ctx.state) is put back as it was before the
+    invocation, in the same transaction as its `cancelled` entry, so the next invocation
+    of the key sees none of its changes (nor those of its compensating steps).
+
     Example:
 
     \b
         journal cancel 3f2a9c
+        journal cancel 3f2a9c --rollback
     """
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
@@ -496,7 +547,7 @@ def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | N
             record = engine.store.require(record.continued_as)
         if record.finished:
             return Outcome.of(record), True
-        return await engine.cancel(invocation_id, run=not no_wait), False
+        return await engine.cancel(invocation_id, run=not no_wait, rollback=rollback), False
 
     outcome, already = _execute(db, "sync", Progress(show), work)
     if already:

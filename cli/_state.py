@@ -48,6 +48,10 @@ def unblock_hint(store: LmdbStore, head: InvocationRecord, now_us: int, db: str 
     if head.status == Status.SUSPENDED:
         if head.waiting is None:
             return f"the queue waits for {head.id}, suspended on a durable timer; `journal worker` continues it"
+        if head.waiting.startswith("child:"):  # settled by the child's result, never by hand
+            return (f"the queue waits for {head.id}, suspended in ctx.call on child invocation "
+                    f"{head.waiting[len('child:'):]}; {suggest(['resume', head.id], db)} runs the child and says "
+                    "what it waits for")
         return (f"the queue waits for {head.id}, suspended on promise {head.waiting!r}; "
                 f"{suggest(['resolve', head.id, head.waiting, 'JSON'], db)} then {suggest(['resume', head.id], db)}")
     gone = " (its process is gone)" if head.status == Status.RUNNING else f" ({head.status.value})"

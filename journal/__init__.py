@@ -20,6 +20,8 @@ from ._entries import Selected as Selected
 from ._entries import StateGot as StateGot
 from ._entries import StateKeys as StateKeys
 from ._entries import StateSet as StateSet
+from ._entries import PRIOR_SET as PRIOR_SET
+from ._entries import PRIOR_UNSET as PRIOR_UNSET
 from ._entries import Cancelled as Cancelled
 from ._entries import Completed as Completed
 from ._entries import Emitted as Emitted
@@ -76,6 +78,6 @@ __all__ = (
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",
     "Problem", "check", "compact", "entry_view", "export", "trim",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "kind_of",
-    "lease_is_live", "name_of", "validate_id", "check_store_dir",
+    "lease_is_live", "name_of", "validate_id", "check_store_dir", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables",
 )

@@ -49,14 +49,14 @@ class Step(msgspec.Struct, tag="step", **_OPTS):
     value: msgspec.Raw = NIL
     error: ErrorInfo | None = None
     attempts: int = 1
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class Now(msgspec.Struct, tag="now", **_OPTS):
     """`ctx.now()` read the clock; `at` is the instant it returned."""
 
     at: int
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class Sleep(msgspec.Struct, tag="sleep", **_OPTS):
@@ -64,7 +64,7 @@ class Sleep(msgspec.Struct, tag="sleep", **_OPTS):
 
     at: int
     until: int
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class Promise(msgspec.Struct, tag="promise", **_OPTS):
@@ -74,7 +74,7 @@ class Promise(msgspec.Struct, tag="promise", **_OPTS):
     at: int
     value: msgspec.Raw = NIL
     error: str | None = None
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
     timed_out: bool = False
 
 
@@ -97,6 +97,7 @@ class Cancelled(msgspec.Struct, tag="cancelled", **_OPTS):
 
     at: int
     reason: str = ""
+    rolled_back: list[str] = []  # state names of its key restored with it (`cancel --rollback`)
 
 
 class Emitted(msgspec.Struct, tag="emitted", **_OPTS):
@@ -104,7 +105,7 @@ class Emitted(msgspec.Struct, tag="emitted", **_OPTS):
 
     at: int
     value: msgspec.Raw
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class Patched(msgspec.Struct, tag="patched", **_OPTS):
@@ -112,7 +113,7 @@ class Patched(msgspec.Struct, tag="patched", **_OPTS):
 
     name: str
     at: int
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
@@ -120,7 +121,7 @@ class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
 
     at: int
     reason: str = ""
-    prev: int = 0  # the seq this operation's branch claimed before it (see runtime/_replayer.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
 
 
 class StateGot(msgspec.Struct, tag="state_get", **_OPTS):
@@ -133,6 +134,11 @@ class StateGot(msgspec.Struct, tag="state_get", **_OPTS):
     prev: int = 0
 
 
+# `StateSet.prior`: not recorded (a later change of the name, or an entry older than the
+# field), the name was unset before, or it held `StateSet.was`.
+PRIOR_UNKNOWN, PRIOR_UNSET, PRIOR_SET = 0, 1, 2
+
+
 class StateSet(msgspec.Struct, tag="state_set", **_OPTS):
     """`ctx.state.set/update/clear(name)` changed the thread's state, in the same transaction."""
 
@@ -141,6 +147,9 @@ class StateSet(msgspec.Struct, tag="state_set", **_OPTS):
     value: msgspec.Raw = NIL
     cleared: bool = False
     prev: int = 0
+    # On the invocation's first change of `name`: what it was before (for `cancel --rollback`).
+    prior: int = PRIOR_UNKNOWN
+    was: msgspec.Raw = NIL
 
 
 class StateKeys(msgspec.Struct, tag="state_keys", **_OPTS):

@@ -353,6 +353,7 @@ class KVStore(abc.ABC):
             return record
         old = msgspec.structs.replace(record)
         record.cancel_requested = True
+        record.cancel_rollback = record.cancel_rollback or op.rollback
         record.updated_at = op.at
         if record.status in (Status.SUSPENDED, Status.DIVERGED):
             record.status = Status.PENDING

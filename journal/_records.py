@@ -46,6 +46,7 @@ class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
     continued_from: str | None = None  # continue-as-new chain: the invocation this one continues
     continued_as: str | None = None  # ... and the one that continues it
     waiting_any: list[str] = []  # more promise names that wake it (a select over several)
+    cancel_rollback: bool = False  # the cancel asks to undo its state changes (stays once asked)
 
     @property
     def finished(self) -> bool:

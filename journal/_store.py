@@ -101,6 +101,7 @@ class RequestCancel(msgspec.Struct, gc=False):
 
     id: str
     at: int
+    rollback: bool = False  # also undo the invocation's ctx.state changes when it ends cancelled
 
 
 Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue

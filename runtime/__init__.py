@@ -6,7 +6,7 @@ from ._context import Context as Context
 from ._engine import Engine as Engine
 from ._engine import default_path as default_path
 from ._handlers import handler_path as handler_path
-from ._invocation import idempotency_key as idempotency_key
+from ._steps import idempotency_key as idempotency_key
 from ._handlers import load_handler as load_handler
 from ._memory import Memory as Memory
 from ._memory_table import MemoryArgumentError as MemoryArgumentError

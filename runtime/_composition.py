@@ -1,7 +1,8 @@
 """Operations that compose others: child invocations, gather, select, continue-as-new.
 
 A mixin of the live context (`InvocationContext`), kept apart because each of these is
-built from the context's primitive operations rather than being one itself.
+built from the context's primitive operations rather than being one itself. It uses only
+the primitives declared in `Composition` below, so it does not import the context.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import anyio
 from journal import Called, Selected, digest
 
 from ._clock import now_us
-
 from ._suspend import Suspend
 
 if TYPE_CHECKING:
-    from ._invocation import InvocationContext as _Base
-else:
-    _Base = object
+    from ._machine import Machine
+
+
+CHILD_PREFIX = "child:"  # the promise a parent awaits in ctx.call: settled when the child finishes
 
 
 class ContinueAsNew(BaseException):
@@ -48,12 +49,32 @@ def _first_error(group: BaseExceptionGroup) -> BaseException:
     return next((e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())), leaves[0])
 
 
-class Composition(_Base):
+class Composition:
+    # What the context provides (see runtime/_invocation.py).
+    _id: str
+    _spawner: Any
+    machine: "Machine"
+
+    async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
+        raise NotImplementedError
+
+    async def _deliver_cancel(self, seq: int, prev: int, at: int | None = None) -> None:
+        raise NotImplementedError
+
+    async def _flush_pending(self) -> None:
+        raise NotImplementedError
+
+    async def _commit(self, seq: int, entry: Any) -> None:
+        raise NotImplementedError
+
+    async def promise(self, name: str, *, type: Any = None, timeout: float | None = None) -> Any:
+        raise NotImplementedError
+
     async def call(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
                    type: Any = None) -> Any:
         child_id = await self._start_child(target, input, id=id, key=key, awaited=True, delay=None)
         await self._spawner._run_child(child_id)
-        return await self.promise("child:" + child_id, type=type)
+        return await self.promise(CHILD_PREFIX + child_id, type=type)
 
     async def send(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
                    delay: float | None = None) -> str:
@@ -75,9 +96,10 @@ class Composition(_Base):
 
     async def gather(self, *aws: Any) -> list[Any]:
         results: list[Any] = [None] * len(aws)
+        point = self.machine.fork_point()
 
         async def one(i: int, aw: Any) -> None:
-            self._enter_branch(i)
+            self.machine.enter_branch(point, i)
             results[i] = await aw
 
         try:
@@ -98,9 +120,10 @@ class Composition(_Base):
         fences = [_Fence() for _ in aws]
         waits: list[Suspend] = []  # branches that must wait (unresolved promises, long timers)
         settled = [0]
+        point = self.machine.fork_point()
 
         async def branch(i: int, aw: Any) -> None:
-            self._enter_branch(i)
+            self.machine.enter_branch(point, i)
             token = _fence.set(fences[i] if winner_index is not None and i != winner_index else None)
             try:
                 value = await aw

@@ -11,25 +11,17 @@ import anyio
 
 from journal import (
     Acquire,
-    Cancelled as CancelledEntry,
     Committer,
-    Completed,
-    Continue,
-    ContinuedAsNew,
     Durability,
     Emitted,
-    ErrorInfo,
-    Failed,
     InvocationRecord,
     LmdbStore,
-    Renew,
     RequestCancel,
     Resolve,
-    SetStatus,
     Started,
+    StateSet,
     Status,
     Store,
-    Transition,
     UnencodableValue,
     decode_entry,
     decode_value,
@@ -38,29 +30,20 @@ from journal import (
     encode_value,
 )
 from journal._kvstore import HOST, lease_is_live
-from journal.errors import (
-    CorruptEntry,
-    EntryTooLarge,
-    InvocationBusy,
-    InvocationConflict,
-    JournalError,
-    LeaseLost,
-    StoreError,
-)
+from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 
 from . import _otel
 from ._beside import beside
-from ._guard import _handler_scope
-from ._step_info import _current
-from ._handlers import NO_INPUT, decode_input, load_handler, load_recorded, prepare_input, register
+from ._branches import _ORIGIN, _branch
+from ._handlers import load_handler, load_recorded, prepare_input, register
 from ._clock import now_us
-from ._composition import ContinueAsNew
-from ._invocation import InvocationContext, Restart
-from ._suspend import Suspend
+from ._composition import CHILD_PREFIX
+from ._execution import Execution
+from ._invocation import InvocationContext
 from ._outcome import Event, Outcome
 from ._park import park, park_if_unloadable
 from ._replayer import Replayer
-from .errors import Cancelled, NondeterminismError, TerminalError
+from .errors import PromiseNotSettable, RollbackImpossible, TerminalError
 
 
 def default_path() -> str:
@@ -83,7 +66,7 @@ class Engine:
         inline_sleep_limit: float = 60.0,
         poll_interval: float = 0.25,
         always_replay: bool = False,
-        divergence_wait: float = 0.5,
+        divergence_wait: float | None = None,
     ) -> None:
         self.store = store
         self.durability = Durability(durability)
@@ -93,8 +76,8 @@ class Engine:
         self.poll_interval = poll_interval
         # Testing aid: after every live step, unwind and replay the handler from the start.
         self.always_replay = always_replay
-        # How long an operation that matches nothing waits for sibling branches before the
-        # invocation counts as diverged (only concurrent code can need the wait).
+        # Accepted for compatibility and ignored: divergence is decided from the journal at
+        # once (runtime/_replayer.py), never after a wait.
         self.divergence_wait = divergence_wait
         self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.on_step: Callable[[str, str, str, float, bool], None] | None = None
@@ -203,8 +186,45 @@ class Engine:
 
     # -- from outside: promises and cancellation ----------------------------------------------
 
+    def waiting_for(self, invocation_id: str) -> InvocationRecord:
+        """The invocation whose wait `invocation_id`'s depends on: itself, or the child it awaits
+        with `ctx.call` (and that child's own awaited child, and so on), in its latest generation."""
+        record = self.store.require(invocation_id)
+        seen = {record.id}
+        while True:
+            if record.continued_as is not None:
+                following = self.store.get(record.continued_as)
+            elif record.waiting is not None and record.waiting.startswith(CHILD_PREFIX):
+                following = self.store.get(record.waiting[len(CHILD_PREFIX):])
+            else:
+                return record
+            if following is None or following.id in seen:
+                return record
+            seen.add(following.id)
+            record = following
+
+    def _refuse_child_promise(self, invocation_id: str, name: str) -> None:
+        if not name.startswith(CHILD_PREFIX):
+            return
+        child_id = name[len(CHILD_PREFIX):]
+        waiting = self.waiting_for(child_id) if self.store.get(child_id) is not None else None
+        where = ""
+        if waiting is not None and waiting.waiting is not None:
+            where = (f" It waits for promise {waiting.waiting!r} of invocation {waiting.id!r}: resolve that one "
+                     f"(`journal resolve {waiting.id} {waiting.waiting} JSON`), then `journal resume {invocation_id}` "
+                     "runs the child and the parent goes on with its result.")
+        elif waiting is not None and not waiting.finished:
+            where = f" It is {waiting.status}: `journal resume {invocation_id}` runs it, then the parent."
+        raise PromiseNotSettable(
+            f"promise {name!r} of invocation {invocation_id!r} is the result of child invocation {child_id!r} "
+            f"(ctx.call); it is settled only when the child finishes, never by hand.{where}"
+        )
+
     async def resolve(self, invocation_id: str, name: str, value: Any = None) -> InvocationRecord:
-        """Deliver `value` to promise `name`; a suspended invocation waiting on it becomes pending."""
+        """Deliver `value` to promise `name`; a suspended invocation waiting on it becomes pending.
+
+        A `child:` promise (what `ctx.call` waits for) is refused: the child's result settles it."""
+        self._refuse_child_promise(invocation_id, name)
         try:
             raw = bytes(encode_value(value))
         except UnencodableValue as exc:
@@ -213,17 +233,25 @@ class Engine:
 
     async def reject(self, invocation_id: str, name: str, message: str) -> InvocationRecord:
         """Reject promise `name`: the handler's `ctx.promise(name)` raises `PromiseRejected`."""
+        self._refuse_child_promise(invocation_id, name)
         return await self.committer.submit(Resolve(invocation_id, name, now_us(), None, message), durable=True)
 
-    async def cancel(self, invocation_id: str, *, run: bool = True) -> Outcome:
-        """Ask the invocation to cancel. If nobody runs it, run it here so the handler receives `Cancelled`."""
+    async def cancel(self, invocation_id: str, *, run: bool = True, rollback: bool = False) -> Outcome:
+        """Ask the invocation to cancel. If nobody runs it, run it here so the handler receives `Cancelled`.
+
+        With `rollback`, the `ctx.state` changes it made to its key are undone when it ends
+        `cancelled`, in the same transaction as its `cancelled` entry: the next invocation of
+        the key sees the state as it was before this one (compensating steps' changes included)."""
         record = self.store.require(invocation_id)
         while record.continued_as is not None:  # the logical run goes on in its latest generation
             record = self.store.require(record.continued_as)
         invocation_id = record.id
-        if record.waiting is not None and record.waiting.startswith("child:"):
-            await self.cancel(record.waiting[len("child:"):], run=run)  # the child it awaits goes first
-        record = await self.committer.submit(RequestCancel(invocation_id, now_us()), durable=True)
+        if rollback and not record.finished:
+            self._check_rollback(invocation_id)
+        if record.waiting is not None and record.waiting.startswith(CHILD_PREFIX):
+            # The child it awaits goes first.
+            await self.cancel(record.waiting[len(CHILD_PREFIX):], run=run, rollback=rollback)
+        record = await self.committer.submit(RequestCancel(invocation_id, now_us(), rollback), durable=True)
         if not run or record.finished:
             return Outcome.of(record)
         try:
@@ -233,6 +261,21 @@ class Engine:
                 # Queued behind another invocation of its key: it receives the cancel on its turn.
                 return Outcome.of(self.store.require(invocation_id))
             return await self.wait(invocation_id)
+
+    def _check_rollback(self, invocation_id: str) -> None:
+        changed, known = set(), set()
+        for seq, data in self.store.entries(invocation_id):
+            entry = decode_entry(data, invocation_id=invocation_id, seq=seq)
+            if isinstance(entry, StateSet):
+                changed.add(entry.name)
+                if entry.prior:
+                    known.add(entry.name)
+        if changed - known:
+            raise RollbackImpossible(
+                f"invocation {invocation_id!r} cannot be cancelled with rollback: its changes to state "
+                f"{', '.join(map(repr, sorted(changed - known)))} were journaled by a version that did not record "
+                "the values before them; cancel it without rollback and set those names by hand"
+            )
 
     # -- children and streams -------------------------------------------------------------------
 
@@ -258,18 +301,30 @@ class Engine:
         self.store.create(record, started)
         await self.committer.flush()
 
-    async def _run_child(self, child_id: str) -> None:
-        """Run an awaited child here if nobody else is running it; it may finish or suspend."""
+    async def _run_child(self, child_id: str, _outer: frozenset[str] = frozenset()) -> None:
+        """Run an awaited child here if nobody else is running it; it may finish or suspend.
+        A child suspended in a ctx.call of its own gets its own child run first."""
         record = self.store.get(child_id)
         if record is None:  # finished long ago and trimmed: its result is in the parent's journal
             return
+        waiting = record.waiting
+        if record.status == Status.SUSPENDED and waiting is not None and waiting.startswith(CHILD_PREFIX):
+            grandchild = waiting[len(CHILD_PREFIX):]
+            if grandchild not in _outer:
+                await self._run_child(grandchild, _outer | {child_id})
+                record = self.store.require(child_id)
         runnable = record.status == Status.PENDING or (
             record.status == Status.RUNNING and not lease_is_live(self.store.lease(child_id), now_us())
         )
         if runnable and child_id not in self._running:
-            # In a task of its own, so the child's context variables do not leak into the parent's.
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._execute_if_free, child_id)
+            # In a task of its own, so the child's context variables do not leak into the parent's;
+            # spawned as no branch of the parent's handler, which does not spawn it on replay.
+            outside = _branch.set(_ORIGIN)
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._execute_if_free, child_id)
+            finally:
+                _branch.reset(outside)
 
     async def _execute_if_free(self, invocation_id: str) -> None:
         try:
@@ -405,224 +460,24 @@ class Engine:
             ctx = InvocationContext(
                 invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
                 max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
-                always_replay=self.always_replay, divergence_wait=self.divergence_wait,
-                key=started.key, spawner=self,
+                always_replay=self.always_replay, key=started.key, spawner=self,
             )
             if self.on_step is not None:
                 hook = self.on_step
                 ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
             if record.cancel_requested:
                 ctx.request_cancel("cancel requested")
+            ctx.machine.rollback = record.cancel_rollback
+            execution = Execution(ctx, epoch, committer=self.committer, lease_ttl=self.lease_ttl,
+                                  poll_interval=self.poll_interval)
             tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
-            async with beside(self._watch, ctx, invocation_id, epoch):
+            async with beside(execution.watch):
                 if tracing is None:
-                    return await self._drive(ctx, fn, started, replayer, epoch)
+                    return await execution.drive(fn, started)
                 ctx.wrap_step = tracing.wrap_step
                 with tracing:
-                    outcome = await self._drive(ctx, fn, started, replayer, epoch)
+                    outcome = await execution.drive(fn, started)
                     tracing.finish(outcome.status, self.store.get(invocation_id), replayer.replayed)
                     return outcome
         finally:
             self._running.discard(invocation_id)
-
-    async def _drive(self, ctx: InvocationContext, fn: Callable[..., Any], started: Started,
-                     replayer: Replayer, epoch: int) -> Outcome:
-        invocation_id = ctx.invocation_id
-        scope = _handler_scope.set(invocation_id)
-        # An invocation run from inside another's step is handler code again, not that step.
-        outer_step = _current.set(None)
-        try:
-            value = decode_input(fn, started.input)
-            result = await (fn(ctx) if value is NO_INPUT else fn(ctx, value))
-            replayer.check_finished()
-            # The handler may have caught a store failure (or a lost lease) and returned:
-            # its journal may lack an entry, so it is not finished; `_settle` reports it.
-            ctx._raise_if_lost()
-        except BaseException as exc:
-            return await self._settle(ctx, exc, epoch)
-        finally:
-            _current.reset(outer_step)
-            _handler_scope.reset(scope)
-        if ctx.cancel_delivered:
-            return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
-        try:
-            raw = encode_value(result)
-        except UnencodableValue as exc:
-            error = ErrorInfo("TerminalError", f"the handler's result cannot be journaled: {exc}")
-            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
-        return await self._finish(ctx, Completed(now_us(), raw), Status.COMPLETED, result=raw)
-
-    async def _settle(self, ctx: InvocationContext, exc: BaseException, epoch: int) -> Outcome:
-        """Turn however the handler ended into the invocation's next status."""
-        invocation_id = ctx.invocation_id
-        leaves = _leaves(exc)
-        if ctx.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):
-            return Outcome.of(self.store.require(invocation_id))
-        exits = [e for e in leaves if isinstance(e, SystemExit)]
-        if exits and not ctx.cancel_delivered:
-            # sys.exit() in handler code is the handler's own (deterministic) ending, not an
-            # interruption: it fails the invocation instead of leaving it to fail again at
-            # every resume, and the process running it carries on.
-            code = exits[0].code
-            error = ErrorInfo("SystemExit", f"the handler called sys.exit({code!r}); a handler ends by returning "
-                              "a value or raising an exception, never by exiting the process", True)
-            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
-        interrupted = [e for e in leaves if isinstance(e, anyio.get_cancelled_exc_class())
-                       or isinstance(e, (KeyboardInterrupt, SystemExit))]
-        if interrupted:
-            # Stopped from outside (Ctrl-C, shutdown): give the lease back, stay resumable.
-            with anyio.CancelScope(shield=True):
-                try:  # with what `exit` durability still holds in memory: finished steps stay done
-                    await ctx.finish(None, Transition(Status.PENDING, now_us(), release=True))
-                except JournalError:
-                    await self.committer.submit(
-                        SetStatus(invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch),
-                        durable=True,
-                    )
-            raise exc
-        if ctx.broken is not None:
-            # The store failed under the runtime (a full disk): nothing about the handler is
-            # decided. Give the lease back if the store allows it and report the store's error.
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self.committer.submit(
-                        SetStatus(invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch),
-                        durable=True,
-                    )
-                except JournalError:
-                    pass
-            raise ctx.broken
-        if any(isinstance(e, Restart) for e in leaves):
-            return Outcome(id=invocation_id, status=Status.PENDING)  # always-replay: run it again from the top
-        if not any(isinstance(e, (Exception, Suspend, ContinueAsNew)) for e in leaves):
-            raise exc  # an unknown BaseException behaves like a crash: nothing is written, the lease lapses
-        diverged = next((e for e in leaves if isinstance(e, NondeterminismError)), None)
-        if diverged is not None and ctx.cancel_reason is not None:
-            # Cancelling a diverged invocation abandons it: its journal ends where it diverged.
-            ctx._pending, ctx._pending_state, ctx._tentative = [], [], []
-            return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason), Status.CANCELLED)
-        if diverged is not None:
-            record = await self.committer.submit(SetStatus(invocation_id, Transition(
-                Status.DIVERGED, now_us(), divergence=str(diverged), release=True), epoch), durable=True)
-            return Outcome.of(record)
-        cont = next((e for e in leaves if isinstance(e, ContinueAsNew)), None)
-        if cont is not None and not ctx.cancel_delivered:
-            return await self._continue_as_new(ctx, cont, epoch)
-        suspends = [e for e in leaves if isinstance(e, Suspend)]
-        # Compensation after a cancel may wait too (for an approval, a timer): it suspends
-        # like any other wait, and ends `cancelled` once it finishes.
-        if suspends and not any(isinstance(e, Cancelled) for e in leaves):
-            # Branches may wait on different things (select over a promise and a timer): wake on any.
-            names = list(dict.fromkeys(name for e in suspends for name in e.names()))
-            wakes = [e.wake_at for e in suspends if e.wake_at is not None]
-            return await self._finish(ctx, None, Status.SUSPENDED, waiting=names[0] if names else None,
-                                      waiting_any=names[1:], wake_at=min(wakes, default=None))
-        if ctx.cancel_delivered and all(isinstance(e, (Cancelled, Suspend)) for e in leaves):
-            return await self._finish(ctx, CancelledEntry(now_us(), ctx.cancel_reason or ""), Status.CANCELLED)
-        error = _error_info(leaves)
-        return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
-
-    async def _continue_as_new(self, ctx: InvocationContext, cont: ContinueAsNew, epoch: int) -> Outcome:
-        invocation_id = ctx.invocation_id
-        record = self.store.require(invocation_id)
-        fn = load_recorded(record.handler)
-        try:
-            raw, _ = prepare_input(fn, cont.input)
-        except (ValueError, UnencodableValue) as exc:
-            error = ErrorInfo("TerminalError", f"continue_as_new: {exc}")
-            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
-        root, _, generation = invocation_id.rpartition("~")
-        next_id = f"{root}~{int(generation) + 1}" if root and generation.isdigit() else f"{invocation_id}~1"
-        at = now_us()
-        input_digest = digest(bytes(raw))
-        new = InvocationRecord(next_id, record.handler, Status.PENDING, at, at, record.key, input_digest,
-                               parent=record.parent, queued_at=record.queued_at, continued_from=invocation_id)
-        trace = ctx._replayer.started().trace  # the next generation goes on in the same trace
-        started = encode_entry(Started(record.handler, raw, at, record.key, input_digest, record.parent, trace),
-                               self.store.max_entry_bytes)
-        with anyio.CancelScope(shield=True):
-            await ctx._settle_tentative()
-            entries, state = ctx._pending, ctx._pending_state or None
-            ctx._pending, ctx._pending_state = [], []
-            end = encode_entry(ContinuedAsNew(at, next_id), self.store.max_entry_bytes)
-            entries.append((ctx._replayer.next_live(), end))
-            done = Transition(Status.COMPLETED, at, result=encode_value({"continued_as": next_id}), release=True)
-            op = Continue(invocation_id, epoch, entries, done, new, started, state, ctx._take_cancel_seen())
-            try:
-                finished = await self.committer.submit(op, durable=True)
-            except InvocationConflict:
-                error = ErrorInfo("TerminalError", (
-                    f"continue_as_new: the next generation's id {next_id!r} is taken by another invocation; "
-                    f"remove or rename {next_id!r}, then `journal resume {invocation_id}`"))
-                return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
-        return Outcome.of(finished)
-
-    async def _finish(self, ctx: InvocationContext, entry: Any, status: Status, **change: Any) -> Outcome:
-        try:
-            with anyio.CancelScope(shield=True):
-                record = await ctx.finish(entry, Transition(status, now_us(), release=True, **change))
-        except LeaseLost:
-            record = self.store.require(ctx.invocation_id)
-        except EntryTooLarge as exc:
-            if status == Status.FAILED:
-                raise
-            # The result (or the end of a cancelled run) is too large to journal: that is the
-            # handler's doing, and would happen again at every resume, so the invocation fails.
-            error = ErrorInfo("TerminalError", f"the handler's result cannot be journaled: {exc}")
-            return await self._finish(ctx, Failed(now_us(), error), Status.FAILED, error=error)
-        except StoreError:
-            # The final write failed (a full disk, with `exit` durability the whole journal at
-            # once): nothing about the handler was recorded, so it goes back to `pending`, a
-            # write small enough to fit where the journal did not, and the error is reported.
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self.committer.submit(SetStatus(ctx.invocation_id, Transition(
-                        Status.PENDING, now_us(), release=True), ctx._epoch), durable=True)
-                except JournalError:
-                    pass
-            raise
-        return Outcome.of(record)
-
-    async def _watch(self, ctx: InvocationContext, invocation_id: str, epoch: int) -> None:
-        """While the handler runs: renew the lease, and pass on cancel requests from other processes."""
-        ttl_us = int(self.lease_ttl * 1e6)
-        renew_every = self.lease_ttl / 3
-        since_renew = 0.0
-        while True:
-            await anyio.sleep(self.poll_interval)
-            since_renew += self.poll_interval
-            # Nothing may escape a helper run beside the handler. On an error the handler stops
-            # at its next context call (a wait wakes up for it) and the run raises the error.
-            # A step in flight finishes first: renewing goes on meanwhile, each part on its own,
-            # so that no other process starts that step again while it runs.
-            try:
-                record = self.store.get(invocation_id)
-                if record is not None and record.cancel_requested:
-                    ctx.request_cancel("cancel requested")
-            except Exception as exc:  # noqa: BLE001
-                ctx.stop(exc)
-            if since_renew >= renew_every:
-                try:
-                    await self.committer.submit(Renew(invocation_id, epoch, ttl_us, now_us()), durable=False)
-                    since_renew = 0.0
-                except LeaseLost as exc:
-                    ctx.stop(exc)
-                    return
-                except Exception as exc:  # noqa: BLE001 - tried again at the next poll
-                    ctx.stop(exc)
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        out: list[BaseException] = []
-        for inner in exc.exceptions:
-            out += _leaves(inner)
-        return out
-    return [exc]
-
-
-def _error_info(leaves: list[BaseException]) -> ErrorInfo:
-    exc = next((e for e in leaves if not isinstance(e, Suspend)), leaves[0])
-    if isinstance(exc, TerminalError):
-        return ErrorInfo(exc.type_name, exc.message or str(exc), True)
-    return ErrorInfo(type(exc).__qualname__, str(exc) or type(exc).__qualname__, True)

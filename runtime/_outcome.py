@@ -10,7 +10,7 @@ import msgspec
 from journal import ErrorInfo, InvocationRecord, Status, decode_value
 
 from ._handlers import _by_path
-from ._invocation import _return_type
+from ._steps import return_type as _return_type
 from .errors import TerminalError
 
 

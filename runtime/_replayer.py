@@ -1,30 +1,32 @@
 """The deterministic replayer: matches each operation the handler issues with the journal.
 
 Pure: no I/O, no clock, no async. Each operation claims a seq when it is called, and its
-entry records `prev`, the seq its branch (the task it runs in) claimed before it. Replay
-matches an operation with the unclaimed recorded entry of the same kind, name and
-argument digest *that follows the same predecessor*. In sequential code that is simply
-the next seq. Concurrent branches (task groups, gather) may be scheduled in another order
-on replay than when they were recorded (trio even shuffles them on purpose); following
-`prev` links keeps each branch on its own recorded path, so concurrency never causes a
-false divergence.
+entry records `prev`, the position token of its branch (the task it runs in) before it
+(see runtime/_branches.py). No two branches ever stand at the same position, so at most
+one recorded entry follows a position, and an operation's claim is decided at once:
 
-When recorded entries follow the branch's predecessor but none matches, the operation
-waits (`WAIT`): those entries may belong to sibling branches spawned at the same point,
-and its own entry may never have been committed (the process died while it ran). Once the
-siblings claim theirs, it runs live. If nothing claims them, the invocation diverged, and
-that is reported before any side effect.
+- an entry recorded after the branch's position that matches (same kind, name and
+  argument digest) is replayed;
+- an entry recorded there that does not match is a divergence, reported before any
+  side effect: only this branch could have recorded it;
+- nothing recorded there: the operation runs live (the journal ended there, or the
+  process died before its entry was committed), with the lowest seq free after it.
+
+So concurrent branches scheduled in another order on replay than when recorded (trio
+shuffles them on purpose) each follow their own recorded path, and no branch ever waits
+for another to find out whether the code diverged.
+
+Journals recorded before spawned tasks had positions of their own hold several entries
+after one position (a task group's branches shared their parent's). A spawned task that
+has claimed nothing yet also looks there (its `legacy` token), and takes a matching
+entry; it never reports a divergence against them, since they may be its siblings'.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from journal import TERMINAL_KINDS, CancelReceived, Entry, Started, kind_of, name_of
 
 from .errors import NondeterminismError
-
-WAIT: Any = object()  # claim() result: nothing matches yet; let sibling branches claim first
 
 _LIKELY_CAUSE = (
     "Likely cause: the handler's code changed since this invocation was recorded (a step renamed, "
@@ -58,7 +60,7 @@ class Replayer:
             self._by_prev.setdefault(getattr(self._entries[seq], "prev", 0), []).append(seq)
         self._live: set[int] = set()
         self._top = max(entries, default=0)  # the highest seq recorded or handed out
-        self.claims = 0  # grows with every claim; waiters use it to see progress
+        self.claims = 0  # grows with every claim
 
     # -- what was recorded -----------------------------------------------------------------
 
@@ -86,32 +88,42 @@ class Replayer:
     def recorded(self, seq: int) -> Entry | None:
         return self._entries.get(seq)
 
+    def recorded_of(self, kind: type) -> list[tuple[int, Entry]]:
+        """Every recorded entry of `kind`, claimed or not, in seq order."""
+        return [(seq, entry) for seq, entry in sorted(self._entries.items()) if type(entry) is kind]
+
     # -- claiming --------------------------------------------------------------------------
 
     def claim(self, last: int, kind: type, name: str | None = None, digest: int | None = None, *,
-              after: int | None = None) -> Any:
-        """Claim a seq for an operation whose branch last claimed `last` (its `prev` token;
-        `after` is the real seq behind a token that is not one, for a live seq).
+              after: int | None = None, legacy: int | None = None) -> tuple[int, Entry | None]:
+        """Claim a seq for an operation whose branch stands at position `last` (`after` is the
+        real seq it claimed last, where the next live seq goes; `legacy` see the module doc).
 
-        Returns `(seq, recorded entry)` to replay, `(seq, None)` to run live, or `WAIT`.
-        A recorded `CancelReceived` after `last` is returned whatever the operation:
-        cancellation was delivered at that point of the branch.
+        Returns `(seq, recorded entry)` to replay, `(seq, None)` to run live; raises
+        `NondeterminismError` when the entry recorded at this position is another operation.
+        A recorded `CancelReceived` there is returned whatever the operation: cancellation
+        was delivered at that point of the branch.
         """
         if self._unclaimed:
             candidates = [s for s in self._by_prev.get(last, ()) if s in self._unclaimed]
+            for seq in candidates:
+                entry = self._entries[seq]
+                if isinstance(entry, CancelReceived) or _matches(entry, kind, name, digest):
+                    return self._take(seq, entry)
             if candidates:
-                for seq in candidates:
-                    entry = self._entries[seq]
-                    if isinstance(entry, CancelReceived) or _matches(entry, kind, name, digest):
-                        return self._take(seq, entry)
-                return WAIT
+                raise self._report(candidates[0], self._entries[candidates[0]], kind, name, digest)
+            if legacy is not None:
+                for seq in self._by_prev.get(legacy, ()):
+                    if seq in self._unclaimed and _matches(self._entries[seq], kind, name, digest):
+                        return self._take(seq, self._entries[seq])
         return self.claim_live(last if after is None else after)
 
-    def claim_recorded(self, last: int, kind: type, name: str | None = None) -> int | None:
+    def claim_recorded(self, last: int, kind: type, name: str | None = None, legacy: int | None = None) -> int | None:
         """Claim the recorded entry after `last` that matches, if there is one; never goes live."""
-        for seq in self._by_prev.get(last, ()):
-            if seq in self._unclaimed and _matches(self._entries[seq], kind, name, None):
-                return self._take(seq, self._entries[seq])[0]
+        for prev in (last, legacy):
+            for seq in self._by_prev.get(prev, ()) if prev is not None else ():
+                if seq in self._unclaimed and _matches(self._entries[seq], kind, name, None):
+                    return self._take(seq, self._entries[seq])[0]
         return None
 
     def claim_live(self, last: int) -> tuple[int, None]:
@@ -126,10 +138,6 @@ class Replayer:
         self.claims += 1
         return seq, None
 
-    def others_after(self, last: int) -> bool:
-        """Whether unclaimed recorded entries follow `last` (sibling branches have yet to claim them)."""
-        return any(s in self._unclaimed for s in self._by_prev.get(last, ()))
-
     def next_live(self) -> int:
         """A seq after everything recorded or handed out (for the terminal entry)."""
         self._top += 1
@@ -142,12 +150,6 @@ class Replayer:
         return seq, entry
 
     # -- divergence ------------------------------------------------------------------------
-
-    def stuck(self, last: int, kind: type, name: str | None = None, digest: int | None = None) -> NondeterminismError:
-        """The operation matched none of the entries recorded after its predecessor, and no
-        sibling branch claimed them: the code no longer does what the journal says."""
-        seq = min(s for s in self._by_prev.get(last, ()) if s in self._unclaimed)
-        return self._report(seq, self._entries[seq], kind, name, digest)
 
     def check_finished(self) -> None:
         """The handler returned: a recorded operation it never reached is a divergence."""

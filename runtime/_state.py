@@ -11,18 +11,33 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from journal import NIL, StateGot, StateKeys, StateSet, UnencodableValue, decode_value, encode_entry, encode_value
+from journal import NIL, PRIOR_SET, PRIOR_UNSET, StateGot, StateKeys, StateSet, UnencodableValue, decode_value, encode_value
 
 from ._clock import now_us
 from .errors import TerminalError
 
 if TYPE_CHECKING:
-    from ._invocation import InvocationContext
+    from typing import Protocol
+
+    from journal import Store
+
+    from ._machine import Machine
+
+    class _Shell(Protocol):
+        """What `State` needs from the context it belongs to (see runtime/_invocation.py)."""
+
+        machine: Machine
+        _store: Store
+
+        async def _claim(self, kind: type, name: str | None = None) -> tuple[int, int, Any]: ...
+        async def _commit(self, seq: int, entry: Any) -> None: ...
+        async def _deliver_cancel(self, seq: int, prev: int) -> None: ...
+        def _deliver_cancel_sync(self, seq: int, prev: int) -> None: ...
 
 class State:
     """The state of the invocation's key. Get it as `ctx.state`."""
 
-    def __init__(self, ctx: "InvocationContext", key: str | None) -> None:
+    def __init__(self, ctx: "_Shell", key: str | None) -> None:
         self._ctx = ctx
         self._key = key
         self._overlay: dict[str, bytes | None] = {}  # changes made by this execution so far
@@ -38,7 +53,7 @@ class State:
     def _current(self, name: str) -> bytes | None:
         if name in self._overlay:
             return self._overlay[name]
-        return self._ctx._committer.store.state(self._require_key("get")).get(name)
+        return self._ctx._store.state(self._require_key("get")).get(name)
 
     async def get(self, name: str, default: Any = None, *, type: Any = None) -> Any:
         """The value of `name`, decoded as `type`, or `default` if it is not set."""
@@ -59,7 +74,7 @@ class State:
         seq, prev, recorded = await ctx._claim(StateKeys)
         if recorded is None:
             await ctx._deliver_cancel(seq, prev)
-            names = set(ctx._committer.store.state(key))
+            names = set(ctx._store.state(key))
             names |= {n for n, v in self._overlay.items() if v is not None}
             names -= {n for n, v in self._overlay.items() if v is None}
             recorded = StateKeys(now_us(), sorted(names), prev)
@@ -82,15 +97,16 @@ class State:
     def _change(self, name: str, value: Any, *, cleared: bool, reducer: Any = None) -> Any:
         self._require_key("set")
         ctx = self._ctx
-        seq, prev, recorded = ctx._claim_now(StateSet, name)
+        seq, prev, recorded = ctx.machine.claim(StateSet, name)
         type_ = reducer[2] if reducer is not None else None
         if recorded is not None:  # replay: the change is already in the store
             self._overlay[name] = None if recorded.cleared else bytes(recorded.value)
             return None if recorded.cleared else decode_value(recorded.value, type_)
         ctx._deliver_cancel_sync(seq, prev)
+        first = name not in self._overlay
+        raw = self._current(name) if first or reducer is not None else None
         if reducer is not None:
             fn, default, _ = reducer
-            raw = self._current(name)
             value = fn(decode_value(raw, type_) if raw is not None else default, value)
         raw_value: bytes | None = None
         if not cleared:
@@ -99,8 +115,14 @@ class State:
             except UnencodableValue as exc:
                 raise TerminalError(f"ctx.state.set({name!r}) at seq {seq}: {exc}") from None
         stored = NIL if raw_value is None else msgspec.Raw(raw_value)
-        ctx._pending.append((seq, encode_entry(StateSet(name, now_us(), stored, cleared, prev), ctx._max)))
-        ctx._pending_state.append((name, raw_value))
+        if first:  # what it was before this invocation: `cancel --rollback` restores it
+            change = StateSet(name, now_us(), stored, cleared, prev, PRIOR_SET if raw is not None else PRIOR_UNSET,
+                              NIL if raw is None else msgspec.Raw(raw))
+            ctx.machine.note_prior(seq, change)
+        else:
+            change = StateSet(name, now_us(), stored, cleared, prev)
+        ctx.machine.buffer(seq, change)
+        ctx.machine.buffer_state(name, raw_value)
         self._overlay[name] = raw_value
         return None if raw_value is None else decode_value(raw_value, type_)
 

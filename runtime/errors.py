@@ -12,6 +12,8 @@
     ├── Cancelled              `cancel` reached the handler at its next context call
     ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict
     │                          (defined in journal.errors, re-exported here)
+    ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand
+    ├── RollbackImpossible     `cancel --rollback` lacks the values before some state changes
     └── HandlerNotFound        a handler path names no importable async function
 """
 
@@ -71,6 +73,14 @@ class DeterminismViolation(NondeterminismError):
         self.invocation_id = invocation_id
         self.seq: int | None = None
         self.call = call
+
+
+class PromiseNotSettable(JournalError, ValueError):
+    """The promise is settled by the runtime, not by hand (a `child:` promise of `ctx.call`)."""
+
+
+class RollbackImpossible(JournalError, ValueError):
+    """`cancel --rollback` cannot restore the state: the journal lacks the values before some changes."""
 
 
 class Cancelled(JournalError):

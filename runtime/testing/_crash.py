@@ -38,7 +38,7 @@ from journal.errors import PromiseConflict
 
 from .._context import Context
 from .._clock import now_us
-from .._invocation import _return_type
+from .._steps import return_type as _return_type
 from .._step_info import StepInfo, current_step
 from ..errors import TerminalError
 

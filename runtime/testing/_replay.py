@@ -27,18 +27,20 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from journal import Durability, Entry, Store, decode_entry, kind_of
+from journal import Durability, Entry, Store, decode_entry
 from journal.errors import JournalError
 
 from .._engine import Engine
 from .._guard import _handler_scope
 from .._step_info import _current
 from .._handlers import NO_INPUT, decode_input, load_handler, load_recorded
+from .._branches import install as install_branches
 from .._composition import ContinueAsNew
 from .._invocation import InvocationContext
+from .._machine import EndOfJournal
 from .._suspend import Suspend
-from .._replayer import Replayer, describe
-from ..errors import InvocationNotFound, NondeterminismError
+from .._replayer import Replayer
+from ..errors import InvocationNotFound
 
 # Scheduler rounds without any claim before a stopped check ends: replay does no I/O, so
 # branches that can still make progress do so at every round.
@@ -53,10 +55,6 @@ class ReplayReport(msgspec.Struct, kw_only=True):
     checked: int  # recorded operations the code asked for in the same way
     finished: bool  # the handler ran to its end (else the check stopped where the journal ends)
     stopped_at: int | None = None  # the first seq that would have run live
-
-
-class _Stop(BaseException):
-    """Internal: a synchronous operation reached the end of the journal (not caught by `except Exception`)."""
 
 
 def _refused(what: str) -> JournalError:
@@ -95,70 +93,6 @@ class _NoChildren:
         raise _refused("start a child invocation")
 
 
-class _ReplayContext(InvocationContext):
-    """The live context, except that an operation with nothing recorded stops instead of running."""
-
-    def __init__(self, store: Store, invocation_id: str, replayer: Replayer, key: str | None) -> None:
-        super().__init__(
-            invocation_id=invocation_id, replayer=replayer, committer=_NoWrites(store), epoch=0,  # type: ignore[arg-type]
-            max_entry_bytes=store.max_entry_bytes, inline_sleep_limit=0.0, divergence_wait=0.1, key=key,
-            spawner=_NoChildren(store),
-        )
-        self.checked = 0
-        self.divergence: NondeterminismError | None = None
-        self.stopped_at: int | None = None  # lowest seq where a branch reached the end of the journal
-        self.settled = anyio.Event()  # a branch stopped or diverged: the check is ending
-
-    def _claim_at_once(self, kind: type, name: str | None = None, call_digest: int | None = None) -> None:
-        return None  # every claim goes through `_claim` below, which checks it
-
-    async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
-        self._halted()
-        try:
-            seq, last, recorded = await super()._claim(kind, name, call_digest)
-        except NondeterminismError as exc:
-            raise self._diverged(exc) from None
-        if recorded is None:
-            self._past_the_end(seq, kind, name, call_digest)
-            await anyio.sleep_forever()  # this branch would run live from here: it stops
-        self.checked += 1
-        return seq, last, recorded
-
-    def _claim_now(self, kind: type, name: str | None = None) -> tuple[int, int, Any]:
-        self._halted()
-        try:
-            seq, last, recorded = super()._claim_now(kind, name)
-        except NondeterminismError as exc:
-            raise self._diverged(exc) from None
-        if recorded is None:
-            self._past_the_end(seq, kind, name, None)
-            raise _Stop()
-        self.checked += 1
-        return seq, last, recorded
-
-    def _past_the_end(self, seq: int, kind: type, name: str | None, call_digest: int | None) -> None:
-        terminal = self._replayer.terminal()
-        if terminal is not None:
-            # The recorded run ended there, the code goes on: a call the journal never saw.
-            raise self._diverged(self._replayer.divergence(
-                seq, f"{kind_of(terminal)} (the recorded run ended there)",
-                describe(kind.__struct_config__.tag, name, call_digest),
-                [f"the code makes a call after the point where the recorded invocation {kind_of(terminal)}"],
-            ))
-        self.stopped_at = seq if self.stopped_at is None else min(self.stopped_at, seq)
-        self.settled.set()
-
-    def _diverged(self, exc: NondeterminismError) -> NondeterminismError:
-        self.divergence = self.divergence or exc
-        self.settled.set()
-        return self.divergence
-
-    def _halted(self) -> None:
-        # After a divergence nothing more is served, even to a handler that caught it.
-        if self.divergence is not None:
-            raise self.divergence
-
-
 async def replay_journal(handler: Callable[..., Any] | str | None, store: Store, invocation_id: str) -> ReplayReport:
     """Replay `invocation_id`'s journal in `store` against `handler` (default: the recorded one).
 
@@ -178,13 +112,24 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
     if handler is None or isinstance(handler, str):
         handler = load_handler(handler) if handler else load_recorded(started.handler)
     value = decode_input(handler, started.input)
-    ctx = _ReplayContext(store, invocation_id, replayer, record.key)
+    # The ordinary context, driven in replay-only mode: an operation with nothing recorded
+    # stops its branch (`EndOfJournal`) instead of running, so nothing is ever written.
+    ctx = InvocationContext(
+        invocation_id=invocation_id, replayer=replayer, committer=_NoWrites(store), epoch=0,  # type: ignore[arg-type]
+        max_entry_bytes=store.max_entry_bytes, inline_sleep_limit=0.0, key=record.key,
+        spawner=_NoChildren(store), replay_only=True,
+    )
+    machine = ctx.machine
+    settled = anyio.Event()  # a branch stopped or diverged: the check is ending
+    machine.on_halt = settled.set
     ended: list[BaseException | None] = []
 
     async def drive(scope: anyio.CancelScope) -> None:
         token = _handler_scope.set(invocation_id)
         outer_step = _current.set(None)  # replayed from inside a step, it is still handler code
         try:
+            install_branches()
+            machine.begin()
             await (handler(ctx) if value is NO_INPUT else handler(ctx, value))
             ended.append(None)
         except anyio.get_cancelled_exc_class():
@@ -199,9 +144,9 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
     async def watch(scope: anyio.CancelScope) -> None:
         # Once a branch stopped at the end of the journal (or diverged), let the others run
         # until nothing more is claimed, then end the check.
-        await ctx.settled.wait()
+        await settled.wait()
         quiet = 0
-        while quiet < _QUIET_ROUNDS and ctx.divergence is None:
+        while quiet < _QUIET_ROUNDS and machine.divergence is None:
             before = replayer.claims
             await anyio.lowlevel.checkpoint()
             quiet = 0 if replayer.claims != before else quiet + 1
@@ -211,22 +156,22 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
         tg.start_soon(drive, tg.cancel_scope)
         tg.start_soon(watch, tg.cancel_scope)
 
-    if ctx.divergence is not None:
-        raise ctx.divergence
+    if machine.divergence is not None:
+        raise machine.divergence
     outcome = ended[0] if ended else None
     if outcome is not None and not _handler_ending(outcome):
         raise outcome  # KeyboardInterrupt and the like: not the handler's doing
-    if isinstance(outcome, Suspend) and ctx.stopped_at is None:
-        ctx.stopped_at = max(entries) + 1  # a recorded timer is still to fire: the journal ends there
-    stopped = ctx.stopped_at is not None or not ended
+    if isinstance(outcome, Suspend) and machine.stopped_at is None:
+        machine.stopped_at = max(entries) + 1  # a recorded timer is still to fire: the journal ends there
+    stopped = machine.stopped_at is not None or not ended
     if not stopped:
         replayer.check_finished()  # the handler ended: every recorded operation must have been reached
     return ReplayReport(
         invocation_id=invocation_id,
         handler=started.handler,
-        checked=ctx.checked,
+        checked=machine.checked,
         finished=not stopped,
-        stopped_at=ctx.stopped_at,
+        stopped_at=machine.stopped_at,
     )
 
 
@@ -234,4 +179,4 @@ def _handler_ending(exc: BaseException) -> bool:
     """Whether `exc` is a way the handler itself ended (an error, a wait, continue-as-new, a stop)."""
     if isinstance(exc, BaseExceptionGroup):
         return all(_handler_ending(e) for e in exc.exceptions)
-    return isinstance(exc, (Exception, _Stop, Suspend, ContinueAsNew, anyio.get_cancelled_exc_class()))
+    return isinstance(exc, (Exception, EndOfJournal, Suspend, ContinueAsNew, anyio.get_cancelled_exc_class()))

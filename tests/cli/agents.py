@@ -7,11 +7,12 @@ test can tell a step that ran from a step that was replayed.
 from __future__ import annotations
 
 import os
+import time
 
 import anyio
 import msgspec
 
-from runtime import Context, TerminalError
+from runtime import Cancelled, Context, TerminalError
 
 
 def record(log: str, what: str) -> str:
@@ -169,3 +170,44 @@ async def held_turn(ctx: Context, input: dict) -> str:
 async def _wait_for_file(path: str) -> None:
     while not os.path.exists(path):
         await anyio.sleep(0.02)
+
+
+async def approving_child(ctx: Context, n: int) -> int:
+    """Waits for promise `approval`, then doubles `n`."""
+    approved = await ctx.promise("approval")
+    return n * 2 if approved else 0
+
+
+async def waiting_parent(ctx: Context, n: int) -> int:
+    """Awaits a child (id `<parent>.kid`) that waits for an approval."""
+    return await ctx.call(approving_child, n, id=f"{ctx.invocation_id}.kid") + 1
+
+
+async def drafting_turn(ctx: Context, message: str) -> str:
+    """A thread's turn that drafts into the state, then waits for promise `go` (needs --key)."""
+    ctx.state.update("history", [message], reducer=_append, default=[])
+    ctx.state.set("draft", message.upper())
+    await ctx.promise("go")
+    return message
+
+
+def _undo_once(marker: str) -> str:
+    """The compensating step: its first execution marks the file, then works until it is killed."""
+    if not os.path.exists(marker):
+        with open(marker, "w"):
+            pass
+        while True:
+            time.sleep(0.05)  # a long compensation, cut short by SIGKILL in the test
+    return "undone"
+
+
+async def compensating_turn(ctx: Context, job: dict) -> str:
+    """A thread's turn that drafts into the state and waits for `go`; cancelled, it compensates."""
+    ctx.state.set("draft", job["message"])
+    try:
+        await ctx.promise("go")
+    except Cancelled:
+        ctx.state.set("compensated", True)
+        await ctx.run("undo", _undo_once, job["marker"])
+        raise
+    return job["message"]

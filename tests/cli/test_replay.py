@@ -96,6 +96,27 @@ def test_code_that_goes_on_after_a_finished_journal_diverged(journal, log, versi
     assert log.lines() == ["plan", "plan written"]
 
 
+def test_replay_all_accepts_a_finished_journal_that_new_code_replays_behind_patched(journal, log, versions):
+    # The fix the docs recommend for a deploy: new calls guarded by ctx.patched. A journal
+    # that finished under the old code took the old path, so the pre-deploy check passes.
+    done = V1.replace('    await ctx.promise("go")\n', "")
+    v1 = versions("agent", done)
+    journal("run", v1, "--input", json.dumps({"log": log.path}), "--id", "done")
+    patched = done.replace(
+        'return await ctx.run("write", record, input["log"], plan + " written")',
+        'written = await ctx.run("write", record, input["log"], plan + " written")\n'
+        '    if ctx.patched("add-review"):\n'
+        '        await ctx.run("review", record, input["log"], "review")\n'
+        "    return written",
+    )
+    versions("agent", patched)  # deployed over the same file
+    result = journal("replay", "--all", "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    (report,) = json.loads(result.stdout)
+    assert report["status"] == "ok" and report["finished"] is True
+    assert log.lines() == ["plan", "plan written"]  # nothing ran again
+
+
 def test_code_that_returns_early_diverged(journal, log, versions):
     done = V1.replace('    await ctx.promise("go")\n', "")
     journal("run", versions("done", done), "--input", json.dumps({"log": log.path}), "--id", "d")

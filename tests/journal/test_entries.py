@@ -115,12 +115,12 @@ GOLDEN = [
     (Promise("ok", 3, encode_value(True)), "97a770726f6d697365a26f6b03c3c000c2"),
     (Completed(4, encode_value("done")), "93a9636f6d706c6574656404a4646f6e65"),
     (Failed(4, ErrorInfo("E", "m")), "93a66661696c65640493a145a16dc3"),
-    (Cancelled(6, "stop"), "93a963616e63656c6c656406a473746f70"),
+    (Cancelled(6, "stop"), "94a963616e63656c6c656406a473746f7090"),
     (Emitted(7, encode_value(1)), "94a7656d6974746564070100"),
     (Patched("v2", 8), "94a770617463686564a276320800"),
     (CancelReceived(9, ""), "94af63616e63656c5f726563656976656409a000"),
     (StateGot("notes", 1, encode_value([1]), True, 2), "96a973746174655f676574a56e6f746573019101c302"),
-    (StateSet("notes", 1, encode_value([1]), False, 2), "96a973746174655f736574a56e6f746573019101c202"),
+    (StateSet("notes", 1, encode_value([1]), False, 2), "98a973746174655f736574a56e6f746573019101c20200c0"),
     (StateKeys(1, ["a", "b"], 2), "94aa73746174655f6b6579730192a161a16202"),
     (Called("pkg.mod:child", 7, 1, "inv.3", True, 2), "97a663616c6c6564ad706b672e6d6f643a6368696c640701a5696e762e33c302"),
     (Selected(1, 0, 2), "94a873656c6563746564010002"),
@@ -136,6 +136,19 @@ def test_a_started_entry_written_before_trace_existed_still_decodes():
 @pytest.mark.parametrize(("entry", "golden"), GOLDEN, ids=[kind_of(e) for e, _ in GOLDEN])
 def test_golden_bytes_of_each_kind(entry, golden):
     assert encode_entry(entry).hex() == golden
+
+
+# Bytes written before a kind gained trailing fields (with defaults): they still decode.
+EARLIER = [
+    ("93a963616e63656c6c656406a473746f70", Cancelled(6, "stop")),  # before `rolled_back`
+    ("96a973746174655f736574a56e6f746573019101c202", StateSet("notes", 1, encode_value([1]), False, 2)),  # before `prior`, `was`
+]
+
+
+@pytest.mark.parametrize(("golden", "entry"), EARLIER, ids=[kind_of(e) for _, e in EARLIER])
+def test_entries_written_before_a_kind_gained_fields_still_decode(golden, entry):
+    decoded = decode_entry(bytes.fromhex(golden))
+    assert encode_entry(decoded) == encode_entry(entry)
 
 
 def test_no_value_is_msgpack_nil():

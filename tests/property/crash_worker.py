@@ -49,11 +49,15 @@ async def crash_agent(ctx: Context, n: int) -> int:
         _record(f"C {ctx.invocation_id} {out['seq']} {name} {os.getpid()}")
         total += out["v"]
 
+    async def branch(name: str, i: int) -> None:
+        await ctx.emit({"branch": "starting"})  # the same first operation in both branches
+        await step(name, i)
+
     for i in range(3):
         await step(f"step{i}", i)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(step, "left", 3)
-        tg.start_soon(step, "right", 4)
+        tg.start_soon(branch, "left", 3)
+        tg.start_soon(branch, "right", 4)
     await ctx.sleep(0.001)
     await step("last", 5)
     return total

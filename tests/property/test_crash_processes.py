@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from journal import LmdbStore, Status, Step, decode_entry, decode_value
+from journal import Emitted, LmdbStore, Status, Step, decode_entry, decode_value
 from runtime import Engine
 
 from .crash_worker import STEPS, crash_agent, expected
@@ -131,7 +131,11 @@ def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_pa
             store = store or LmdbStore(db)
             ids = [i for i, _ in batch]
             while _unfinished(store, ids):
-                assert time.monotonic() < deadline, f"batch {batches} did not finish (seed {seed})"
+                assert time.monotonic() < deadline, (
+                    f"batch {batches} did not finish: "
+                    f"{[(i, store.require(i).status.value, store.require(i).divergence) for i in ids if not store.require(i).finished]}"
+                    f" (seed {seed})"
+                )
                 # Kill within the time a batch takes, so the moments spread over all of its work.
                 workers.run_one(rng, max_delay=0.3)
     finally:
@@ -154,6 +158,9 @@ def _check(store: LmdbStore, invocations: dict[str, int], log: Path, killed: set
         steps = [e for _, e in (
             (s, decode_entry(d)) for s, d in store.entries(invocation_id)) if isinstance(e, Step)]
         assert sorted(s.name for s in steps) == sorted(STEPS), f"{invocation_id}: steps {steps} {where}"
+        # The task group's two branches start with the same emit: each journaled once, on its own path.
+        emits = [d for _, d in store.entries(invocation_id) if isinstance(decode_entry(d), Emitted)]
+        assert len(emits) == 2, f"{invocation_id}: {len(emits)} emits {where}"
     # The side-effect log, in the order things happened. Steps are told apart by name (unique
     # in crash_agent): a step run again after a crash may get another seq than the killed run.
     events = collections.defaultdict(list)

@@ -190,6 +190,79 @@ async def test_a_suspended_child_suspends_its_parent_until_it_finishes(open_engi
         assert (await engine.resume("p")).result == 42
 
 
+async def test_a_parent_waiting_on_a_child_points_at_the_childs_wait_and_its_promise_cannot_be_settled(open_engine):
+    from runtime.errors import PromiseNotSettable
+
+    async def grandparent(ctx: Context) -> int:
+        return await ctx.call(parent_of_waiting_child, 1, id="mid")
+
+    async with open_engine() as engine:
+        out = await engine.run(grandparent, id="top")
+        assert out.status == Status.SUSPENDED and out.waiting == "child:mid"
+        waiting = engine.waiting_for("top")  # through the child to the grandchild that really waits
+        assert (waiting.id, waiting.waiting) == ("mid.kid", "extra")
+        for settle in (engine.resolve("top", "child:mid", 5), engine.reject("top", "child:mid", "no")):
+            with pytest.raises(PromiseNotSettable, match=r"journal resolve mid.kid extra JSON"):
+                await settle
+        assert engine.store.get("top").status == Status.SUSPENDED
+        assert engine.store.resolution("top", "child:mid") is None
+        await engine.resolve("mid.kid", "extra", 41)
+        assert (await engine.resume("top")).result == 42  # runs the grandchild, the child, then itself
+        assert engine.store.get("mid.kid").status == engine.store.get("mid").status == Status.COMPLETED
+
+
+async def parent_of_waiting_child(ctx: Context, n: int) -> int:
+    return await ctx.call(child_waits, n, id=f"{ctx.invocation_id}.kid")
+
+
+_child_runs: list[int] = []
+
+
+class _ProcessDied(BaseException):
+    """Stands in for the process dying while the child's step runs."""
+
+
+def _child_effect(n: int) -> int:
+    _child_runs.append(n)
+    if len(_child_runs) == 1:
+        raise _ProcessDied()
+    return n * 2
+
+
+async def child_approves_then_works(ctx: Context, n: int) -> int:
+    await ctx.promise("approval")
+    return await ctx.run("work", _child_effect, n)
+
+
+async def parent_of_working_child(ctx: Context, n: int) -> int:
+    return await ctx.call(child_approves_then_works, n, id=f"{ctx.invocation_id}.kid") + 1
+
+
+async def test_a_crash_in_the_middle_of_a_child_run_by_its_resumed_parent_resumes_both(open_engine):
+    from journal import Renew
+
+    _child_runs.clear()
+    async with open_engine() as engine:
+        assert (await engine.run(parent_of_working_child, 20, id="cp")).waiting == "child:cp.kid"
+        await engine.resolve("cp.kid", "approval", True)
+        died = None
+        try:
+            await engine.resume("cp")  # runs the child, which dies in its step
+        except BaseException as exc:  # noqa: BLE001 - the stand-in crash, maybe inside a task group's group
+            died = exc
+        while isinstance(died, BaseExceptionGroup):
+            died = died.exceptions[0]
+        assert isinstance(died, _ProcessDied)
+    async with open_engine() as engine:
+        for invocation_id in ("cp", "cp.kid"):  # the dead process's leases lapse
+            lease = engine.store.lease(invocation_id)
+            engine.store.apply_one(Renew(invocation_id, lease.epoch, 0, 0))
+        outcome = await engine.resume("cp")
+        assert outcome.status == Status.COMPLETED and outcome.result == 41
+        assert _child_runs == [20, 20]  # the step caught in flight runs once more, and only it
+        assert engine.store.get("cp.kid").status == Status.COMPLETED
+
+
 async def test_a_failed_child_raises_in_the_parent(open_engine):
     async def parent(ctx: Context) -> str:
         try:
@@ -253,6 +326,52 @@ async def test_patched_keeps_old_journals_on_the_old_path(open_engine):
         await engine.resolve("new", "go", 1)
         assert (await engine.resume("new")).result == "abc"
         assert kinds(engine.store, "new")[:4] == ["started", "step", "patched", "step"]
+
+
+async def test_patched_gives_one_answer_per_change_id_for_the_whole_invocation(open_engine):
+    # Recorded under v1; v2 asks before its first step (replaying) and again after the promise
+    # (by then live): the invocation took the old path, so both answers are False.
+    async def v1(ctx: Context) -> list:
+        await ctx.run("a", lambda: "a")
+        await ctx.promise("go")
+        return []
+
+    async def v2(ctx: Context) -> list:
+        answers = [ctx.patched("x")]
+        await ctx.run("a", lambda: "a")
+        await ctx.promise("go")
+        answers.append(ctx.patched("x"))
+        if ctx.patched("x"):
+            await ctx.run("new-path", lambda: "n")
+        return answers
+
+    async with open_engine() as engine:
+        await engine.run(v1, id="v1-run")
+        from runtime._handlers import _by_path
+
+        _by_path[engine.store.get("v1-run").handler] = v2
+        await engine.resolve("v1-run", "go", 1)
+        assert (await engine.resume("v1-run")).result == [False, False]
+        assert "patched" not in kinds(engine.store, "v1-run") and "step" in kinds(engine.store, "v1-run")
+        # A new invocation takes the new path, journals the patch once, and replays it the same way.
+        await engine.run(v2, id="v2-run")
+        await engine.resolve("v2-run", "go", 1)
+        assert (await engine.resume("v2-run")).result == [True, True]
+        assert kinds(engine.store, "v2-run").count("patched") == 1
+
+
+async def test_patched_answers_survive_a_crash_between_the_two_questions():
+    from runtime.testing import check_determinism
+
+    async def asks_twice(ctx: Context) -> list:
+        answers = [ctx.patched("x")]
+        await ctx.run("a", lambda: "a")
+        await ctx.promise("go")
+        answers.append(ctx.patched("x"))
+        return answers
+
+    report = await anyio.to_thread.run_sync(lambda: check_determinism(asks_twice, promises={"go": 1}))
+    assert report.result == [True, True] and report.crash_points > 0
 
 
 # -- continue-as-new ------------------------------------------------------------------------------

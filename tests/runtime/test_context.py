@@ -179,6 +179,25 @@ async def test_idempotency_key_is_stable_across_retries(open_engine):
     assert keys == [idempotency_key("k", step)] * 2 and keys[0].startswith("k:")
 
 
+async def test_identical_calls_in_two_task_group_branches_get_distinct_idempotency_keys(open_engine):
+    import anyio
+
+    async def agent(ctx: Context) -> list:
+        keys = []
+
+        async def branch():
+            keys.append(await ctx.run("charge", lambda: current_step().idempotency_key))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(branch)
+            tg.start_soon(branch)
+        return sorted(keys)
+
+    async with open_engine() as engine:
+        keys = (await engine.run(agent, id="twins")).result
+    assert len(set(keys)) == 2
+
+
 def test_current_step_outside_a_step_says_how_to_use_it():
     with pytest.raises(LookupError, match="ctx.run"):
         current_step()

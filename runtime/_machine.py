@@ -1,0 +1,321 @@
+"""The invocation state machine: one execution of an invocation, synchronous and I/O-free.
+
+It owns what an execution knows: each branch's position and the claims that hand out
+seqs (through the `Replayer`), the entries and state changes waiting to be written,
+cancellation (requested, delivered, seen), what stopped the execution (a lost lease, a
+broken store, a divergence), the answers `ctx.patched` gave, and the seeds of
+`ctx.random`/`ctx.uuid`. It never awaits, writes or reads the store: the shells around
+it do that. `InvocationContext` (the handler's `ctx`) turns each context call into a
+claim here plus whatever I/O the call needs; the `Engine` drives an execution and
+commits what the machine hands over when it ends; `replay_journal` drives it in
+replay-only mode, where an operation with nothing recorded stops instead of running.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import itertools
+import random as _random
+import uuid as _uuid
+from typing import Any, Callable
+
+from journal import PRIOR_SET, CancelReceived, Patched, StateSet, encode_entry
+from journal.errors import LeaseLost
+
+from ._branches import _branch, branch_token, position_after, spawn_token
+from ._clock import now_us
+from ._replayer import Replayer
+from .errors import Cancelled, NondeterminismError, TerminalError
+
+_serials = itertools.count(1)
+
+
+class EndOfJournal(BaseException):
+    """Replay-only mode: the operation has nothing recorded, so a resumed run would go live
+    here. Not caught by `except Exception`, so the handler cannot carry on past it."""
+
+    def __init__(self, seq: int) -> None:
+        super().__init__(seq)
+        self.seq = seq
+
+
+class Machine:
+    """One execution of one invocation. Every method is synchronous and does no I/O."""
+
+    def __init__(self, invocation_id: str, replayer: Replayer, max_entry_bytes: int, *,
+                 replay_only: bool = False) -> None:
+        self.invocation_id = invocation_id
+        self.serial = next(_serials)
+        self.replayer = replayer
+        self.max_entry_bytes = max_entry_bytes
+        self.replay_only = replay_only
+        self.pending: list[tuple[int, bytes]] = []  # entries to write with the next append
+        self.pending_state: list[tuple[str, bytes | None]] = []  # state changes that go with them
+        self.cancel_reason: str | None = None
+        self.rollback = False  # a cancel asked to undo the invocation's state changes
+        self._priors: dict[str, tuple[int, StateSet]] = {}  # live first changes of each state name
+        self.cancel_delivered = False
+        self._cancel_seen = False  # a delivery not yet written: the next write consumes the request
+        self.lost: LeaseLost | None = None
+        self.broken: Exception | None = None  # the store failed under this execution
+        self.divergence: NondeterminismError | None = None
+        self._patches: dict[str, bool] = {}
+        self._randoms: dict[int, _random.Random] = {}
+        self._uuids: dict[int, int] = {}
+        self._live_at: set[int] = set()  # positions where an operation ran live
+        self.checked = 0  # recorded operations replayed
+        self.stopped_at: int | None = None  # replay-only: the lowest seq that would have run live
+        self.on_halt: Callable[[], None] | None = None  # told when a branch stops or diverges
+
+    # -- positions -------------------------------------------------------------------------
+
+    def position(self) -> tuple[int, int, int | None]:
+        """(the seq the calling branch claimed last, its position token, its legacy token)."""
+        serial, seq, token, legacy, _ = _branch.get()
+        return (seq, token, legacy) if serial == self.serial else (0, 0, None)
+
+    def token(self) -> int:
+        serial, _, token, _, _ = _branch.get()
+        return token if serial == self.serial else 0
+
+    def begin(self) -> contextvars.Token[Any]:
+        """Make the calling task the invocation's first branch, at the start of the journal.
+        Returns the token that puts the caller's position back (`_branch.reset`) afterwards."""
+        return _branch.set((self.serial, 0, 0, None, 0))
+
+    def end(self, token: contextvars.Token[Any]) -> None:
+        _branch.reset(token)
+
+    def fork_point(self) -> tuple[int, int]:
+        """Where a ctx.gather/ctx.select is called: the calling branch's token, and how many
+        tasks it spawned there before (each gather or select at one position spawns anew)."""
+        serial, _, token, _, spawned = _branch.get()
+        return (token, spawned) if serial == self.serial else (0, 0)
+
+    def enter_branch(self, point: tuple[int, int], index: int) -> None:
+        """Start the calling task as branch `index` of a ctx.gather/ctx.select called at `point`.
+
+        The first one at a position gives its branches the tokens journals always recorded;
+        a later one at the same position (two gathers with no operation of the caller
+        between them) derives them from its spawn count too, and keeps the old token as
+        the branch's legacy one, for journals recorded when both shared it."""
+        parent, spawned = point
+        seq = self.position()[0]
+        token = old = branch_token(parent, index)
+        if spawned:
+            token = branch_token(spawn_token(parent, spawned), index)
+        _branch.set((self.serial, seq, token, old if spawned else None, 0))
+
+    def _advance(self, seq: int, prev: int, kind: type, name: str | None, call_digest: int | None) -> None:
+        _branch.set((self.serial, seq, position_after(prev, kind.__struct_config__.tag, name, call_digest), None, 0))
+
+    # -- claims ----------------------------------------------------------------------------
+
+    def claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
+        """Claim the calling branch's next operation: `(seq, prev, recorded entry or None to run live)`.
+
+        Raises what stopped the execution, `NondeterminismError` when the journal holds
+        another operation here, `Cancelled` where cancellation was recorded, and in
+        replay-only mode `EndOfJournal` where the operation would run live.
+        """
+        if self.lost is not None or self.broken is not None or self.divergence is not None:
+            self.raise_if_stopped()
+        after, last, legacy = self.position()
+        try:
+            seq, recorded = self.replayer.claim(last, kind, name, call_digest, after=after, legacy=legacy)
+        except NondeterminismError as exc:
+            self._halt(exc)
+            raise
+        if recorded is None:
+            self._went_live(seq, last, kind, name, call_digest)
+        else:
+            self.checked += 1
+            if legacy is not None and recorded.prev == legacy:
+                last = legacy  # an old journal's path goes on from the shared position
+        self._advance(seq, last, kind, name, call_digest)
+        if recorded is not None and recorded.__class__ is CancelReceived:
+            self.cancel_reason = self.cancel_reason or recorded.reason
+            self.raise_cancelled(seq)
+        return seq, last, recorded
+
+    def _went_live(self, seq: int, last: int, kind: type, name: str | None, call_digest: int | None) -> None:
+        if self.replay_only:
+            terminal = self.replayer.terminal()
+            if terminal is not None:
+                self._halt(self.replayer.divergence(
+                    seq, f"{type(terminal).__struct_config__.tag} (the recorded run ended there)",
+                    _describe(kind, name, call_digest),
+                    [f"the code makes a call after the point where the recorded invocation "
+                     f"{type(terminal).__struct_config__.tag}"],
+                ))
+                raise self.divergence  # type: ignore[misc]
+            self.stopped_at = seq if self.stopped_at is None else min(self.stopped_at, seq)
+            if self.on_halt is not None:
+                self.on_halt()
+            raise EndOfJournal(seq)
+        if last in self._live_at:
+            raise TerminalError(
+                f"invocation {self.invocation_id!r}: two concurrent branches made a context call from the same "
+                f"point (seq {seq}), so a replay could not tell their journal entries apart. They run in tasks "
+                "this runtime does not see being spawned (another event loop task factory, or threads); run "
+                "concurrent context calls with `await ctx.gather(...)` instead"
+            )
+        self._live_at.add(last)
+
+    def _halt(self, divergence: NondeterminismError) -> None:
+        self.divergence = self.divergence or divergence
+        if self.on_halt is not None:
+            self.on_halt()
+
+    def patched(self, change_id: str) -> tuple[int, int] | None | bool:
+        """`ctx.patched(change_id)`: the same answer every time within an execution (the first
+        one decides). Returns a bool, or `(seq, prev)` when the caller must journal the patch."""
+        known = self._patches.get(change_id)
+        if known is not None:
+            return known
+        self.raise_if_stopped()
+        replayer = self.replayer
+        if not replayer.exhausted or replayer.terminal() is not None:
+            # Replaying: True only if the recorded run took the new path. A finished journal
+            # took the old one wherever it does not say otherwise.
+            after, last, legacy = self.position()
+            seq = replayer.claim_recorded(last, Patched, change_id, legacy)
+            if seq is not None:
+                self._advance(seq, last, Patched, change_id, None)
+            self._patches[change_id] = seq is not None
+            return seq is not None
+        seq, prev, _ = self.claim(Patched, change_id)
+        self._patches[change_id] = True
+        return seq, prev
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def buffer(self, seq: int, entry: Any) -> None:
+        """Keep `entry` at `seq` to be written with the next append (synchronous operations)."""
+        self.pending.append((seq, encode_entry(entry, self.max_entry_bytes)))
+
+    def buffer_state(self, name: str, raw: bytes | None) -> None:
+        self.pending_state.append((name, raw))
+
+    def take_writes(self, seq: int = 0, entry: Any = None) -> tuple[list[tuple[int, bytes]], Any, bool]:
+        """What the next append writes: the buffered entries (then `entry` at `seq`), the
+        state changes, and whether it consumes a cancel request."""
+        entries, self.pending = self.pending, []
+        if entry is not None:
+            entries.append((seq, encode_entry(entry, self.max_entry_bytes)))
+        state, self.pending_state = self.pending_state or None, []
+        seen, self._cancel_seen = self._cancel_seen, False
+        return entries, state, seen
+
+    def take_final(self, entry: Any | None) -> tuple[list[tuple[int, bytes]], Any, bool]:
+        """`take_writes` for the append that ends the execution, with its final `entry`."""
+        return self.take_writes(self.replayer.next_live() if entry is not None else 0, entry)
+
+    def note_prior(self, seq: int, change: StateSet) -> None:
+        """A live first change of a state name, which records what the name was before."""
+        self._priors.setdefault(change.name, (seq, change))
+
+    def roll_back(self) -> list[str]:
+        """For `cancel --rollback`: queue, after every buffered change, the writes that give each
+        state name this invocation changed the value it had before; returns those names."""
+        firsts: dict[str, tuple[int, StateSet]] = {}
+        changed: set[str] = set()
+        for seq, change in [*self.replayer.recorded_of(StateSet), *self._priors.values()]:
+            changed.add(change.name)
+            if change.prior and (change.name not in firsts or seq < firsts[change.name][0]):
+                firsts[change.name] = (seq, change)
+        unknown = sorted(changed - set(firsts))
+        if unknown:
+            raise TerminalError(
+                f"invocation {self.invocation_id!r} cannot roll back state {', '.join(map(repr, unknown))}: "
+                "those changes were journaled by a version that did not record the values before them"
+            )
+        for name, (_, change) in sorted(firsts.items()):
+            self.pending_state.append((name, bytes(change.was) if change.prior == PRIOR_SET else None))
+        return sorted(firsts)
+
+    def abandon_writes(self) -> None:
+        """Forget what is buffered: the journal ends where the execution diverged."""
+        self.pending, self.pending_state = [], []
+
+    # -- waits: run on, wait here, or suspend ---------------------------------------------
+
+    def timer_wait(self, until: int, now: int, inline_limit: float) -> str:
+        """What a timer due at `until` does now: "due" (go on), "suspend" (too far off to wait
+        for in this process), or "wait" here (near enough, or a cancel is to be delivered)."""
+        remaining = (until - now) / 1e6
+        if remaining <= 0:
+            return "due"
+        if remaining > inline_limit and not self.cancel_due:
+            return "suspend"
+        return "wait"
+
+    def promise_wait(self, resolved: bool, deadline: int | None, now: int) -> str:
+        """What a live promise does: "resolved", "timed out" (its deadline passed), or "suspend"."""
+        if resolved:
+            return "resolved"
+        if deadline is not None and now >= deadline:
+            return "timed out"
+        return "suspend"
+
+    # -- cancellation and stopping ---------------------------------------------------------
+
+    def request_cancel(self, reason: str) -> bool:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+            return True
+        return False
+
+    @property
+    def cancel_due(self) -> bool:
+        """A cancel was requested and the handler has not received it yet."""
+        return self.cancel_reason is not None and not self.cancel_delivered
+
+    def cancel_entry(self, prev: int, at: int | None = None) -> CancelReceived:
+        return CancelReceived(now_us() if at is None else at, self.cancel_reason or "", prev)
+
+    def raise_cancelled(self, seq: int) -> None:
+        self.cancel_delivered = True
+        self._cancel_seen = True
+        raise Cancelled(f"invocation {self.invocation_id!r} was cancelled (at seq {seq})")
+
+    def stop(self, error: Exception) -> None:
+        if isinstance(error, LeaseLost):
+            self.lost = self.lost or error
+        else:
+            self.broken = self.broken or error
+
+    def raise_if_stopped(self) -> None:
+        if self.lost is not None:
+            raise self.lost
+        if self.broken is not None:
+            raise self.broken
+        if self.divergence is not None:
+            raise self.divergence  # also to a handler that caught it and carried on
+
+    # -- deterministic randomness ----------------------------------------------------------
+
+    # Randomness and ids derive from the invocation id and the branch's position, not from a
+    # counter shared by all branches: concurrent branches draw the same numbers on replay
+    # whatever order they are scheduled in.
+
+    def random(self) -> _random.Random:
+        position = self.token()
+        generator = self._randoms.get(position)
+        if generator is None:
+            seed = hashlib.blake2b(f"{self.invocation_id}\x00random\x00{position}".encode(), digest_size=8).digest()
+            generator = self._randoms[position] = _random.Random(int.from_bytes(seed, "big"))
+        return generator
+
+    def uuid(self) -> _uuid.UUID:
+        position = self.token()
+        count = self._uuids[position] = self._uuids.get(position, 0) + 1
+        raw = hashlib.blake2b(f"{self.invocation_id}\x00{position}\x00{count}".encode(), digest_size=16).digest()
+        return _uuid.UUID(bytes=raw, version=4)
+
+
+def _describe(kind: type, name: str | None, call_digest: int | None) -> str:
+    tag = kind.__struct_config__.tag
+    text = tag if name is None else f"{tag} {name!r}"
+    return text if call_digest is None else f"{text} (args digest {call_digest:016x})"
