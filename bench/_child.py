@@ -66,11 +66,45 @@ async def _resolve_and_resume(args: dict) -> dict:
     }
 
 
+def _memory_kib(field: str) -> int:
+    """A line of /proc/self/status, in KiB: VmRSS (resident now) or VmHWM (its peak)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
+
+async def _fleet(args: dict) -> dict:
+    # W5: `n` invocations in flight at once in this process, from a fresh interpreter so that
+    # its peak memory is theirs.
+    async with Engine.open(args["db"], durability=args["mode"]) as engine:
+        await engine.run(_agents.agent_turns, 1, id="warm-up")  # imports, caches, the first fsync
+        try:  # restart the peak from here (Linux): the peak should be the fleet's, not start-up's
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+        before = _memory_kib("VmRSS")
+        statuses: list[str] = []
+
+        async def one(i: int) -> None:
+            statuses.append(str((await engine.run(_agents.agent_turns, args["steps"], id=f"w5-{i}")).status))
+
+        started, cpu = time.perf_counter(), time.process_time()
+        async with anyio.create_task_group() as tg:
+            for i in range(args["n"]):
+                tg.start_soon(one, i)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        peak = _memory_kib("VmHWM")
+        commits = engine.committer.batches
+    return {"seconds": wall, "cpu_seconds": cpu, "rss_before_kib": before, "peak_rss_kib": peak,
+            "group_commits": commits, "completed": statuses.count("completed")}
+
+
 _COMMANDS = {
     "run-lines": _run_lines,
     "recover": _recover,
     "run-long": _run_long,
     "resolve-and-resume": _resolve_and_resume,
+    "fleet": _fleet,
 }
 
 
