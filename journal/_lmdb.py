@@ -27,6 +27,11 @@ FORMAT_VERSION = 1
 _INITIAL_MAP_SIZE = 64 * 1024 * 1024
 _MAX_MAP_SIZE = 1 << 40
 
+def default_path() -> str:
+    """The store directory when none is named: $JOURNAL_DB, else ./.journal."""
+    return os.environ.get("JOURNAL_DB") or os.path.join(os.getcwd(), ".journal")
+
+
 # LMDB forbids opening one environment twice in a process; stores on one path share it.
 _shared: dict[str, tuple[lmdb.Environment, dict[str, object], int]] = {}
 _shared_lock = threading.Lock()

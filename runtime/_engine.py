@@ -38,6 +38,7 @@ from journal import (
     encode_value,
 )
 from journal._kvstore import HOST, lease_is_live
+from journal._lmdb import default_path
 from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost
 
 from ._beside import beside
@@ -51,10 +52,6 @@ from ._suspend import Suspend
 from ._outcome import Event, Outcome
 from ._replayer import Replayer
 from .errors import Cancelled, NondeterminismError, TerminalError
-
-
-def default_path() -> str:
-    return os.environ.get("JOURNAL_DB") or os.path.join(os.getcwd(), ".journal")
 
 
 class Engine:
