@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 import anyio
@@ -82,7 +83,17 @@ async def _fleet(args: dict) -> dict:
                 f.write("5")
         except OSError:
             pass
-        before = _memory_kib("VmRSS")
+        before, before_anon = _memory_kib("VmRSS"), _memory_kib("RssAnon")
+        # The kernel keeps no peak of anonymous memory alone (the heap, without the pages of
+        # the journal's memory-mapped file): sample it beside the run.
+        peak_anon, done = [before_anon], threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.02):
+                peak_anon[0] = max(peak_anon[0], _memory_kib("RssAnon"))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         statuses: list[str] = []
 
         async def one(i: int) -> None:
@@ -94,8 +105,11 @@ async def _fleet(args: dict) -> dict:
                 tg.start_soon(one, i)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         peak = _memory_kib("VmHWM")
+        done.set()
+        sampler.join()
         commits = engine.committer.batches
     return {"seconds": wall, "cpu_seconds": cpu, "rss_before_kib": before, "peak_rss_kib": peak,
+            "anon_before_kib": before_anon, "peak_anon_kib": peak_anon[0],
             "group_commits": commits, "completed": statuses.count("completed")}
 
 

@@ -264,6 +264,11 @@ def _w5_rows(samples: dict[str, list[dict]]) -> list[dict]:
             "kib_per_invocation", higher_is_better=False, target=20, target_text="<= 20 KiB", absolute_target=True,
             note=f"peak RSS {_median(fleet, 'peak_rss_mib'):.0f} MiB",
         ))
+        rows.append(_row(
+            "W5 10,000 agents x 5 steps", "sync", "peak heap per in-flight invocation", "KiB", fleet,
+            "anon_kib_per_invocation", higher_is_better=False,
+            note="anonymous memory only: without the journal file's pages mapped by LMDB",
+        ))
     idle = sorted((int(key.split("/")[1]), rows_) for key, rows_ in samples.items() if key.startswith("W5-idle/"))
     for count, rows_ in idle:
         rows.append(_row(

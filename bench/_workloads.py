@@ -239,6 +239,9 @@ def agent_fleet(parent: str, mode: str = "sync", invocations: int = 10_000, step
         "overhead_us_per_step": (report["seconds"] - ideal) / total * 1e6,
         "cpu_us_per_step": report["cpu_seconds"] / total * 1e6,
         "kib_per_invocation": (report["peak_rss_kib"] - report["rss_before_kib"]) / invocations,
+        # The same without the journal file's pages that LMDB's memory map made resident
+        # (page cache the kernel can reclaim, not memory the invocations hold).
+        "anon_kib_per_invocation": (report["peak_anon_kib"] - report["anon_before_kib"]) / invocations,
         "peak_rss_mib": report["peak_rss_kib"] / 1024,
         "group_commits": report["group_commits"],
     }
