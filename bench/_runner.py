@@ -420,7 +420,7 @@ def _markdown_page(report: dict, rows: list[dict], samples: dict[str, list[dict]
         f"anyio {info['anyio']}. Load average {info['load_average_before'][0]} before the run and "
         f"{info['load_average_after'][0]} after (the machine is shared).",
         "",
-        f"Medians of {report['repetitions']} repetitions ({report['crash_repetitions']} for W3 and W4). Each "
+        f"Medians of {report['repetitions']} repetitions ({report['crash_repetitions']} for W3, W4 and W5). Each "
         "ratio is the median of per-sample ratios against raw LMDB measured just before and just after "
         "that sample. See docs/performance.md for what each line means.",
         "",
