@@ -275,6 +275,11 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+def _maps_store(pid: int, db: str) -> bool:
+    with open(f"/proc/{pid}/maps") as f:
+        return os.path.join(db, "data.mdb") in f.read()
+
+
 def idle_worker(parent: str, suspended: int, watch_s: float = 5.0) -> dict:
     """W5: the memory of an idle `journal worker` over a store of `suspended` suspended invocations."""
     db = fresh_dir(parent, "w5-idle")
@@ -283,8 +288,15 @@ def idle_worker(parent: str, suspended: int, watch_s: float = 5.0) -> dict:
     proc = subprocess.Popen([sys.executable, "-m", "cli", "worker", "--db", db, "--quiet"], cwd=ROOT,
                             env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        # It polls the store every 0.25 s: watch it for a number of polls, after its start-up.
-        time.sleep(1.0)
+        # Once it has mapped the store it is in its loop, polling every 0.25 s: let it poll
+        # once, then watch it for a number of polls.
+        mapped = time.monotonic() + 60
+        while not _maps_store(proc.pid, db):
+            if proc.poll() is not None or time.monotonic() > mapped:
+                err = proc.communicate()[1].decode(errors="replace") if proc.poll() is not None else ""
+                raise RuntimeError(f"the worker never opened its store:\n{err}")
+            time.sleep(0.01)
+        time.sleep(0.25)
         cpu_before = _proc_cpu_s(proc.pid)
         samples = []
         for _ in range(int(watch_s / 0.25)):
