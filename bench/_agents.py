@@ -64,3 +64,22 @@ async def long_then_promise(ctx: Context, n: int) -> str:
     reached_promise[ctx.invocation_id] = time.perf_counter()
     answer = await ctx.promise("go", type=str)
     return answer
+
+
+LLM_SECONDS = 0.02
+ANSWER = b"y" * 500  # a short model answer
+
+
+async def simulated_llm(prompt: str) -> bytes:
+    """A model call: 20 ms of waiting on the network, no CPU."""
+    import anyio
+
+    await anyio.sleep(LLM_SECONDS)
+    return ANSWER
+
+
+async def agent_turns(ctx: Context, n: int) -> int:
+    """W5: an agent of `n` steps, each awaiting a simulated 20 ms model call."""
+    for i in range(n):
+        await ctx.run("llm", simulated_llm, f"turn {i}")
+    return n

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 import anyio
@@ -66,11 +67,58 @@ async def _resolve_and_resume(args: dict) -> dict:
     }
 
 
+def _memory_kib(field: str) -> int:
+    """A line of /proc/self/status, in KiB: VmRSS (resident now) or VmHWM (its peak)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
+
+async def _fleet(args: dict) -> dict:
+    # W5: `n` invocations in flight at once in this process, from a fresh interpreter so that
+    # its peak memory is theirs.
+    async with Engine.open(args["db"], durability=args["mode"]) as engine:
+        await engine.run(_agents.agent_turns, 1, id="warm-up")  # imports, caches, the first fsync
+        try:  # restart the peak from here (Linux): the peak should be the fleet's, not start-up's
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+        before, before_anon = _memory_kib("VmRSS"), _memory_kib("RssAnon")
+        # The kernel keeps no peak of anonymous memory alone (the heap, without the pages of
+        # the journal's memory-mapped file): sample it beside the run.
+        peak_anon, done = [before_anon], threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.02):
+                peak_anon[0] = max(peak_anon[0], _memory_kib("RssAnon"))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        statuses: list[str] = []
+
+        async def one(i: int) -> None:
+            statuses.append(str((await engine.run(_agents.agent_turns, args["steps"], id=f"w5-{i}")).status))
+
+        started, cpu = time.perf_counter(), time.process_time()
+        async with anyio.create_task_group() as tg:
+            for i in range(args["n"]):
+                tg.start_soon(one, i)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        peak = _memory_kib("VmHWM")
+        done.set()
+        sampler.join()
+        commits = engine.committer.batches
+    return {"seconds": wall, "cpu_seconds": cpu, "rss_before_kib": before, "peak_rss_kib": peak,
+            "anon_before_kib": before_anon, "peak_anon_kib": peak_anon[0],
+            "group_commits": commits, "completed": statuses.count("completed")}
+
+
 _COMMANDS = {
     "run-lines": _run_lines,
     "recover": _recover,
     "run-long": _run_long,
     "resolve-and-resume": _resolve_and_resume,
+    "fleet": _fleet,
 }
 
 

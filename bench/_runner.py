@@ -35,6 +35,7 @@ class Plan:
         self.crash_reps = crash_reps or (1 if quick else 5)
         self.a1_appends = {"sync": 300, "async": 5000}
         self.a2 = {1: 300, 10: 200, 100: 50}  # appenders -> appends each
+        self.w5_suspended = (1_000, 10_000, 100_000)  # suspended invocations under an idle worker
 
 
 # -- measuring ------------------------------------------------------------------------------------
@@ -120,6 +121,12 @@ def measure(plan: Plan, parent: str, only: set[str], log: Callable[[str], None])
                 if "W4" in only:
                     log(f"repetition {rep + 1}: W4 {mode}")
                     record(f"W4/{mode}", lambda: _workloads.long_resume(parent, mode))
+            if "W5" in only:
+                log(f"repetition {rep + 1}: W5 10,000 agents")
+                record("W5/sync", lambda: _workloads.agent_fleet(parent, "sync"))
+                for count in plan.w5_suspended:
+                    log(f"repetition {rep + 1}: W5 idle worker over {count:,} suspended")
+                    record(f"W5-idle/{count}", lambda: _workloads.idle_worker(parent, count))
         if rep < plan.reps and "LG" in only:
             from . import _langgraph  # needs the langgraph extra
 
@@ -237,6 +244,7 @@ def summarise(samples: dict[str, list[dict]]) -> list[dict]:
                 absolute_target=True,
                 note=f"{_median(samples[key], 'replay_s') * 1e3:.1f} ms for {_median(samples[key], 'entries'):.0f} entries",
             ))
+    rows += _w5_rows(samples)
     rows += _langgraph_rows(samples)
     return rows
 
@@ -267,6 +275,51 @@ def _langgraph_rows(samples: dict[str, list[dict]]) -> list[dict]:
     return rows
 
 
+def _w5_rows(samples: dict[str, list[dict]]) -> list[dict]:
+    rows = []
+    if "W5/sync" in samples:
+        fleet = samples["W5/sync"]
+        ideal = _median(fleet, "ideal_seconds")
+        rows.append(_row(
+            "W5 10,000 agents x 5 steps", "sync", "wall time", "s", fleet, "seconds", higher_is_better=False,
+            note=f"ideal {ideal * 1e3:.0f} ms (5 model calls of 20 ms, all overlapping): "
+                 f"{_median(fleet, 'seconds') / ideal:.0f}x the ideal; "
+                 f"{_median(fleet, 'group_commits'):.0f} group commits",
+        ))
+        rows.append(_row(
+            "W5 10,000 agents x 5 steps", "sync", "throughput", "steps/s", fleet, "steps_per_s",
+            higher_is_better=True, target=15_000, target_text=">= 15,000/s", absolute_target=True,
+        ))
+        rows.append(_row(
+            "W5 10,000 agents x 5 steps", "sync", "overhead per step", "us", fleet, "overhead_us_per_step",
+            higher_is_better=False, note=f"CPU {_median(fleet, 'cpu_us_per_step'):.0f} us per step",
+        ))
+        rows.append(_row(
+            "W5 10,000 agents x 5 steps", "sync", "peak RSS per in-flight invocation", "KiB", fleet,
+            "kib_per_invocation", higher_is_better=False, target=20, target_text="<= 20 KiB", absolute_target=True,
+            note=f"peak RSS {_median(fleet, 'peak_rss_mib'):.0f} MiB",
+        ))
+        rows.append(_row(
+            "W5 10,000 agents x 5 steps", "sync", "peak heap per in-flight invocation", "KiB", fleet,
+            "anon_kib_per_invocation", higher_is_better=False,
+            note="anonymous memory only: without the journal file's pages mapped by LMDB",
+        ))
+    idle = sorted((int(key.split("/")[1]), rows_) for key, rows_ in samples.items() if key.startswith("W5-idle/"))
+    for count, rows_ in idle:
+        rows.append(_row(
+            "W5 idle worker", f"{count:,} suspended", "RSS", "MiB", rows_, "rss_mib", higher_is_better=False,
+            note=f"peak {_median(rows_, 'peak_rss_mib'):.1f} MiB; idle CPU {_median(rows_, 'cpu_ms_per_s'):.0f} ms/s",
+        ))
+    if len(idle) > 1:
+        fewest, most = idle[0], idle[-1]
+        growth = [{"growth": b["rss_mib"] / a["rss_mib"] - 1} for a, b in zip(fewest[1], most[1])]
+        rows.append(_row(
+            "W5 idle worker", f"{fewest[0]:,} -> {most[0]:,} suspended", "RSS growth", "%", growth, "growth",
+            higher_is_better=False, target=0.05, target_text="<= 5%", absolute_target=True,
+        ))
+    return rows
+
+
 def baselines_table(samples: dict[str, list[dict]]) -> list[tuple[str, str]]:
     raw = samples["raw"]
     return [
@@ -294,6 +347,10 @@ def _fmt(value: float | None, unit: str) -> str:
         return f"{value * 1e3:,.0f} ms"
     if unit == "steps":
         return f"{value:.0f}"
+    if unit in ("KiB", "MiB"):
+        return f"{value:,.1f} {unit}"
+    if unit == "%":
+        return f"{value * 100:+.1f}%"
     return f"{value:,.0f}/s"
 
 
@@ -400,7 +457,7 @@ def _markdown_page(report: dict, rows: list[dict], samples: dict[str, list[dict]
         f"anyio {info['anyio']}. Load average {info['load_average_before'][0]} before the run and "
         f"{info['load_average_after'][0]} after (the machine is shared).",
         "",
-        f"Medians of {report['repetitions']} repetitions ({report['crash_repetitions']} for W3 and W4). Each "
+        f"Medians of {report['repetitions']} repetitions ({report['crash_repetitions']} for W3, W4 and W5). Each "
         "ratio is the median of per-sample ratios against raw LMDB measured just before and just after "
         "that sample. See docs/performance.md for what each line means.",
         "",
@@ -416,8 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (2, and 1 for the crash workloads)")
     parser.add_argument("--reps", type=int, help="repetitions of A1, A2, W1, W2, LG (default 9)")
-    parser.add_argument("--crash-reps", type=int, help="repetitions of W3, W4 (default 5)")
-    parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4,LG", help="comma-separated workloads to run")
+    parser.add_argument("--crash-reps", type=int, help="repetitions of W3, W4, W5 (default 5)")
+    parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4,W5,LG", help="comma-separated workloads to run")
     parser.add_argument("--dir", help="where to create the stores (default: a temporary directory)")
     parser.add_argument("--json", default=DEFAULT_JSON, help=f"where to write the results (default {DEFAULT_JSON})")
     parser.add_argument("--markdown", help="also write the table as Markdown to this file")

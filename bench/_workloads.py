@@ -218,3 +218,101 @@ def long_resume(parent: str, mode: str, steps: int = 5000) -> dict:
         "entries_per_s": entries / report["replay_seconds"],
         "first_life_s": first["seconds"],
     }
+
+
+# -- W5: agents -------------------------------------------------------------------------------------
+
+
+def agent_fleet(parent: str, mode: str = "sync", invocations: int = 10_000, steps: int = 5) -> dict:
+    """W5: `invocations` concurrent agents in one process, each of `steps` steps awaiting a 20 ms model call."""
+    db = fresh_dir(parent, "w5")
+    report, _ = _restart("fleet", {"db": db, "mode": mode, "n": invocations, "steps": steps})
+    assert report["completed"] == invocations, report
+    total = invocations * steps
+    ideal = steps * _agents.LLM_SECONDS  # every model call overlapping every other one's
+    return {
+        "seconds": report["seconds"],
+        "ideal_seconds": ideal,
+        "steps_per_s": total / report["seconds"],
+        # What the runtime adds to each step: the wall time beyond the ideal, spread over the
+        # steps (one core does all the bookkeeping), and the CPU time it spent per step.
+        "overhead_us_per_step": (report["seconds"] - ideal) / total * 1e6,
+        "cpu_us_per_step": report["cpu_seconds"] / total * 1e6,
+        "kib_per_invocation": (report["peak_rss_kib"] - report["rss_before_kib"]) / invocations,
+        # The same without the journal file's pages that LMDB's memory map made resident
+        # (page cache the kernel can reclaim, not memory the invocations hold).
+        "anon_kib_per_invocation": (report["peak_anon_kib"] - report["anon_before_kib"]) / invocations,
+        "peak_rss_mib": report["peak_rss_kib"] / 1024,
+        "group_commits": report["group_commits"],
+    }
+
+
+def _suspended_store(path: str, count: int) -> None:
+    """`count` suspended invocations: half wait on a promise, half on a timer a day away."""
+    store = LmdbStore(path)
+    try:
+        now = int(time.time() * 1e6)
+        started = encode_entry(Started("bench._agents:agent_turns", encode_value(5), now))
+        for i in range(count):
+            record = InvocationRecord(f"s-{i}", "bench._agents:agent_turns", Status.SUSPENDED, now, now)
+            if i % 2:
+                record.wake_at = now + 86_400_000_000
+            else:
+                record.waiting = "approval"
+            store.create(record, started)
+    finally:
+        store.close()
+
+
+def _proc_status_kib(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
+
+def _proc_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _maps_store(pid: int, db: str) -> bool:
+    with open(f"/proc/{pid}/maps") as f:
+        return os.path.join(db, "data.mdb") in f.read()
+
+
+def idle_worker(parent: str, suspended: int, watch_s: float = 5.0) -> dict:
+    """W5: the memory of an idle `journal worker` over a store of `suspended` suspended invocations."""
+    db = fresh_dir(parent, "w5-idle")
+    _suspended_store(db, suspended)
+    environment = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "worker", "--db", db, "--quiet"], cwd=ROOT,
+                            env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        # Once it has mapped the store it is in its loop, polling every 0.25 s: let it poll
+        # once, then watch it for a number of polls.
+        mapped = time.monotonic() + 60
+        while not _maps_store(proc.pid, db):
+            if proc.poll() is not None or time.monotonic() > mapped:
+                err = proc.communicate()[1].decode(errors="replace") if proc.poll() is not None else ""
+                raise RuntimeError(f"the worker never opened its store:\n{err}")
+            time.sleep(0.01)
+        time.sleep(0.25)
+        cpu_before = _proc_cpu_s(proc.pid)
+        samples = []
+        for _ in range(int(watch_s / 0.25)):
+            time.sleep(0.25)
+            samples.append(_proc_status_kib(proc.pid, "VmRSS"))
+        cpu = _proc_cpu_s(proc.pid) - cpu_before
+        peak = _proc_status_kib(proc.pid, "VmHWM")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    if proc.returncode not in (0, 130):
+        raise RuntimeError(f"the worker failed ({proc.returncode}):\n{err.decode(errors='replace')}")
+    return {
+        "suspended": suspended,
+        "rss_mib": samples[-1] / 1024,
+        "rss_growth_kib": samples[-1] - samples[0],  # over the watch: a leak would show here
+        "peak_rss_mib": peak / 1024,
+        "cpu_ms_per_s": cpu / watch_s * 1e3,  # what being idle costs
+    }

@@ -10,11 +10,9 @@ import sys
 import threading
 from typing import Any, Awaitable, Callable, TypeVar
 
-import anyio
-import anyio.abc
 import click
 
-from journal import LmdbStore, check_store_dir
+from journal import LmdbStore, check_store_dir, default_path
 from journal.errors import (
     CorruptEntry,
     DiskFull,
@@ -26,19 +24,15 @@ from journal.errors import (
     PromiseConflict,
     StoreError,
 )
-from runtime import default_path
 
 from ._render import safe
-from runtime.errors import HandlerNotFound, NondeterminismError
 
 T = TypeVar("T")
 
 # Exit codes (DESIGN.md, "The command line").
 OK, FAILED, USAGE, SUSPENDED, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4, 130
 
-_USAGE_ERRORS = (
-    HandlerNotFound, InvocationNotFound, InvocationConflict, InvocationBusy, PromiseConflict, StoreError, ValueError,
-)
+_USAGE_ERRORS = (InvocationNotFound, InvocationConflict, InvocationBusy, PromiseConflict, StoreError, ValueError)
 
 
 class Exit(Exception):
@@ -126,7 +120,7 @@ def edge(fn: Callable[..., T]) -> Callable[..., T]:
         except KeyboardInterrupt:
             echo_err("interrupted")
             sys.exit(INTERRUPTED)
-        except NondeterminismError as exc:
+        except _nondeterminism() as exc:
             echo_err(str(exc))
             sys.exit(DIVERGED)
         except (CorruptEntry, DiskFull, LeaseLost) as exc:
@@ -142,12 +136,24 @@ def edge(fn: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def _nondeterminism() -> tuple[type[BaseException], ...]:
+    """`runtime.errors.NondeterminismError`, if the runtime was imported: else nothing raised it.
+
+    Commands that only read a store never import the runtime (it costs more than the
+    rest of their start-up), so the edge does not import it to name an error either.
+    (The runtime's `HandlerNotFound` is a ValueError: a usage error like the others.)"""
+    errors = sys.modules.get("runtime.errors")
+    return (errors.NondeterminismError,) if errors is not None else ()
+
+
 def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
     """Run `work` under anyio; Ctrl-C (or SIGTERM) cancels it cleanly.
 
     Returns `(result, interrupted)`. Cancellation reaches the engine as an ordinary anyio
     cancellation, so an invocation in flight gives its lease back and stays pending.
     """
+
+    import anyio
 
     async def main() -> tuple[T | None, bool]:
         result: list[T] = []

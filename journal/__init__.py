@@ -2,6 +2,8 @@
 in-memory implementations, the group-commit append path, and maintenance (trim, compact,
 check, export). Knows nothing about handlers or the command line."""
 
+import importlib
+
 from ._codec import DEFAULT_MAX_ENTRY_BYTES as DEFAULT_MAX_ENTRY_BYTES
 from ._codec import UnencodableValue as UnencodableValue
 from ._codec import decode_entry as decode_entry
@@ -9,8 +11,6 @@ from ._codec import decode_value as decode_value
 from ._codec import digest as digest
 from ._codec import encode_entry as encode_entry
 from ._codec import encode_value as encode_value
-from ._committer import Committer as Committer
-from ._committer import Durability as Durability
 from ._entries import TERMINAL_KINDS as TERMINAL_KINDS
 from ._entries import NIL as NIL
 from ._entries import Called as Called
@@ -43,6 +43,7 @@ from ._ids import validate_id as validate_id
 from ._kvstore import lease_is_live as lease_is_live
 from ._lmdb import FORMAT_VERSION as FORMAT_VERSION
 from ._lmdb import LmdbStore as LmdbStore
+from ._lmdb import default_path as default_path
 from ._maintenance import Problem as Problem
 from ._maintenance import check as check
 from ._maintenance import compact as compact
@@ -78,6 +79,18 @@ __all__ = (
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",
     "Problem", "check", "compact", "entry_view", "export", "trim",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "kind_of",
-    "lease_is_live", "name_of", "validate_id", "check_store_dir", "PRIOR_SET", "PRIOR_UNSET",
+    "lease_is_live", "name_of", "validate_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables",
 )
+
+# Imported on first use: the append path brings in anyio and asyncio, which reading a
+# store (`journal ls`, `journal show`) does without.
+_LAZY = {"Committer": "._committer", "Durability": "._committer"}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value

@@ -30,6 +30,7 @@ from journal import (
     encode_value,
 )
 from journal._kvstore import HOST, lease_is_live
+from journal._lmdb import default_path
 from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 
 from . import _otel
@@ -44,10 +45,6 @@ from ._outcome import Event, Outcome
 from ._park import park, park_if_unloadable
 from ._replayer import Replayer
 from .errors import PromiseNotSettable, RollbackImpossible, TerminalError
-
-
-def default_path() -> str:
-    return os.environ.get("JOURNAL_DB") or os.path.join(os.getcwd(), ".journal")
 
 
 class Engine:

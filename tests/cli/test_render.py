@@ -75,7 +75,7 @@ def test_every_command_has_help_with_a_real_example(name):
         assert argv[0] == "journal" and argv[1] in COMMANDS
         used.append(argv[1])
         # The example parses: the options it uses exist and its arguments fit.
-        cli.commands[argv[1]].make_context(argv[1], argv[2:])
+        cli.get_command(click.Context(cli), argv[1]).make_context(argv[1], argv[2:])
     assert name in used
 
 

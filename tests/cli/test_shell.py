@@ -7,22 +7,13 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
+from ..waiting import wait_until
 from .conftest import target
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="signals and fork-free process control")
-
-
-def _wait_for(predicate, timeout=15.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _paste(line: str, db: str) -> list[str]:
@@ -87,7 +78,7 @@ def test_ctrl_c_exits_130_and_the_invocation_stays_resumable(sh, log, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=sh.env,
     )
     try:
-        _wait_for(marker.exists, what="the step to start")
+        wait_until(marker.exists, "the step to start")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     finally:
@@ -114,7 +105,7 @@ def test_ctrl_c_stops_a_worker_and_leaves_its_invocation_pending(sh, log, tmp_pa
     worker = subprocess.Popen(sh.argv("worker"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               cwd=tmp_path, env=sh.env)
     try:
-        _wait_for(marker.exists, what="the worker to start the step")
+        wait_until(marker.exists, "the worker to start the step")
         worker.send_signal(signal.SIGINT)
         _, err = worker.communicate(timeout=20)
     finally:

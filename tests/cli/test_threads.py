@@ -3,10 +3,10 @@
 import json
 import signal
 import subprocess
-import time
 
 import pytest
 
+from ..waiting import Lines, wait_until
 from .conftest import target
 
 
@@ -121,14 +121,12 @@ def _stop(*procs):
 
 
 def _wait_until_running(sh, invocation_id, proc):
-    deadline = time.monotonic() + 15
-    while True:
-        shown = sh("show", invocation_id, "--json")
-        if shown.returncode == 0 and json.loads(shown.stdout)["status"] == "running":
-            return
+    def running():
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, f"{invocation_id} never started running"
-        time.sleep(0.05)
+        shown = sh("show", invocation_id, "--json")
+        return shown.returncode == 0 and json.loads(shown.stdout)["status"] == "running"
+
+    wait_until(running, f"{invocation_id} to start running")
 
 
 def _start_holder(sh, tmp_path):
@@ -145,13 +143,13 @@ def test_run_waits_while_an_earlier_invocation_of_its_key_runs_in_another_proces
     try:
         _wait_until_running(sh, "h", holder)
         waiter = _start(sh, tmp_path, "run", target("turn"), "--key", "k", "--id", "after", "--input", '"next"')
-        time.sleep(0.5)
+        err = Lines(waiter.stderr)
+        err.wait_for("after waits for h, which runs first on key 'k'")
         assert waiter.poll() is None  # waiting its turn, not failing
+        assert json.loads(sh("state", "k", "--json").stdout)["queue"] == ["h", "after"]
         release.touch()
-        out, err = waiter.communicate(timeout=30)
-        assert waiter.returncode == 0, err
-        assert "after waits for h, which runs first on key 'k'" in err
-        assert json.loads(out) == ["held", "next", "next, after 0 turns"]
+        assert waiter.wait(timeout=60) == 0, err.text()
+        assert json.loads(waiter.stdout.read()) == ["held", "next", "next, after 0 turns"]
         assert holder.wait(timeout=30) == 0
     finally:
         _stop(holder, *([waiter] if waiter else []))
@@ -165,15 +163,12 @@ def test_ctrl_c_while_waiting_for_its_turn_leaves_the_invocation_queued(sh, tmp_
     try:
         _wait_until_running(sh, "h", holder)
         waiter = _start(sh, tmp_path, "run", target("turn"), "--key", "k", "--id", "after", "--input", '"next"')
-        deadline = time.monotonic() + 15
-        while '"after"' not in sh("state", "k", "--json").stdout:
-            assert time.monotonic() < deadline, "the second turn never joined the queue"
-            time.sleep(0.05)
-        time.sleep(0.3)
+        # Once it says it waits, it is in the loop that Ctrl-C must leave cleanly.
+        err = Lines(waiter.stderr)
+        err.wait_for("after waits for h, which runs first on key 'k'")
         waiter.send_signal(signal.SIGINT)
-        _, err = waiter.communicate(timeout=15)
-        assert waiter.returncode == 130, err
-        assert f"journal resume after --db {db}" in err
+        assert waiter.wait(timeout=60) == 130, err.text()
+        assert f"journal resume after --db {db}" in err.text()
         assert json.loads(sh("state", "k", "--json").stdout)["queue"] == ["h", "after"]
         release.touch()
         assert holder.wait(timeout=30) == 0

@@ -74,7 +74,7 @@ class Workspace:
         assert returncode == code, f"exit {returncode}, expected {code}\nstdout:\n{out}\nstderr:\n{err}"
         return json.loads(out)
 
-    def kill_when(self, proc: subprocess.Popen[str], ready, timeout: float = 30) -> None:
+    def kill_when(self, proc: subprocess.Popen[str], ready, timeout: float = 60) -> None:
         """SIGKILL `proc` as soon as `ready()` is true: no cleanup, no lease given back."""
         deadline = time.monotonic() + timeout
         while not ready():

@@ -69,7 +69,7 @@ async def test_tool_calls_of_one_round_run_concurrently(workspace, monkeypatch):
         started += 1
         if started == 3:
             all_started.set()
-        with anyio.fail_after(5):  # run one at a time, and the first would wait here forever
+        with anyio.fail_after(60):  # run one at a time, and the first would wait here forever
             await all_started.wait()
         return []
 

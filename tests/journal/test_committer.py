@@ -7,6 +7,7 @@ from journal import Append, Committer, LmdbStore, MemoryStore, decode_entry, dec
 from journal import _flusher
 from journal.errors import LeaseLost, StoreError
 
+from ..waiting import until
 from .helpers import acquire, create, step
 
 pytestmark = pytest.mark.anyio
@@ -68,11 +69,8 @@ async def test_async_mode_commits_before_returning_and_flushes_in_the_background
     await committer.submit(Append("inv-1", epoch, [(1, step("a", "v"))]))
     assert decode_value(decode_entry(store.entries("inv-1")[1][1]).value) == "v"
     assert store._sync_thread is not None and store._sync_thread.is_alive()
-    for _ in range(50):  # the background flusher clears the dirty flag within ~100 ms
-        if not store._dirty.is_set():
-            break
-        await anyio.sleep(0.02)
-    assert not store._dirty.is_set()
+    # the background flusher clears the dirty flag within ~100 ms (on an idle machine)
+    await until(lambda: not store._dirty.is_set(), "the background flusher to clear the dirty flag")
     store.close()
 
 
@@ -122,11 +120,8 @@ async def test_the_fsync_thread_exits_when_idle_and_comes_back_on_demand(tmp_pat
     await committer.submit(Append("inv-1", epoch, [(1, step())]))
     thread = committer._flusher._thread
     assert thread is not None and thread.name == "journal-fsync"
-    for _ in range(100):
-        if not thread.is_alive():
-            break
-        await anyio.sleep(0.02)
-    assert not thread.is_alive() and committer._flusher._thread is None
+    await until(lambda: not thread.is_alive(), "the idle fsync thread to exit")
+    assert committer._flusher._thread is None
     await committer.submit(Append("inv-1", epoch, [(2, step())]))
     assert committer._flusher._thread is not None
     assert store.entry_count("inv-1") == 3
@@ -150,7 +145,7 @@ async def test_a_failed_start_of_the_fsync_thread_is_reported_and_the_next_fsync
     monkeypatch.setattr(threading.Thread, "start", fail_once)
     with pytest.raises(RuntimeError, match="can't start new thread"):
         await committer.submit(Append("inv-1", epoch, [(1, step())]))
-    with anyio.fail_after(5):  # not left waiting on a thread that never ran
+    with anyio.fail_after(60):  # not left waiting on a thread that never ran
         await committer.submit(Append("inv-1", epoch, [(2, step())]))
     assert store.entry_count("inv-1") == 3
     store.close()

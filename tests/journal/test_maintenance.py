@@ -124,16 +124,21 @@ def test_a_crash_during_compact_loses_nothing(tmp_path):
         import sys
         from journal import LmdbStore, compact
         with LmdbStore(sys.argv[1]) as s:
+            print("compacting", flush=True)
             while True:
                 compact(s)
     """)
-    for delay in (0.05, 0.15, 0.3):
-        proc = subprocess.Popen([sys.executable, "-c", code, path], env=dict(os.environ, PYTHONPATH=root))
+    # Killed once it compacts (however long its start-up takes), at moments spread over its loop.
+    for delay in (0.0, 0.05, 0.15, 0.3):
+        proc = subprocess.Popen([sys.executable, "-c", code, path], env=dict(os.environ, PYTHONPATH=root),
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline() == "compacting\n"
         try:
             proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
-            proc.wait()
+        proc.communicate(timeout=60)
+        assert proc.returncode == -signal.SIGKILL
         with LmdbStore(path) as store:
             assert len(store.list()) == 30
             assert all(store.entry_count(f"i{i}") == 40 for i in range(30))

@@ -3,10 +3,13 @@ runs, and afterwards no completed step ran again, no entry was lost, and every i
 finished with the reference result.
 
 Workers are started ahead of time (one waits, warm, while another works) so that the
-runs cost the work and not Python's start-up; each is killed after a random delay while
-it resumes a batch of invocations on a real LMDB store. Batches alternate between `sync`
-and `async` durability (both survive a killed process). The random seed is printed on
-failure.
+runs cost the work and not Python's start-up; each is killed while it resumes a batch of
+invocations on a real LMDB store, at a random moment of its work: after a random number
+of new lines in the side-effect log, plus a random few milliseconds. Counting its work
+rather than the clock keeps the kills spread over the work however loaded the machine
+is, and every killed run leaves progress behind, so a batch always finishes. Batches
+alternate between `sync` and `async` durability (both survive a killed process). The
+random seed is printed on failure.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -26,12 +28,15 @@ import pytest
 from journal import Emitted, LmdbStore, Status, Step, decode_entry, decode_value
 from runtime import Engine
 
+from ..waiting import wait_until
 from .crash_worker import STEPS, crash_agent, expected
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = 200  # killed worker runs, at least
 BATCH = 40  # invocations per batch
-MAX_SECONDS = 150
+MOST_LINES = 120  # a run is killed after 1 to this many new side-effect log lines (a batch writes 480)
+MOST_EXTRA = 0.01  # ... and then up to this many seconds more
+MAX_RUNS = 4 * BATCH * len(STEPS) * 2  # a hang guard: each killed run adds at least one line
 
 
 class Workers:
@@ -44,6 +49,18 @@ class Workers:
         self.killed: set[int] = set()
         self.exited = 0
         self.spawned = 0
+        self._log_bytes = 0
+        self._log_lines = 0
+
+    def log_lines(self) -> int:
+        """Lines in the side-effect log so far (read incrementally: it only grows)."""
+        if self.log.exists():
+            with open(self.log, "rb") as f:
+                f.seek(self._log_bytes)
+                more = f.read()
+            self._log_bytes += len(more)
+            self._log_lines += more.count(b"\n")
+        return self._log_lines
 
     def _spawn(self) -> subprocess.Popen:
         env = {**os.environ, "CRASH_LOG": str(self.log), "PYTHONPATH": str(ROOT)}
@@ -57,18 +74,22 @@ class Workers:
         proc.err_path = err_path  # type: ignore[attr-defined]
         return proc
 
-    def run_one(self, rng: random.Random, max_delay: float) -> None:
-        """Let the next worker go, and SIGKILL it after a random delay unless it finished first."""
+    def run_one(self, rng: random.Random) -> None:
+        """Let the next worker go, and SIGKILL it at a random point of its work unless it finished first."""
         self.warm = [p for p in self.warm if p.args[-1] == self.durability or _discard(p)]
         while len(self.warm) <= self.ahead:
             self.warm.append(self._spawn())
         proc = self.warm.pop(0)
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline().strip() == b"ready", _stderr(proc)
+        target = self.log_lines() + rng.randint(1, MOST_LINES)
+        extra = rng.uniform(0, MOST_EXTRA)
         proc.stdin.write(b"go\n")
         proc.stdin.flush()
+        wait_until(lambda: proc.poll() is not None or self.log_lines() >= target,
+                   f"worker {proc.pid} to write its side effects")
         try:
-            proc.wait(timeout=rng.uniform(0, max_delay))
+            proc.wait(timeout=extra)  # a random moment after that side effect, if it is still running
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -118,26 +139,25 @@ def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_pa
     db, log = tmp_path / "journal", tmp_path / "effects.log"
     workers = Workers(db, log, tmp_path)
     invocations: dict[str, int] = {}
-    deadline = time.monotonic() + MAX_SECONDS
     batches = 0
     store = None
     try:
         while len(workers.killed) < KILLS:
-            assert time.monotonic() < deadline, f"too slow: {len(workers.killed)} kills (seed {seed})"
             workers.durability = "sync" if batches % 2 == 0 else "async"
             batch = anyio.run(_start_batch, db, batches * BATCH)
             batches += 1
             invocations.update(batch)
             store = store or LmdbStore(db)
             ids = [i for i, _ in batch]
+            runs = 0
             while _unfinished(store, ids):
-                assert time.monotonic() < deadline, (
-                    f"batch {batches} did not finish: "
+                runs += 1
+                assert runs <= MAX_RUNS, (
+                    f"batch {batches} did not finish after {MAX_RUNS} runs: "
                     f"{[(i, store.require(i).status.value, store.require(i).divergence) for i in ids if not store.require(i).finished]}"
                     f" (seed {seed})"
                 )
-                # Kill within the time a batch takes, so the moments spread over all of its work.
-                workers.run_one(rng, max_delay=0.3)
+                workers.run_one(rng)
     finally:
         workers.close()
     try:

@@ -22,6 +22,9 @@ async def counted_steps(ctx: Context, args: dict) -> list:
         out.append(await ctx.run(f"step-{i}", _effect, args["log"], f"step-{i}"))
         if args.get("pause"):
             await anyio.sleep(args["pause"])
+        if i + 1 == args.get("hold_after"):  # busy until the file `release` exists
+            while not os.path.exists(args["release"]):
+                await anyio.sleep(0.01)
     return out
 
 

@@ -6,6 +6,7 @@ import pytest
 from journal import Status, decode_entry, decode_value, kind_of
 from runtime import Context, PromiseRejected, StepTimeout, TerminalError
 
+from ..waiting import until
 from .test_replay import Crash
 
 pytestmark = pytest.mark.anyio
@@ -140,7 +141,7 @@ async def test_stream_delivers_each_event_once_in_order_across_a_replay(open_eng
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
-            await anyio.sleep(0.1)
+            await until(lambda: len(received) == 3, "the stream to deliver the events journaled so far")
             await engine.resolve("s", "more", True)
             await engine.resume("s")  # replays the first three emits: not delivered again
     assert [chunk for _, chunk in received] == [0, 1, 2, 3]
@@ -416,8 +417,7 @@ async def test_select_journals_the_winner_and_replay_picks_the_same(open_engine,
         return "fast"
 
     async def slow():
-        await anyio.sleep(0.2)
-        return "slow"
+        await anyio.sleep_forever()  # loses the race whatever the load: select cancels it
 
     async def agent(ctx: Context) -> list:
         index, value = await ctx.select(ctx.run("slow", slow), ctx.run("fast", fast))
@@ -455,8 +455,7 @@ async def test_a_long_promise_timeout_suspends_and_wakes_on_the_timer(open_engin
     async with open_engine(inline_sleep_limit=0.05) as engine:
         out = await engine.run(agent, id="lt")
         assert out.status == Status.SUSPENDED and out.waiting == "answer" and out.wake_at is not None
-        await anyio.sleep(0.35)
-        assert engine.runnable() == ["lt"]
+        await until(lambda: engine.runnable() == ["lt"], "the timeout's timer to fall due")
         assert (await engine.resume("lt")).result == "timed out"
 
 
@@ -544,7 +543,7 @@ async def test_run_of_an_invocation_queued_behind_a_suspended_one_returns_pendin
 
     async with open_engine() as engine:
         await engine.run(waits, 1, key="q", id="first")
-        with anyio.fail_after(2):
+        with anyio.fail_after(60):  # a hang guard
             out = await engine.run(waits, 2, key="q", id="second")
     assert out.status == Status.PENDING and out.waiting == "turn:first"
 
@@ -759,8 +758,7 @@ async def test_a_crash_after_a_select_was_won_replays_the_same_winner(open_engin
         return "quick"
 
     async def leisurely():
-        await anyio.sleep(0.2)
-        return "leisurely"
+        await anyio.sleep_forever()  # loses the race whatever the load: select cancels it
 
     async def racer(ctx: Context) -> list:
         won = list(await ctx.select(ctx.run("leisurely", leisurely), ctx.run("quick", quick)))

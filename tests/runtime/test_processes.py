@@ -5,12 +5,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import anyio
 import pytest
 
 from journal import LmdbStore, Status, check
+
+from ..waiting import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -52,12 +53,11 @@ def _lines(path):
 
 
 def test_sigkill_mid_run_then_resume_reruns_no_completed_step(tmp_path):
-    log = tmp_path / "effects.log"
-    args = {"steps": 30, "log": str(log), "pause": 0.01}
+    log, release = tmp_path / "effects.log", tmp_path / "release"
+    # Held after step 25 until released, so that the kill lands mid-run however slow this test is.
+    args = {"steps": 30, "log": str(log), "pause": 0.01, "hold_after": 25, "release": str(release)}
     proc = _spawn(tmp_path / "db", "run", "k", args)
-    deadline = time.monotonic() + 30
-    while len(_lines(log)) < 12 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: len(_lines(log)) >= 12 or proc.poll() is not None, "12 steps to run")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = _lines(log)
@@ -65,6 +65,7 @@ def test_sigkill_mid_run_then_resume_reruns_no_completed_step(tmp_path):
         journaled = store.entry_count("k") - 1
         assert store.get("k").status == Status.RUNNING  # the dead owner never finished
     assert journaled >= 12 - 1
+    release.touch()
     # The dead owner's pid is gone, so another process takes over at once.
     resumed = _spawn(tmp_path / "db", "resume", "k", args, stdout=subprocess.PIPE, text=True)
     out, _ = resumed.communicate(timeout=60)

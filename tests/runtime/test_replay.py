@@ -6,6 +6,8 @@ import pytest
 from journal import Status, decode_entry, decode_value, kind_of
 from runtime import Context, NondeterminismError
 
+from ..waiting import leases_lapsed
+
 pytestmark = pytest.mark.anyio
 
 
@@ -18,7 +20,7 @@ async def _crash_then_resume(open_engine, first, second, *, id="inv", input=None
     async with open_engine(lease_ttl=0.05) as engine:
         with pytest.raises(Crash):
             await engine.run(first, input, id=id, key=key)
-    await anyio.sleep(0.06)  # the crashed owner's lease lapses
+        await leases_lapsed(engine.store)
     async with open_engine() as engine:
         engine.register(second)
         # Resume runs whatever handler entry 0 names; point it at the new code.
@@ -216,15 +218,19 @@ async def test_concurrent_steps_keep_their_idempotency_keys_and_uuids_across_a_c
     ids: dict[str, set] = {"alice": set(), "bob": set()}
     crash = {"armed": True}
 
+    bob_charging = anyio.Event()
+
     async def lookup(who):
-        await anyio.sleep(0.02 if who == "alice" else 0.0)  # bob finishes first the first time
+        if who == "alice":
+            await bob_charging.wait()  # bob finishes first the first time
         return who
 
     async def charge(who):
         keys[who].append(current_step().idempotency_key)
         if crash["armed"]:
             if who == "bob":
-                await anyio.sleep(0.1)  # still charging when the process dies
+                bob_charging.set()
+                await anyio.sleep_forever()  # still charging when the process dies
             else:
                 crash["armed"] = False
                 raise Crash()
@@ -241,7 +247,7 @@ async def test_concurrent_steps_keep_their_idempotency_keys_and_uuids_across_a_c
     async with open_engine(lease_ttl=0.05) as engine:
         with pytest.raises(BaseException):
             await engine.run(agent, id="pay")
-    await anyio.sleep(0.06)
+        await leases_lapsed(engine.store)
     async with open_engine() as engine:
         done = await engine.resume("pay")
     assert done.result == ["charged alice", "charged bob"]

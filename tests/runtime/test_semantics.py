@@ -8,6 +8,8 @@ import pytest
 from journal import Status, decode_entry, decode_value, kind_of
 from runtime import Cancelled, Context, InvocationConflict, PromiseRejected, TerminalError
 
+from ..waiting import leases_lapsed
+
 pytestmark = pytest.mark.anyio
 
 
@@ -103,10 +105,12 @@ async def test_after_a_crash_that_committed_seq_2_but_not_seq_1_only_seq_1_rerun
     from .test_replay import Crash
 
     gate = {"crash": True}
+    a_claimed, b_committed = anyio.Event(), anyio.Event()
 
     async def slow_then_crash():
-        await anyio.sleep(0.05)
+        a_claimed.set()
         if gate["crash"]:
+            await b_committed.wait()
             gate["crash"] = False
             raise Crash()  # dies after its sibling committed, before its own commit
         return "slow-result"
@@ -118,8 +122,9 @@ async def test_after_a_crash_that_committed_seq_2_but_not_seq_1_only_seq_1_rerun
             out["a"] = await ctx.run("a", slow_then_crash)
 
         async def b():
-            await anyio.sleep(0.01)  # so "a" claims seq 1 on every backend
+            await a_claimed.wait()  # so "a" claims seq 1 on every backend
             out["b"] = await ctx.run("b", calls("b"))
+            b_committed.set()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(a)
@@ -130,7 +135,7 @@ async def test_after_a_crash_that_committed_seq_2_but_not_seq_1_only_seq_1_rerun
         with pytest.raises(BaseException):
             await engine.run(agent, id="gap")
         assert [s for s, _ in engine.store.entries("gap")] == [0, 2]
-    await anyio.sleep(0.06)
+        await leases_lapsed(engine.store)
     async with open_engine() as engine:
         done = await engine.resume("gap")
     assert done.result == ["slow-result", "b:()"] and calls.counts == {"b": 1}
@@ -262,16 +267,26 @@ async def test_cancel_reaches_a_suspended_handler_which_runs_compensation(open_e
 
 
 async def test_cancel_of_a_running_invocation_arrives_at_its_next_context_call(open_engine, calls):
-    started = anyio.Event()
+    started, request_seen = anyio.Event(), anyio.Event()
 
     async def agent(ctx: Context) -> str:
         await ctx.run("first", calls("first"))
         started.set()
-        await anyio.sleep(0.5)  # busy outside the journal
+        await request_seen.wait()  # busy outside the journal until the request reaches this process
         await ctx.run("second", calls("second"))
         return "finished"
 
     async with open_engine(poll_interval=0.02) as engine:
+        read = engine.store.get
+
+        def get(invocation_id):
+            # The lease watcher reads the record and hands a request on before it next awaits.
+            record = read(invocation_id)
+            if record is not None and record.cancel_requested:
+                request_seen.set()
+            return record
+
+        engine.store.get = get
         async with anyio.create_task_group() as tg:
             results = []
 

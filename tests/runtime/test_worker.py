@@ -9,6 +9,8 @@ from journal import Status, decode_entry, kind_of
 from journal.errors import StoreError
 from runtime import Context
 
+from ..waiting import DEADLINE, until
+
 pytestmark = pytest.mark.anyio
 
 
@@ -37,8 +39,7 @@ async def test_a_long_sleep_suspends_and_resumes_with_only_the_time_left(open_en
         assert engine.store.lease("t").owner == ""
         early = await engine.resume("t")  # too early: replays, sees time left, suspends again
         assert early.status == Status.SUSPENDED
-        await anyio.sleep(0.3)
-        assert engine.runnable() == ["t"]
+        await until(lambda: engine.runnable() == ["t"], "the timer to fall due")
         done = await engine.resume("t")
     assert done.result == "after:()" and calls.counts == {"before": 1, "after": 1}
 
@@ -55,12 +56,10 @@ async def test_the_worker_wakes_due_timers_and_resolved_promises(open_engine, ca
         assert (await engine.run(sleeper, id="sl")).status == Status.SUSPENDED
         assert (await engine.run(waiter, id="w")).status == Status.SUSPENDED
         await engine.resolve("w", "go", "went")
-        with anyio.move_on_after(3):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(engine.serve)
-                while not all(engine.store.get(i).finished for i in ("sl", "w")):
-                    await anyio.sleep(0.02)
-                tg.cancel_scope.cancel()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.serve)
+            await until(lambda: all(engine.store.get(i).finished for i in ("sl", "w")), "the worker to finish both")
+            tg.cancel_scope.cancel()
         assert (await engine.get("sl")).result == "slept:()"
         assert (await engine.get("w")).result == "went"
 
@@ -109,23 +108,26 @@ async def test_serve_with_idle_exit_drains_the_queue(open_engine):
         assert all(engine.store.get(f"q{i}").status == Status.COMPLETED for i in range(20))
 
 
-async def _a_rival_cannot_take_over(db, invocation_id):
+async def _a_rival_cannot_take_over(db, store, invocation_id):
     """Past the first expiry of a 0.3 s lease, only its renewal keeps another engine out."""
+    import time
+
     from runtime import Engine, InvocationBusy
 
-    await anyio.sleep(0.45)
+    first_expiry = store.lease(invocation_id).expires_at
+    await until(lambda: time.time_ns() // 1000 > first_expiry, "the lease's first expiry to pass")
     async with Engine.open(db) as rival:
         with pytest.raises(InvocationBusy):
             await rival.resume(invocation_id)
 
 
 async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
-    started = anyio.Event()
+    started, checked = anyio.Event(), anyio.Event()
 
     async def long(ctx: Context) -> str:
         await ctx.run("a", lambda: 1)
         started.set()
-        await anyio.sleep(0.6)  # twice the lease's time to live
+        await checked.wait()  # busy for longer than the lease's time to live
         return await ctx.run("b", lambda: "done")
 
     async with open_engine(lease_ttl=0.3, poll_interval=0.02) as owner:
@@ -137,39 +139,44 @@ async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
 
             tg.start_soon(run)
             await started.wait()
-            await _a_rival_cannot_take_over(tmp_path / "db", "lease")
+            await _a_rival_cannot_take_over(tmp_path / "db", owner.store, "lease")
+            checked.set()
         assert results[0].result == "done"
 
 
 @contextlib.contextmanager
 def _failing_reads(store, message, *, when=lambda: True, once=False):
-    """Make `store.get`, the lease watcher's read, raise StoreError(message) while `when()` holds."""
-    real_get, failed = store.get, []
+    """Make `store.get`, the lease watcher's read, raise StoreError(message) while `when()` holds.
+
+    Yields an event set at the first failure: the watcher has recorded it by the time a
+    task waiting on the event runs, since it records it before it next awaits."""
+    real_get, failed = store.get, anyio.Event()
 
     def get(invocation_id):
-        if when() and not (once and failed):
-            failed.append(1)
+        if when() and not (once and failed.is_set()):
+            failed.set()
             raise StoreError(message)
         return real_get(invocation_id)
 
     store.get = get
     try:
-        yield
+        yield failed
     finally:
         store.get = real_get
 
 
 async def test_a_store_failure_seen_by_the_lease_watcher_stops_the_handler_with_that_error(open_engine, calls):
-    started = anyio.Event()
+    started, failed = anyio.Event(), []
 
     async def agent(ctx: Context) -> str:
         await ctx.run("a", calls("a"))
         started.set()
-        await anyio.sleep(0.3)  # the watcher looks at the store meanwhile
+        await failed[0].wait()  # busy outside the journal while the watcher's read fails
         return await ctx.run("b", calls("b"))
 
     async with open_engine(poll_interval=0.02) as engine:
-        with _failing_reads(engine.store, "the store went away", when=started.is_set):
+        with _failing_reads(engine.store, "the store went away", when=started.is_set) as failure:
+            failed.append(failure)
             with pytest.raises(StoreError, match="the store went away"):
                 await engine.run(agent, id="w")
         # Nothing was decided about the handler: it stays resumable, and step "b" never ran.
@@ -179,27 +186,30 @@ async def test_a_store_failure_seen_by_the_lease_watcher_stops_the_handler_with_
 
 async def test_a_store_failure_seen_by_the_lease_watcher_wakes_a_waiting_sleep(open_engine):
     async def agent(ctx: Context) -> str:
-        await ctx.sleep(5)  # waited inline (under the inline sleep limit)
+        await ctx.sleep(3600)  # waited inline (under the inline sleep limit)
         return "woke"
 
-    async with open_engine(poll_interval=0.02) as engine:
-        with _failing_reads(engine.store, "the store went away"), anyio.fail_after(3):  # not the full 5 s
+    async with open_engine(poll_interval=0.02, inline_sleep_limit=7200) as engine:
+        with _failing_reads(engine.store, "the store went away"), anyio.fail_after(DEADLINE):  # not the full hour
             with pytest.raises(StoreError, match="the store went away"):
                 await engine.run(agent, id="w")
         assert engine.store.get("w").status == Status.PENDING
 
 
 async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_completed(open_engine, calls):
-    armed = []
+    armed, failed = [], []
 
     async def agent(ctx: Context) -> str:
         await ctx.run("a", calls("a"))
         armed.append(1)
-        await anyio.sleep(0.2)  # the watcher fails meanwhile; the handler makes no more context calls
+        if failed[0] is not None:  # not on the resume below
+            await failed[0].wait()  # the watcher fails meanwhile; the handler makes no more context calls
+            failed[0] = None
         return "done"
 
     async with open_engine(poll_interval=0.02) as engine:
-        with _failing_reads(engine.store, "a read failed", when=lambda: bool(armed), once=True):
+        with _failing_reads(engine.store, "a read failed", when=lambda: bool(armed), once=True) as failure:
+            failed.append(failure)
             with pytest.raises(StoreError, match="a read failed"):
                 await engine.run(agent, id="w")
         assert engine.store.get("w").status == Status.PENDING
@@ -208,11 +218,11 @@ async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_complete
 
 
 async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_failed_to_read(open_engine, tmp_path):
-    in_step = anyio.Event()
+    in_step, checked = anyio.Event(), anyio.Event()
 
     async def long_step() -> str:
         in_step.set()
-        await anyio.sleep(0.6)  # twice the lease's time to live
+        await checked.wait()  # runs for longer than the lease's time to live
         return "done"
 
     async def agent(ctx: Context) -> str:
@@ -231,5 +241,6 @@ async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_fa
 
                 tg.start_soon(run)
                 await in_step.wait()
-                await _a_rival_cannot_take_over(tmp_path / "db", "lease")
+                await _a_rival_cannot_take_over(tmp_path / "db", owner.store, "lease")
+                checked.set()
         assert errors == ["reads fail"]
