@@ -8,7 +8,7 @@ from typing import Any
 import click
 import msgspec
 
-from journal import InvocationRecord, LmdbStore, Status, decode_value, lease_is_live
+from journal import InvocationRecord, LmdbStore, Status, decode_value
 from journal.errors import CorruptEntry
 
 from . import _render as render
@@ -34,7 +34,7 @@ def _queued(store: LmdbStore, record: InvocationRecord | None, invocation_id: st
 
 
 def _state_of(store: LmdbStore, record: InvocationRecord, now_us: int) -> str:
-    if record.status == Status.RUNNING and not lease_is_live(store.lease(record.id), now_us):
+    if record.status == Status.RUNNING and store.live_lease(record.id, now_us) is None:
         return "running, but its process is gone"
     if record.status == Status.SUSPENDED and record.waiting is not None:
         return f"suspended on promise {record.waiting!r}"
@@ -43,7 +43,7 @@ def _state_of(store: LmdbStore, record: InvocationRecord, now_us: int) -> str:
 
 def unblock_hint(store: LmdbStore, head: InvocationRecord, now_us: int, db: str | None) -> str | None:
     """What to do when the invocation at the head of the queue is one that nobody is running."""
-    if head.status == Status.RUNNING and lease_is_live(store.lease(head.id), now_us):
+    if head.status == Status.RUNNING and store.live_lease(head.id, now_us) is not None:
         return None
     if head.status == Status.SUSPENDED:
         if head.waiting is None:

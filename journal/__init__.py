@@ -48,12 +48,14 @@ from ._maintenance import export as export
 from ._maintenance import trim as trim
 from ._memory import MemoryStore as MemoryStore
 from ._records import FINISHED as FINISHED
+from ._records import HOST as HOST
 from ._records import InvocationRecord as InvocationRecord
 from ._records import Lease as Lease
 from ._records import Resolution as Resolution
 from ._records import Status as Status
 from ._store import Acquire as Acquire
 from ._store import Continue as Continue
+from ._store import OpResult as OpResult
 from ._store import Append as Append
 from ._store import Renew as Renew
 from ._store import RequestCancel as RequestCancel
@@ -63,7 +65,7 @@ from ._store import Store as Store
 from ._store import Transition as Transition
 
 __all__ = (
-    "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
+    "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
     "Acquire", "Append", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
     "StateKeys", "StateSet", "Continue", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "Now", "Patched",

@@ -58,7 +58,7 @@ class Committer:
         self._filling: _Batch | None = None  # collecting operations while another batch is in flight
         self._in_flight: _Batch | None = None  # being committed and fsynced
         self._flusher = Flusher(store.sync)
-        if self.durability is Durability.ASYNC and hasattr(store, "start_background_sync"):
+        if self.durability is Durability.ASYNC:
             store.start_background_sync(0.1)
         self.batches = 0  # how many transactions+fsyncs the sync path made (for benchmarks)
 

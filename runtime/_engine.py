@@ -20,6 +20,7 @@ from journal import (
     Emitted,
     ErrorInfo,
     Failed,
+    HOST,
     InvocationRecord,
     LmdbStore,
     Renew,
@@ -37,7 +38,6 @@ from journal import (
     encode_entry,
     encode_value,
 )
-from journal._kvstore import HOST, lease_is_live
 from journal.errors import InvocationBusy, InvocationConflict, JournalError, LeaseLost
 
 from ._beside import beside
@@ -160,7 +160,7 @@ class Engine:
         record = self.store.get(invocation_id)
         return (
             record is not None and record.status == Status.RUNNING
-            and lease_is_live(self.store.lease(invocation_id), now_us())
+            and self.store.live_lease(invocation_id, now_us()) is not None
         )
 
     async def resume(self, invocation_id: str) -> Outcome:
@@ -177,7 +177,7 @@ class Engine:
     async def _wait_while_running(self, invocation_id: str, until_settled: bool = False) -> InvocationRecord:
         while True:
             record = self.store.require(invocation_id)
-            busy = record.status == Status.RUNNING and lease_is_live(self.store.lease(invocation_id), now_us())
+            busy = record.status == Status.RUNNING and self.store.live_lease(invocation_id, now_us()) is not None
             if until_settled:
                 busy = busy or record.status == Status.PENDING
             if not busy:
@@ -245,7 +245,7 @@ class Engine:
         if record is None:  # finished long ago and trimmed: its result is in the parent's journal
             return
         runnable = record.status == Status.PENDING or (
-            record.status == Status.RUNNING and not lease_is_live(self.store.lease(child_id), now_us())
+            record.status == Status.RUNNING and self.store.live_lease(child_id, now_us()) is None
         )
         if runnable and child_id not in self._running:
             # In a task of its own, so the child's context variables do not leak into the parent's.
@@ -288,7 +288,7 @@ class Engine:
         now = now_us()
         ids = [r.id for r in self.store.list(Status.PENDING)]
         for record in self.store.list(Status.RUNNING):
-            if not lease_is_live(self.store.lease(record.id), now):
+            if self.store.live_lease(record.id, now) is None:
                 ids.append(record.id)
         ids += self.store.due_timers(now)
         seen: set[str] = set()
