@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import os
+import time
 from contextlib import AbstractContextManager
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
@@ -112,6 +113,9 @@ class KVStore(abc.ABC):
     def start_background_sync(self, interval: float) -> None:
         pass
 
+    def wait_for_work(self, timeout: float) -> None:
+        time.sleep(timeout)  # nothing to listen to: the caller polls
+
     def close(self) -> None:
         pass
 
@@ -189,6 +193,12 @@ class KVStore(abc.ABC):
         with self._read() as txn:
             return [k[len(prefix) + 8:].decode() for k, _ in txn.scan("keyq", prefix)]
 
+    def next_wake(self) -> int | None:
+        with self._read() as txn:
+            for key, _ in txn.scan("timers", b""):
+                return int.from_bytes(key[:8], "big")
+        return None
+
     def due_timers(self, now_us: int) -> list[str]:
         out = []
         with self._read() as txn:
@@ -220,17 +230,17 @@ class KVStore(abc.ABC):
 
         return self._transact(work)
 
-    def apply(self, ops: Sequence[Op]) -> list[Any]:
-        def work(txn: _Txn) -> list[Any]:
-            results: list[Any] = []
-            for op in ops:
-                try:
-                    results.append(_APPLY[type(op)](self, txn, op))
-                except JournalError as exc:
-                    results.append(exc)
-            return results
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
+        return self._transact(lambda txn: self._apply_all(txn, ops))
 
-        return self._transact(work)
+    def _apply_all(self, txn: _Txn, ops: Sequence[Op]) -> list[Any]:
+        results: list[Any] = []
+        for op in ops:
+            try:
+                results.append(_APPLY[type(op)](self, txn, op))
+            except JournalError as exc:
+                results.append(exc)
+        return results
 
     apply_one = Store.apply_one
 

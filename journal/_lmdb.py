@@ -121,7 +121,7 @@ class LmdbStore(KVStore):
         finally:
             txn.abort()
 
-    def apply(self, ops: Sequence[Op]) -> list[Any]:
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
         if len(ops) == 1 and ops[0].__class__ is Append:
             result = self._append_one(ops[0])
             if result is not _GENERIC:

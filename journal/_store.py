@@ -154,7 +154,10 @@ class Store(Protocol):
     def key_queue(self, key: str) -> list[str]:
         """Unfinished invocations of `key` in the order they run (the first one runs now)."""
 
-    def apply(self, ops: Sequence[Op]) -> list[OpResult | BaseException]: ...
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[OpResult | BaseException]:
+        """Run `ops` in one transaction. `durable=False`: the caller will not ask for this
+        commit to be durable (`async`); a store whose commits are durable by themselves
+        (PostgreSQL's synchronous_commit) may then commit without waiting for the disk."""
 
     @overload
     def apply_one(self, op: Acquire) -> tuple[int, InvocationRecord]: ...
@@ -174,6 +177,16 @@ class Store(Protocol):
 
     def sync(self) -> None:
         """Make every committed transaction durable (an fsync; a no-op where commits are durable)."""
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Block until an invocation may have become runnable, or `timeout` seconds pass.
+
+        PostgreSQL wakes on a NOTIFY from the transaction that made it runnable; a store
+        that cannot tell just waits out the timeout (the runtime polls those instead).
+        """
+
+    def next_wake(self) -> int | None:
+        """The earliest wake-up time (µs) of a suspended invocation's timer, if any."""
 
     def start_background_sync(self, interval: float) -> None:
         """`async` durability: make commits durable in the background within `interval` seconds."""

@@ -13,6 +13,7 @@ from journal import (
     Continue,
     LmdbStore,
     MemoryStore,
+    PostgresStore,
     Append,
     InvocationRecord,
     RequestCancel,
@@ -327,3 +328,8 @@ class TestMemoryStore(StoreContract):
 class TestLmdbStore(StoreContract):
     def make_store(self, tmp_path, request):
         return LmdbStore(tmp_path / "db")
+
+
+class TestPostgresStore(StoreContract):
+    def make_store(self, tmp_path, request):
+        return PostgresStore(request.getfixturevalue("postgres_url"))

@@ -1,0 +1,311 @@
+"""The PostgreSQL store: the same rules as LMDB (`_kvstore`), for workers on many hosts.
+
+Every rule lives in `KVStore`; this module only opens transactions. Each of its tables
+(`journal.entries`, `journal.leases`, ...) holds `(k bytea PRIMARY KEY, v bytea)` with
+the keys LMDB uses, and `bytea` sorts byte by byte, so range scans come back in the
+order the rules expect. Entries stay msgspec bytes.
+
+Transactions are SERIALIZABLE and retried whole on a serialization failure: two workers
+that read the same lease cannot both take it, and every append checks the lease epoch
+in its own transaction. Each call is one transaction on one connection, so this store
+is synchronous and `blocking`: the runtime calls it from a thread, never from the loop.
+
+A dead owner is detected when its database session ends: a store holds a session-level
+advisory lock for each owner that acquires a lease through it, and a lease whose owner's
+lock no session holds protects nobody. A host that vanishes without closing its TCP
+connections loses its leases when they expire.
+
+Durability: `apply(..., durable=True)` commits with `synchronous_commit = on` (the WAL is
+flushed before the commit returns), `durable=False` with it off. Concurrent appends of one
+process share a transaction (the committer batches them); those of different processes
+share WAL flushes in the server's own group commit.
+
+Wake-ups: a transaction that makes an invocation runnable (pending, or a timer) sends
+`NOTIFY journal_runnable` at commit; `wait_for_work` listens for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+from ._codec import DEFAULT_MAX_ENTRY_BYTES
+from ._kvstore import TABLES, KVStore, _Txn, lease_is_live
+from ._records import Lease
+from ._store import Acquire, Op
+from .errors import FormatVersionError, StoreError
+
+T = TypeVar("T")
+
+FORMAT_VERSION = 1
+SCHEMA = "journal"
+CHANNEL = "journal_runnable"
+_RETRIES = 50
+# Tables for other protocols (ordered key-value tables for checkpoints and memory) go
+# beside these, as more `(k bytea PRIMARY KEY, v bytea)` tables created in `_create_schema`.
+_LOCK_CLASS = 0x6A6F  # high half of the advisory lock keys of owners ("jo")
+
+
+def is_postgres_url(target: object) -> bool:
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def _upper(prefix: bytes) -> bytes | None:
+    """The least key greater than every key starting with `prefix` (None: no bound)."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return None
+    p[-1] += 1
+    return bytes(p)
+
+
+def owner_lock_key(owner: str) -> tuple[int, int]:
+    """The advisory lock `(classid, objid)` that a live owner's session holds."""
+    return _LOCK_CLASS, zlib.crc32(owner.encode()) & 0x7FFFFFFF
+
+
+class _PgTxn(_Txn):
+    __slots__ = ("_cur", "notify")
+
+    def __init__(self, cursor: Any) -> None:
+        self._cur = cursor
+        self.notify = False
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        row = self._cur.execute(_SQL[table]["get"], (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._cur.execute(_SQL[table]["put"], (key, value))
+        if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
+            self.notify = True
+
+    def insert(self, table: str, key: bytes, value: bytes) -> bool:
+        return self._cur.execute(_SQL[table]["insert"], (key, value)).rowcount == 1
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._cur.execute(_SQL[table]["delete"], (key,))
+
+    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        low = start if start is not None and start > prefix else prefix
+        high = _upper(prefix)
+        if high is None:
+            rows = self._cur.execute(_SQL[table]["scan_from"], (low,)).fetchall()
+        else:
+            rows = self._cur.execute(_SQL[table]["scan"], (low, high)).fetchall()
+        return iter(rows)
+
+    def owner_alive(self, owner: str) -> bool:
+        classid, objid = owner_lock_key(owner)
+        row = self._cur.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = %s::int::oid AND objid = %s::int::oid AND objsubid = 2)", (classid, objid)).fetchone()
+        return bool(row[0])
+
+
+def _statements(table: str) -> dict[str, str]:
+    t = f"{SCHEMA}.{table}"
+    return {
+        "get": f"SELECT v FROM {t} WHERE k = %s",
+        "put": f"INSERT INTO {t} (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+        "insert": f"INSERT INTO {t} (k, v) VALUES (%s, %s) ON CONFLICT (k) DO NOTHING",
+        "delete": f"DELETE FROM {t} WHERE k = %s",
+        "scan": f"SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k",
+        "scan_from": f"SELECT k, v FROM {t} WHERE k >= %s ORDER BY k",
+    }
+
+
+_SQL = {table: _statements(table) for table in TABLES}
+
+
+class PostgresStore(KVStore):
+    """A journal store in a PostgreSQL database named by a libpq URL (`postgresql://...`)."""
+
+    blocking = True
+
+    def __init__(self, url: str, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            raise StoreError(
+                "a postgresql:// store needs psycopg: pip install 'journal[postgres]'"
+            ) from None
+        self._psycopg = psycopg
+        self.path = url
+        self.max_entry_bytes = max_entry_bytes
+        self._closed = False
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._life_lock = threading.Lock()
+        self._owners: set[str] = set()  # owners whose advisory lock this store's session holds
+        self._sync_commit: bool | None = None
+        self._writer = self._connect(autocommit=False)
+        self._reader = self._connect(autocommit=True)
+        self._life = None  # holds the owners' session advisory locks; opened on first acquire
+        self._listener = None
+        try:
+            self._create_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({_redact(self.path)!r})"
+
+    def _connect(self, *, autocommit: bool) -> Any:
+        try:
+            conn = self._psycopg.connect(self.path, autocommit=autocommit)
+        except self._psycopg.Error as exc:
+            raise StoreError(f"cannot connect to the journal store at {_redact(self.path)}: {exc}") from None
+        if not autocommit:
+            conn.isolation_level = self._psycopg.IsolationLevel.SERIALIZABLE
+        return conn
+
+    def _create_schema(self) -> None:
+        with self._write_lock, self._guard():
+            conn = self._writer
+            conn.execute("SELECT pg_advisory_xact_lock(%s::int, 0)", (_LOCK_CLASS,))  # one creator at a time
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            for table in TABLES:
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} (k bytea PRIMARY KEY, v bytea NOT NULL)")
+            row = conn.execute(f"SELECT v FROM {SCHEMA}.meta WHERE k = 'format'").fetchone()
+            if row is None:
+                conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES ('format', %s)", (str(FORMAT_VERSION).encode(),))
+            conn.commit()
+        found = bytes(row[0]) if row is not None else str(FORMAT_VERSION).encode()
+        if found != str(FORMAT_VERSION).encode():
+            raise FormatVersionError(
+                f"the store at {_redact(self.path)} has format version {found.decode(errors='replace')}, but this "
+                f"version of journal reads format {FORMAT_VERSION}; open it with the journal release that "
+                "wrote it (nothing was changed)"
+            )
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            yield
+        except self._psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL error in {_redact(self.path)}: {exc}") from None
+
+    @contextmanager
+    def _read(self) -> Iterator[_Txn]:
+        with self._read_lock, self._guard():
+            with self._reader.cursor() as cur:
+                yield _PgTxn(cur)
+
+    def _transact(self, work: Callable[[_Txn], T]) -> T:
+        return self._write(work, durable=True)
+
+    def _write(self, work: Callable[[_Txn], T], *, durable: bool) -> T:
+        errors = self._psycopg.errors
+        if self._closed:
+            raise StoreError(f"the store at {_redact(self.path)} is closed")
+        with self._write_lock:
+            conn = self._writer
+            for attempt in range(_RETRIES):
+                try:
+                    with self._guard_retryable():
+                        if self._sync_commit is not durable:
+                            conn.execute("SET synchronous_commit = " + ("on" if durable else "off"))
+                            conn.commit()
+                            self._sync_commit = durable
+                        with conn.cursor() as cur:
+                            txn = _PgTxn(cur)
+                            result = work(txn)
+                            if txn.notify:
+                                cur.execute(f"NOTIFY {CHANNEL}")
+                        conn.commit()
+                        return result
+                except (errors.SerializationFailure, errors.DeadlockDetected):
+                    conn.rollback()
+                    time.sleep(0.001 * (attempt + 1))  # back off: the other transaction is finishing
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            raise StoreError(f"PostgreSQL kept refusing a transaction as conflicting after {_RETRIES} attempts")
+
+    @contextmanager
+    def _guard_retryable(self) -> Iterator[None]:
+        errors = self._psycopg.errors
+        try:
+            yield
+        except (errors.SerializationFailure, errors.DeadlockDetected):
+            raise
+        except self._psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL error in {_redact(self.path)}: {exc}") from None
+
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
+        for op in ops:
+            if op.__class__ is Acquire:
+                self._hold_owner_lock(op.owner)
+
+        def work(txn: _Txn) -> list[Any]:
+            return self._apply_all(txn, ops)
+
+        return self._write(work, durable=durable)
+
+    def _hold_owner_lock(self, owner: str) -> None:
+        """Hold `owner`'s advisory lock in a session of this store, so its death shows."""
+        if owner in self._owners:
+            return
+        with self._life_lock, self._guard():
+            if self._life is None:
+                self._life = self._connect(autocommit=True)
+            classid, objid = owner_lock_key(owner)
+            self._life.execute("SELECT pg_advisory_lock(%s::int, %s::int)", (classid, objid))
+            self._owners.add(owner)
+
+    def _lease_live(self, txn: _Txn, lease: Lease | None, now_us: int) -> bool:
+        if not lease_is_live(lease, now_us):
+            return False
+        assert isinstance(txn, _PgTxn)
+        return txn.owner_alive(lease.owner)
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Block until an invocation may have become runnable (a NOTIFY) or `timeout` passes."""
+        if self._listener is None:
+            with self._guard():
+                self._listener = self._connect(autocommit=True)
+                self._listener.execute(f"LISTEN {CHANNEL}")
+        with self._guard():
+            for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                pass
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for conn in (self._writer, self._reader, self._life, self._listener):
+            if conn is not None:
+                try:
+                    conn.close()
+                except Exception:  # noqa: BLE001 - closing a broken connection: nothing to save
+                    pass
+
+    def __enter__(self) -> "PostgresStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _rollback(conn: Any) -> None:
+    try:
+        conn.rollback()
+    except Exception:  # noqa: BLE001 - the connection is broken; the transaction is gone with it
+        pass
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    head, sep, tail = url.partition("@")
+    if not sep or ":" not in head.split("//", 1)[-1]:
+        return url
+    scheme, _, userinfo = head.partition("//")
+    return f"{scheme}//{userinfo.split(':', 1)[0]}:***@{tail}"
