@@ -22,7 +22,7 @@ from journal import (
     Failed,
     HOST,
     InvocationRecord,
-    LmdbStore,
+    open_store,
     Renew,
     RequestCancel,
     Resolve,
@@ -50,7 +50,7 @@ from ._invocation import InvocationContext, Restart
 from ._suspend import Suspend
 from ._outcome import Event, Outcome
 from ._replayer import Replayer
-from .errors import Cancelled, NondeterminismError, TerminalError
+from .errors import Cancelled, HandlerNotFound, NondeterminismError, TerminalError
 
 
 def default_path() -> str:
@@ -74,10 +74,16 @@ class Engine:
         poll_interval: float = 0.25,
         always_replay: bool = False,
         divergence_wait: float = 0.5,
+        handlers: dict[str, Callable[..., Any] | str] | None = None,
     ) -> None:
         self.store = store
+        # The handlers this engine may run, by name; None: any handler path it can import.
+        # A worker given them never imports a path read from the store.
+        self.handlers = None if handlers is None else {
+            name: load_handler(fn) if isinstance(fn, str) else fn for name, fn in handlers.items()}
         self.durability = Durability(durability)
         self.committer = Committer(store, self.durability)
+        self._read = self.committer.read  # store calls: off the loop when the store is blocking
         self.lease_ttl = lease_ttl
         self.inline_sleep_limit = inline_sleep_limit
         self.poll_interval = poll_interval
@@ -99,7 +105,7 @@ class Engine:
         """Open the store at `path` (default `$JOURNAL_DB` or `./.journal`) and an engine on it."""
         own = store is None
         if store is None:
-            store = await anyio.to_thread.run_sync(lambda: LmdbStore(path or default_path()))
+            store = await anyio.to_thread.run_sync(lambda: open_store(path or default_path()))
         try:
             yield cls(store, **options)
         finally:
@@ -108,6 +114,19 @@ class Engine:
 
     # -- starting and running ----------------------------------------------------------------
 
+    def handler_for(self, name: str) -> Callable[..., Any]:
+        """The handler an invocation records by `name`: one this engine was given, or (without
+        `handlers`) the function at that import path."""
+        if self.handlers is None:
+            return load_handler(name)
+        try:
+            return self.handlers[name]
+        except KeyError:
+            raise HandlerNotFound(
+                f"handler {name!r} was not given to this worker, which runs only "
+                f"{', '.join(sorted(self.handlers)) or 'nothing'}; start a worker with --handler {name}=TARGET"
+            ) from None
+
     def register(self, fn: Callable[..., Any]) -> str:
         """Make `fn` loadable by its path without importing (handlers defined in tests, notebooks)."""
         return register(fn)
@@ -115,15 +134,18 @@ class Engine:
     async def start(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                     key: str | None = None, lax_input: bool = False) -> InvocationRecord:
         """Create the invocation (idempotent by id) without running it. Returns its record."""
-        fn = load_handler(handler) if isinstance(handler, str) else handler
-        path = register(fn)
+        if isinstance(handler, str) and self.handlers is not None and handler in self.handlers:
+            fn, path = self.handlers[handler], handler  # recorded by its name
+        else:
+            fn = load_handler(handler) if isinstance(handler, str) else handler
+            path = register(fn)
         raw, _ = prepare_input(fn, input, lax=lax_input)
         invocation_id = id if id is not None else _uuid.uuid4().hex
         at = now_us()
         input_digest = digest(bytes(raw))
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
         started = encode_entry(Started(path, raw, at, key, input_digest), self.store.max_entry_bytes)
-        record, created = self.store.create(record, started)
+        record, created = await self._read(self.store.create, record, started)
         if created:
             await self.committer.flush()
         return record
@@ -132,7 +154,7 @@ class Engine:
                   key: str | None = None, lax_input: bool = False) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges."""
         record = await self.start(handler, input, id=id, key=key, lax_input=lax_input)
-        fn = load_handler(record.handler)
+        fn = self.handler_for(record.handler)
         while True:
             try:
                 return await self._execute(record.id, fn)
@@ -140,27 +162,27 @@ class Engine:
                 record = await self._wait_while_running(record.id)
                 if record.status != Status.PENDING and record.status != Status.RUNNING:
                     return Outcome.of(record)
-                head = self._queue_head(record)
+                head = await self._queue_head(record)
                 if head is not None:
                     # Its key's turn belongs to another invocation: wait while that one runs;
                     # if it is waiting itself (suspended), this one waits in the queue too.
-                    ahead = self.store.get(head)
-                    if ahead is not None and not ahead.finished and not self._running_live(head):
+                    ahead = await self._read(self.store.get, head)
+                    if ahead is not None and not ahead.finished and not await self._running_live(head):
                         return Outcome(id=record.id, status=Status.PENDING, waiting=f"turn:{head}")
                 await anyio.sleep(0.02)
 
-    def _queue_head(self, record: InvocationRecord) -> str | None:
+    async def _queue_head(self, record: InvocationRecord) -> str | None:
         """The invocation ahead of `record` in its key's queue, if one is."""
         if record.key is None:
             return None
-        queue = self.store.key_queue(record.key)
+        queue = await self._read(self.store.key_queue, record.key)
         return queue[0] if queue and queue[0] != record.id else None
 
-    def _running_live(self, invocation_id: str) -> bool:
-        record = self.store.get(invocation_id)
+    async def _running_live(self, invocation_id: str) -> bool:
+        record = await self._read(self.store.get, invocation_id)
         return (
             record is not None and record.status == Status.RUNNING
-            and self.store.live_lease(invocation_id, now_us()) is not None
+            and await self._read(self.store.live_lease, invocation_id, now_us()) is not None
         )
 
     async def resume(self, invocation_id: str) -> Outcome:
@@ -168,7 +190,7 @@ class Engine:
         return await self._execute(invocation_id)
 
     async def get(self, invocation_id: str) -> Outcome:
-        return Outcome.of(self.store.require(invocation_id))
+        return Outcome.of(await self._read(self.store.require, invocation_id))
 
     async def wait(self, invocation_id: str) -> Outcome:
         """Wait until the invocation is finished, suspended or diverged (someone else may run it)."""
@@ -176,8 +198,9 @@ class Engine:
 
     async def _wait_while_running(self, invocation_id: str, until_settled: bool = False) -> InvocationRecord:
         while True:
-            record = self.store.require(invocation_id)
-            busy = record.status == Status.RUNNING and self.store.live_lease(invocation_id, now_us()) is not None
+            record = await self._read(self.store.require, invocation_id)
+            busy = record.status == Status.RUNNING and (
+                await self._read(self.store.live_lease, invocation_id, now_us()) is not None)
             if until_settled:
                 busy = busy or record.status == Status.PENDING
             if not busy:
@@ -200,9 +223,9 @@ class Engine:
 
     async def cancel(self, invocation_id: str, *, run: bool = True) -> Outcome:
         """Ask the invocation to cancel. If nobody runs it, run it here so the handler receives `Cancelled`."""
-        record = self.store.require(invocation_id)
+        record = await self._read(self.store.require, invocation_id)
         while record.continued_as is not None:  # the logical run goes on in its latest generation
-            record = self.store.require(record.continued_as)
+            record = await self._read(self.store.require, record.continued_as)
         invocation_id = record.id
         if record.waiting is not None and record.waiting.startswith("child:"):
             await self.cancel(record.waiting[len("child:"):], run=run)  # the child it awaits goes first
@@ -212,9 +235,10 @@ class Engine:
         try:
             return await self._execute(invocation_id)
         except InvocationBusy:
-            if self._queue_head(self.store.require(invocation_id)) is not None:
+            record = await self._read(self.store.require, invocation_id)
+            if await self._queue_head(record) is not None:
                 # Queued behind another invocation of its key: it receives the cancel on its turn.
-                return Outcome.of(self.store.require(invocation_id))
+                return Outcome.of(record)
             return await self.wait(invocation_id)
 
     # -- children and streams -------------------------------------------------------------------
@@ -236,16 +260,16 @@ class Engine:
         if delay:  # created asleep, in the same transaction: a worker wakes it when it is due
             record.status, record.wake_at = Status.SUSPENDED, at + int(delay * 1e6)
         started = encode_entry(Started(path, raw, at, key, input_digest, parent), self.store.max_entry_bytes)
-        self.store.create(record, started)
+        await self._read(self.store.create, record, started)
         await self.committer.flush()
 
     async def _run_child(self, child_id: str) -> None:
         """Run an awaited child here if nobody else is running it; it may finish or suspend."""
-        record = self.store.get(child_id)
+        record = await self._read(self.store.get, child_id)
         if record is None:  # finished long ago and trimmed: its result is in the parent's journal
             return
         runnable = record.status == Status.PENDING or (
-            record.status == Status.RUNNING and self.store.live_lease(child_id, now_us()) is None
+            record.status == Status.RUNNING and await self._read(self.store.live_lease, child_id, now_us()) is None
         )
         if runnable and child_id not in self._running:
             # In a task of its own, so the child's context variables do not leak into the parent's.
@@ -264,8 +288,8 @@ class Engine:
         delivered: set[int] = set()
         floor = after  # every seq up to here was seen
         while True:
-            record = self.store.require(invocation_id)
-            for seq, data in self.store.entries(invocation_id, start=floor + 1):
+            record = await self._read(self.store.require, invocation_id)
+            for seq, data in await self._read(self.store.entries, invocation_id, floor + 1):
                 if seq in delivered:
                     continue
                 entry = decode_entry(data, invocation_id=invocation_id, seq=seq)
@@ -293,7 +317,10 @@ class Engine:
         ids += self.store.due_timers(now)
         seen: set[str] = set()
         busy = self._active | self._running
-        return [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]
+        ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]
+        if self.handlers is not None:  # others are left for a worker that was given their handler
+            ids = [i for i in ids if (r := self.store.get(i)) is not None and r.handler in self.handlers]
+        return ids
 
     async def recover(self, *, concurrency: int = 16) -> list[Outcome]:
         """Resume every invocation left pending or orphaned (its owner died or its lease expired)."""
@@ -308,7 +335,7 @@ class Engine:
                     pass
 
         async with anyio.create_task_group() as tg:
-            for invocation_id in self.runnable():
+            for invocation_id in await self._read(self.runnable):
                 tg.start_soon(one, invocation_id)
         return outcomes
 
@@ -331,13 +358,26 @@ class Engine:
 
         async with anyio.create_task_group() as tg:
             while True:
-                ids = self.runnable()
+                ids = await self._read(self.runnable)
                 for invocation_id in ids:
                     self._active.add(invocation_id)
                     tg.start_soon(one, invocation_id)
                 if idle_exit and not ids and not self._active:
                     return
-                await anyio.sleep(self.poll_interval)
+                await self._idle()
+
+    async def _idle(self) -> None:
+        """Wait for work: a blocking store (PostgreSQL) wakes us with a NOTIFY when something
+        becomes runnable, or when its next timer falls due; a local store is polled."""
+        if not self.store.blocking:
+            await anyio.sleep(self.poll_interval)
+            return
+        wake = await self._read(self.store.next_wake)
+        # Leases of dead owners on vanished hosts expire without a NOTIFY: look again now and then.
+        timeout = self.lease_ttl / 3
+        if wake is not None:
+            timeout = max(0.0, min(timeout, (wake - now_us()) / 1e6))
+        await self._read(self.store.wait_for_work, timeout)
 
     # -- execution ------------------------------------------------------------------------------
 
@@ -352,22 +392,24 @@ class Engine:
                 return outcome
 
     async def _execute_once(self, invocation_id: str, fn: Callable[..., Any] | None) -> Outcome:
-        record = self.store.require(invocation_id)
+        record = await self._read(self.store.require, invocation_id)
         if record.finished:
             return Outcome.of(record)
-        fn = fn or load_handler(record.handler)
+        fn = fn or self.handler_for(record.handler)
         if invocation_id in self._running:
             # The lease belongs to this engine already: a second execution here would take it
             # from the first one in the middle of a step.
             raise InvocationBusy(f"invocation {invocation_id!r} is already running in this process")
-        epoch, record = await self.committer.submit(
-            Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()),
-            durable=False,
-        )
+        # Marked before the acquire is awaited: a store call off the loop lets a second
+        # execution here reach this point meanwhile.
         self._running.add(invocation_id)
         try:
+            epoch, record = await self.committer.submit(
+                Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()),
+                durable=False,
+            )
             entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
-                       for seq, data in self.store.entries(invocation_id)}
+                       for seq, data in await self._read(self.store.entries, invocation_id)}
             replayer = Replayer(invocation_id, entries)
             started: Started = replayer.started()
             ctx = InvocationContext(
@@ -418,7 +460,8 @@ class Engine:
         invocation_id = ctx.invocation_id
         leaves = _leaves(exc)
         if ctx.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):
-            return Outcome.of(self.store.require(invocation_id))
+            with anyio.CancelScope(shield=True):
+                return Outcome.of(await self._read(self.store.require, invocation_id))
         interrupted = [e for e in leaves if isinstance(e, anyio.get_cancelled_exc_class())
                        or isinstance(e, (KeyboardInterrupt, SystemExit))]
         if interrupted:
@@ -476,8 +519,8 @@ class Engine:
 
     async def _continue_as_new(self, ctx: InvocationContext, cont: ContinueAsNew, epoch: int) -> Outcome:
         invocation_id = ctx.invocation_id
-        record = self.store.require(invocation_id)
-        fn = load_handler(record.handler)
+        record = await self._read(self.store.require, invocation_id)
+        fn = self.handler_for(record.handler)
         try:
             raw, _ = prepare_input(fn, cont.input)
         except (ValueError, UnencodableValue) as exc:
@@ -513,7 +556,8 @@ class Engine:
             with anyio.CancelScope(shield=True):
                 record = await ctx.finish(entry, Transition(status, now_us(), release=True, **change))
         except LeaseLost:
-            record = self.store.require(ctx.invocation_id)
+            with anyio.CancelScope(shield=True):
+                record = await self._read(self.store.require, ctx.invocation_id)
         return Outcome.of(record)
 
     async def _watch(self, ctx: InvocationContext, invocation_id: str, epoch: int) -> None:
@@ -529,7 +573,7 @@ class Engine:
             # A step in flight finishes first: renewing goes on meanwhile, each part on its own,
             # so that no other process starts that step again while it runs.
             try:
-                record = self.store.get(invocation_id)
+                record = await self._read(self.store.get, invocation_id)
                 if record is not None and record.cancel_requested:
                     ctx.request_cancel("cancel requested")
             except Exception as exc:  # noqa: BLE001

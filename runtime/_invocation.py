@@ -157,7 +157,7 @@ class InvocationContext(Composition, Context):
         self._restarting = False
         self._divergence_wait = divergence_wait
         self._exit_mode = committer.durability is Durability.EXIT
-        self._commit_inline = committer.durability is Durability.ASYNC
+        self._commit_inline = committer.commits_inline
         self._pending: list[tuple[int, bytes]] = []  # journaled by sync calls, committed with the next append
         self._pending_state: list[tuple[str, bytes | None]] = []  # state changes that go with them
         # Synchronous operations that ran live while sibling entries were still unclaimed.

@@ -119,7 +119,7 @@ async def _a_rival_cannot_take_over(db, invocation_id):
             await rival.resume(invocation_id)
 
 
-async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
+async def test_the_owner_renews_its_lease_while_it_runs(open_engine, db):
     started = anyio.Event()
 
     async def long(ctx: Context) -> str:
@@ -137,7 +137,7 @@ async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
 
             tg.start_soon(run)
             await started.wait()
-            await _a_rival_cannot_take_over(tmp_path / "db", "lease")
+            await _a_rival_cannot_take_over(db, "lease")
         assert results[0].result == "done"
 
 
@@ -207,7 +207,7 @@ async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_complete
     assert calls.counts == {"a": 1}
 
 
-async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_failed_to_read(open_engine, tmp_path):
+async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_failed_to_read(open_engine, db):
     in_step = anyio.Event()
 
     async def long_step() -> str:
@@ -231,5 +231,5 @@ async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_fa
 
                 tg.start_soon(run)
                 await in_step.wait()
-                await _a_rival_cannot_take_over(tmp_path / "db", "lease")
+                await _a_rival_cannot_take_over(db, "lease")
         assert errors == ["reads fail"]
