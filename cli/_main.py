@@ -7,8 +7,9 @@ import click
 from ._history import fork, replay
 from ._inspect import export, ls, show, tail
 from ._maintain import check, compact, trim
-from ._run import cancel, resolve, resume, run, worker
+from ._run import cancel, resolve, resume, run
 from ._state import state
+from ._workers import start, worker
 
 
 class _Ordered(click.Group):
@@ -33,7 +34,7 @@ def cli() -> None:
     """
 
 
-for _command in (run, resume, worker, ls, show, tail, state, resolve, cancel, fork, replay, trim, compact, check, export):
+for _command in (run, start, resume, worker, ls, show, tail, state, resolve, cancel, fork, replay, trim, compact, check, export):
     cli.add_command(_command)
 
 

@@ -1,4 +1,4 @@
-"""Commands that run handlers or reach running ones: run, resume, worker, resolve, cancel."""
+"""Commands that run handlers or reach running ones: run, resume, resolve, cancel."""
 
 from __future__ import annotations
 
@@ -351,38 +351,6 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
 
     _conclude(db, durability, steps, work, lambda: invocation_id, queued,
               started=started, show=show, as_json=as_json)
-
-
-@click.command()
-@db_option
-@click.option("--concurrency", type=click.IntRange(1), default=16, show_default=True,
-              help="How many invocations run at once.")
-@click.option("--until-idle", is_flag=True, help="Exit once nothing is runnable (for scripts and cron).")
-@click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
-@click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
-@edge
-def worker(db: str | None, concurrency: int, until_idle: bool, durability: str, quiet: bool) -> None:
-    """Run invocations as they become runnable, until Ctrl-C.
-
-    Picks up pending invocations, those whose owner died, and timers that are due;
-    resolved promises make their invocations pending, so the worker continues them.
-    Ctrl-C stops cleanly: invocations in flight stay pending for the next worker.
-
-    Example:
-
-    \b
-        journal worker --concurrency 32
-    """
-    importable_cwd()
-    path = store_path(db)
-    steps = Progress(not quiet, prefix_ids=True)
-    if not quiet:
-        echo_err(f"worker on {path} (pid {os.getpid()}, concurrency {concurrency}); Ctrl-C stops it")
-
-    _execute(db, durability, steps, lambda engine: engine.serve(concurrency=concurrency, idle_exit=until_idle),
-             create=True)
-    if not quiet:
-        echo_err(f"worker idle; exiting ({steps.summary()})")
 
 
 @click.command()

@@ -49,6 +49,8 @@ from ._maintenance import trim as trim
 from ._memory import MemoryStore as MemoryStore
 from ._open import open_store as open_store
 from ._postgres import PostgresStore as PostgresStore
+from ._postgres import is_postgres_url as is_postgres_url
+from ._postgres import redact_url as redact_url
 from ._records import FINISHED as FINISHED
 from ._records import HOST as HOST
 from ._records import InvocationRecord as InvocationRecord
@@ -70,7 +72,7 @@ __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
     "Acquire", "Append", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
     "StateKeys", "StateSet", "Continue", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
-    "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "Now", "Patched",
+    "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",
     "Problem", "check", "compact", "entry_view", "export", "trim",

@@ -156,13 +156,13 @@ class PostgresStore(KVStore):
             raise
 
     def __repr__(self) -> str:
-        return f"PostgresStore({_redact(self.path)!r})"
+        return f"PostgresStore({redact_url(self.path)!r})"
 
     def _connect(self, *, autocommit: bool) -> Any:
         try:
             conn = self._psycopg.connect(self.path, autocommit=autocommit)
         except self._psycopg.Error as exc:
-            raise StoreError(f"cannot connect to the journal store at {_redact(self.path)}: {exc}") from None
+            raise StoreError(f"cannot connect to the journal store at {redact_url(self.path)}: {exc}") from None
         if not autocommit:
             conn.isolation_level = self._psycopg.IsolationLevel.SERIALIZABLE
         return conn
@@ -181,7 +181,7 @@ class PostgresStore(KVStore):
         found = bytes(row[0]) if row is not None else str(FORMAT_VERSION).encode()
         if found != str(FORMAT_VERSION).encode():
             raise FormatVersionError(
-                f"the store at {_redact(self.path)} has format version {found.decode(errors='replace')}, but this "
+                f"the store at {redact_url(self.path)} has format version {found.decode(errors='replace')}, but this "
                 f"version of journal reads format {FORMAT_VERSION}; open it with the journal release that "
                 "wrote it (nothing was changed)"
             )
@@ -191,7 +191,7 @@ class PostgresStore(KVStore):
         try:
             yield
         except self._psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL error in {_redact(self.path)}: {exc}") from None
+            raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
 
     @contextmanager
     def _read(self) -> Iterator[_Txn]:
@@ -205,7 +205,7 @@ class PostgresStore(KVStore):
     def _write(self, work: Callable[[_Txn], T], *, durable: bool) -> T:
         errors = self._psycopg.errors
         if self._closed:
-            raise StoreError(f"the store at {_redact(self.path)} is closed")
+            raise StoreError(f"the store at {redact_url(self.path)} is closed")
         with self._write_lock:
             conn = self._writer
             for attempt in range(_RETRIES):
@@ -238,7 +238,7 @@ class PostgresStore(KVStore):
         except (errors.SerializationFailure, errors.DeadlockDetected):
             raise
         except self._psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL error in {_redact(self.path)}: {exc}") from None
+            raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
         for op in ops:
@@ -302,7 +302,7 @@ def _rollback(conn: Any) -> None:
         pass
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """The URL without its password, for messages."""
     head, sep, tail = url.partition("@")
     if not sep or ":" not in head.split("//", 1)[-1]:

@@ -133,13 +133,21 @@ class Engine:
 
     async def start(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                     key: str | None = None, lax_input: bool = False) -> InvocationRecord:
-        """Create the invocation (idempotent by id) without running it. Returns its record."""
+        """Create the invocation (idempotent by id) without running it. Returns its record.
+
+        `handler` is a function, a TARGET path, or a NAME: a name this engine was given in
+        `handlers`, or one recorded as is (its input unchecked) for a worker that has it."""
         if isinstance(handler, str) and self.handlers is not None and handler in self.handlers:
             fn, path = self.handlers[handler], handler  # recorded by its name
+        elif isinstance(handler, str) and _is_name(handler):
+            fn, path = None, handler  # a worker given `--handler NAME=TARGET` runs it and checks its input
         else:
             fn = load_handler(handler) if isinstance(handler, str) else handler
             path = register(fn)
-        raw, _ = prepare_input(fn, input, lax=lax_input)
+        if fn is None:
+            raw = encode_value(input)
+        else:
+            raw, _ = prepare_input(fn, input, lax=lax_input)
         invocation_id = id if id is not None else _uuid.uuid4().hex
         at = now_us()
         input_digest = digest(bytes(raw))
@@ -373,8 +381,9 @@ class Engine:
             await anyio.sleep(self.poll_interval)
             return
         wake = await self._read(self.store.next_wake)
-        # Leases of dead owners on vanished hosts expire without a NOTIFY: look again now and then.
-        timeout = self.lease_ttl / 3
+        # A worker that dies sends no NOTIFY: its session's end (or its lease's expiry) is seen
+        # by looking again, once a second, a few cheap queries when nothing else wakes us.
+        timeout = min(1.0, self.lease_ttl / 3)
         if wake is not None:
             timeout = max(0.0, min(timeout, (wake - now_us()) / 1e6))
         await self._read(self.store.wait_for_work, timeout)
@@ -587,6 +596,11 @@ class Engine:
                     return
                 except Exception as exc:  # noqa: BLE001 - tried again at the next poll
                     ctx.stop(exc)
+
+
+def _is_name(handler: str) -> bool:
+    """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
+    return ":" not in handler and "/" not in handler and os.sep not in handler
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

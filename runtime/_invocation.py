@@ -426,7 +426,7 @@ class InvocationContext(Composition, Context):
     async def _await_resolution(self, name: str, deadline: int | None) -> Any:
         """The promise's resolution; a deadline near enough is waited for here instead of suspending."""
         store = self._committer.store
-        resolution = store.resolution(self._id, name)
+        resolution = await self._committer.read(store.resolution, self._id, name)
         while resolution is None and deadline is not None:
             left = (deadline - now_us()) / 1e6
             if left <= 0 or left > self._inline_sleep_limit:
@@ -436,7 +436,7 @@ class InvocationContext(Composition, Context):
             self._raise_if_lost()
             if self.cancel_reason is not None:
                 break
-            resolution = store.resolution(self._id, name)
+            resolution = await self._committer.read(store.resolution, self._id, name)
         return resolution
 
     async def emit(self, event: Any) -> None:

@@ -47,7 +47,8 @@ class State:
         seq, prev, recorded = await ctx._claim(StateGot, name)
         if recorded is None:
             await ctx._deliver_cancel(seq, prev)
-            raw = self._current(name)
+            raw = self._overlay[name] if name in self._overlay else (
+                await ctx._committer.read(ctx._committer.store.state, self._require_key("get"))).get(name)
             recorded = StateGot(name, now_us(), msgspec.Raw(raw) if raw is not None else NIL, raw is not None, prev)
             await ctx._commit(seq, recorded)
         return decode_value(recorded.value, type) if recorded.found else default
@@ -59,7 +60,7 @@ class State:
         seq, prev, recorded = await ctx._claim(StateKeys)
         if recorded is None:
             await ctx._deliver_cancel(seq, prev)
-            names = set(ctx._committer.store.state(key))
+            names = set(await ctx._committer.read(ctx._committer.store.state, key))
             names |= {n for n, v in self._overlay.items() if v is not None}
             names -= {n for n, v in self._overlay.items() if v is None}
             recorded = StateKeys(now_us(), sorted(names), prev)
