@@ -1,10 +1,10 @@
 """Real processes, real SIGKILLs: workers are killed at random moments over at least 200
-runs, and afterwards no completed step ran again, no entry was lost, and every invocation
+runs on LMDB (15 on PostgreSQL, whose runs are slower and whose rules are the same code), and afterwards no completed step ran again, no entry was lost, and every invocation
 finished with the reference result.
 
 Workers are started ahead of time (one waits, warm, while another works) so that the
 runs cost the work and not Python's start-up; each is killed after a random delay while
-it resumes a batch of invocations on a real LMDB store. Batches alternate between `sync`
+it resumes a batch of invocations on a real LMDB store or PostgreSQL database. Batches alternate between `sync`
 and `async` durability (both survive a killed process). The random seed is printed on
 failure.
 """
@@ -23,21 +23,22 @@ from pathlib import Path
 import anyio
 import pytest
 
-from journal import LmdbStore, Status, Step, decode_entry, decode_value
+from journal import Status, Step, Store, decode_entry, decode_value, open_store
 from runtime import Engine
 
 from .crash_worker import STEPS, crash_agent, expected
 
 ROOT = Path(__file__).resolve().parents[2]
-KILLS = 200  # killed worker runs, at least
-BATCH = 40  # invocations per batch
+KILLS = {"lmdb": 200, "postgres": 15}  # killed worker runs, at least (PostgreSQL: the same paths, fewer runs)
+BATCH = {"lmdb": 40, "postgres": 8}  # invocations per batch
+MAX_DELAY = {"lmdb": 0.3, "postgres": 0.6}  # kill within the time a batch takes
 MAX_SECONDS = 150
 
 
 class Workers:
     """Spawns workers ahead of time, so that warm ones are waiting for their turn."""
 
-    def __init__(self, db: Path, log: Path, tmp: Path, ahead: int = 2) -> None:
+    def __init__(self, db: str, log: Path, tmp: Path, ahead: int = 2) -> None:
         self.db, self.log, self.tmp, self.ahead = db, log, tmp, ahead
         self.durability = "sync"
         self.warm: list[subprocess.Popen] = []
@@ -98,42 +99,44 @@ def _stderr(proc: subprocess.Popen) -> str:
     return f"worker {proc.pid} failed:\n" + Path(proc.err_path).read_text(errors="replace")  # type: ignore[attr-defined]
 
 
-async def _start_batch(db: Path, first: int) -> list[tuple[str, int]]:
+async def _start_batch(db: str, first: int, size: int) -> list[tuple[str, int]]:
     started = []
     async with Engine.open(db) as engine:
-        for n in range(first, first + BATCH):
+        for n in range(first, first + size):
             record = await engine.start(crash_agent, n, id=f"inv-{n}")
             started.append((record.id, n))
     return started
 
 
-def _unfinished(store: LmdbStore, ids: list[str]) -> int:
+def _unfinished(store: Store, ids: list[str]) -> int:
     return sum(1 for i in ids if not store.require(i).finished)
 
 
 @pytest.mark.slow
-def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_path):
+@pytest.mark.parametrize("backend", ["lmdb", "postgres"])
+def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_path, backend, request):
     seed = int(os.environ.get("CRASH_SEED", random.randrange(2**32)))
     rng = random.Random(seed)
-    db, log = tmp_path / "journal", tmp_path / "effects.log"
+    db = request.getfixturevalue("postgres_url") if backend == "postgres" else str(tmp_path / "journal")
+    log = tmp_path / "effects.log"
     workers = Workers(db, log, tmp_path)
     invocations: dict[str, int] = {}
     deadline = time.monotonic() + MAX_SECONDS
     batches = 0
     store = None
     try:
-        while len(workers.killed) < KILLS:
+        while len(workers.killed) < KILLS[backend]:
             assert time.monotonic() < deadline, f"too slow: {len(workers.killed)} kills (seed {seed})"
             workers.durability = "sync" if batches % 2 == 0 else "async"
-            batch = anyio.run(_start_batch, db, batches * BATCH)
+            batch = anyio.run(_start_batch, db, batches * BATCH[backend], BATCH[backend])
             batches += 1
             invocations.update(batch)
-            store = store or LmdbStore(db)
+            store = store or open_store(db)
             ids = [i for i, _ in batch]
             while _unfinished(store, ids):
                 assert time.monotonic() < deadline, f"batch {batches} did not finish (seed {seed})"
                 # Kill within the time a batch takes, so the moments spread over all of its work.
-                workers.run_one(rng, max_delay=0.3)
+                workers.run_one(rng, max_delay=MAX_DELAY[backend])
     finally:
         workers.close()
     try:
@@ -144,7 +147,7 @@ def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_pa
           f"{len(invocations)} invocations in {batches} batches (seed {seed})")
 
 
-def _check(store: LmdbStore, invocations: dict[str, int], log: Path, killed: set[int], seed: int) -> None:
+def _check(store: Store, invocations: dict[str, int], log: Path, killed: set[int], seed: int) -> None:
     where = f"(seed {seed}; rerun with CRASH_SEED={seed})"
     # Every invocation finished with the reference result, its journal holding each step once.
     for invocation_id, n in invocations.items():
