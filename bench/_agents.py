@@ -64,3 +64,21 @@ async def long_then_promise(ctx: Context, n: int) -> str:
     reached_promise[ctx.invocation_id] = time.perf_counter()
     answer = await ctx.promise("go", type=str)
     return answer
+
+
+def paced_effect(log: str, i: int) -> int:
+    """The takeover workload's step: 20 ms of work, then one line saying it ran."""
+    time.sleep(0.02)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{i}\n".encode())
+    finally:
+        os.close(fd)
+    return i
+
+
+async def paced(ctx: Context, job: LinesInput) -> int:
+    """Takeover: `n` steps of 20 ms, each logging `invocation seq` once it ran."""
+    for i in range(job.n):
+        await ctx.run("paced", paced_effect, job.path, i)
+    return job.n

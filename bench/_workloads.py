@@ -18,7 +18,9 @@ import time
 
 import anyio
 
-from journal import Acquire, Append, Committer, InvocationRecord, LmdbStore, Started, Status, encode_entry, encode_value
+from journal import (
+    Acquire, Append, Committer, InvocationRecord, LmdbStore, Started, Status, encode_entry, encode_value, open_store,
+)
 from runtime import Engine
 
 from . import _agents
@@ -159,7 +161,7 @@ def _restart(command: str, args: dict) -> tuple[dict, float]:
 
 
 def _journaled_steps(db: str, invocation_id: str) -> int:
-    store = LmdbStore(db)
+    store = open_store(db)
     try:
         return store.entry_count(invocation_id) - 1  # entry 0 is the start
     finally:

@@ -279,6 +279,27 @@ class StoreContract(abc.ABC):
         assert store.delete(["b", "missing"]) == 1
         assert store.get("b") is None and store.list(Status.PENDING) == [store.get("a")]
 
+    def test_a_batch_of_step_appends_applies_each_by_the_rules(self, store):
+        epochs = {}
+        for name in "abcd":
+            create(store, name)
+            epochs[name], _ = acquire(store, name, owner=f"o-{name}")
+            append(store, name, epochs[name], (1, step("first")))  # each has appended once already
+        acquire(store, "b", owner="rival", now=T0 + 60_000_000)  # b's owner lost its lease
+        results = store.apply([
+            Append("a", epochs["a"], [(2, step("x"))]),
+            Append("b", epochs["b"], [(2, step("x"))]),
+            Append("c", epochs["c"], [(1, step("again"))]),
+            Append("d", epochs["d"], [(2, step("x"))]),
+            Append("a", epochs["a"], [(3, step("y"))]),
+        ])
+        assert results[0] is None and results[3] is None and results[4] is None
+        assert isinstance(results[1], LeaseLost)
+        assert isinstance(results[2], JournalError) and "already journaled" in str(results[2])
+        assert [s for s, _ in store.entries("a")] == [0, 1, 2, 3]
+        assert [s for s, _ in store.entries("b")] == [0, 1]
+        assert decode_entry(store.entries("c", start=1)[0][1]).name == "first"
+
     def test_continue_never_overwrites_an_entry(self, store):
         create(store)
         epoch, _ = acquire(store)
