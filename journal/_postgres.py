@@ -40,9 +40,10 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._kvstore import TABLES, KVStore, _owned_id, _Txn, check_lease, entry_key, lease_is_live
-from ._records import Lease
+from ._ids import validate_id
+from ._records import InvocationRecord, Lease
 from ._store import Acquire, Append, Op
-from .errors import FormatVersionError, StoreError
+from .errors import FormatVersionError, InvocationBusy, StoreError
 
 T = TypeVar("T")
 
@@ -99,12 +100,31 @@ class _PgTxn(_Txn):
             row = self._cur.execute(_SQL[table]["get_locked"], (key,)).fetchone()
         return None if row is None else row[0]
 
+    def claim(self, id_bytes: bytes) -> bool:
+        """Lock the invocation's row unless another transaction holds it (or it does not exist)."""
+        if self._cur.execute(_CLAIM, (id_bytes,)).fetchone() is not None:
+            return True
+        return self._cur.execute(_SQL["invocations"]["get"], (id_bytes,)).fetchone() is None
+
     def append_fast(self, rows: list[tuple[bytes, bytes, bytes, bytes]]) -> set[bytes]:
-        """Insert entries `(entry key, data, lease key, lease bytes)` in one statement, each
-        only while its invocation's lease row still holds exactly those bytes; the keys inserted."""
-        keys, data, lease_keys, leases = (list(column) for column in zip(*rows))
-        inserted = self._cur.execute(_FAST_APPEND, (keys, data, lease_keys, leases)).fetchall()
-        return {bytes(row[0]) for row in inserted}
+        """Insert entries `(entry key, data, lease key, lease bytes)`, each only while its
+        invocation's lease row still holds exactly those bytes; the keys inserted. The
+        statements go out in one pipeline: one round trip for the batch."""
+        if len(rows) == 1:
+            return {rows[0][0]} if self._cur.execute(_FAST_APPEND, rows[0]).fetchone() else set()
+        conn = self._cur.connection
+        cursors = []
+        with conn.pipeline():
+            for row in rows:
+                cursor = conn.cursor()
+                cursor.execute(_FAST_APPEND, row)
+                cursors.append((row[0], cursor))
+        inserted = set()
+        for key, cursor in cursors:
+            if cursor.fetchone() is not None:
+                inserted.add(key)
+            cursor.close()
+        return inserted
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self._cur.execute(_SQL[table]["put"], (key, value))
@@ -135,6 +155,7 @@ class _PgTxn(_Txn):
         return bool(row[0])
 
 
+
 def _statements(table: str) -> dict[str, str]:
     t = f"{SCHEMA}.{table}"
     return {
@@ -149,12 +170,13 @@ def _statements(table: str) -> dict[str, str]:
 
 
 _SQL = {table: _statements(table) for table in TABLES}
-# The lease rows are locked (FOR SHARE) for the rest of the transaction, so an Acquire
-# waits for these appends to commit, as it would for the generic path's FOR UPDATE.
+_CLAIM = f"SELECT 1 FROM {SCHEMA}.invocations WHERE k = %s FOR UPDATE SKIP LOCKED"
+# The lease row is locked (FOR KEY SHARE) for the rest of the transaction, so an Acquire,
+# which reads it FOR UPDATE, waits for this append to commit, as it would for the generic
+# path. (One statement per row: an `unnest` of arrays for the whole batch measured 3x slower.)
 _FAST_APPEND = f"""
-INSERT INTO {SCHEMA}.entries (k, v)
-SELECT e.k, e.v FROM unnest(%s::bytea[], %s::bytea[], %s::bytea[], %s::bytea[]) AS e(k, v, lk, lv)
-WHERE EXISTS (SELECT 1 FROM {SCHEMA}.leases l WHERE l.k = e.lk AND l.v = e.lv FOR SHARE)
+INSERT INTO {SCHEMA}.entries (k, v) SELECT %s, %s
+WHERE EXISTS (SELECT 1 FROM {SCHEMA}.leases WHERE k = %s AND v = %s FOR KEY SHARE)
 ON CONFLICT (k) DO NOTHING RETURNING k"""
 
 
@@ -291,9 +313,10 @@ class PostgresStore(KVStore):
         return self._write(work, durable=durable)
 
     def _append_fast(self, txn: _PgTxn, ops: Sequence[Op]) -> set[int]:
-        """The steps of a batch in one statement: appends of one entry whose lease bytes are
-        those that last passed `_check_epoch` for their epoch (the same rule's verdict, as
-        for LMDB's cache). Positions in `ops` that are done."""
+        """The steps of a batch in one statement (one round trip for the batch, instead of a
+        lease read and an insert per step): appends of one entry whose lease bytes are those
+        that last passed `_check_epoch` for their epoch (the same rule's verdict, as for
+        LMDB's cache). Positions in `ops` that are done."""
         rows, where = [], []
         for i, op in enumerate(ops):
             if not (op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
@@ -306,10 +329,22 @@ class PostgresStore(KVStore):
             ((seq, data),) = op.entries
             rows.append((entry_key(id_bytes, seq), data, id_bytes, fenced[1]))
             where.append(i)
-        if len(rows) < 2:
-            return set()  # one append costs as many round trips either way
+        if not rows:
+            return set()
         inserted = txn.append_fast(rows)
         return {i for i, row in zip(where, rows) if row[0] in inserted}
+
+    def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
+        """Claiming is `FOR UPDATE SKIP LOCKED`: an invocation whose row another transaction
+        holds (another worker claiming it, or writing to it) is skipped at once rather than
+        waited for; the worker looks again when the database next wakes it."""
+        assert isinstance(txn, _PgTxn)
+        if not txn.claim(validate_id(op.id)):
+            raise InvocationBusy(
+                f"invocation {op.id!r} is being claimed or written by another process right now; "
+                "a worker looks again when it is next woken"
+            )
+        return super()._apply_acquire(txn, op)
 
     def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
         data = txn.get("leases", id_bytes)
