@@ -28,6 +28,7 @@ from . import _agents, _workloads
 W1_STEPS = 200
 W2_INVOCATIONS, W2_STEPS = 50, 20
 TAKEOVER_INVOCATIONS, TAKEOVER_STEPS = 8, 150
+W4_STEPS = 1000  # fewer than LMDB's 5,000: each journaled step is a WAL-flushed commit here
 
 
 def raw_commit_us(url: str, sync: bool, n: int = 200) -> float:
@@ -164,6 +165,12 @@ def measure(reps: int, parent: str, log: Callable[[str], None]) -> dict[str, lis
                 add(f"W1ratio/{mode}", samples[f"W1/{mode}"][-1] / samples[f"raw/{mode}"][-1])
                 add(f"W2/{mode}", anyio.run(_workloads._w2, server.new_database(), mode, W2_INVOCATIONS,
                                             W2_STEPS)["steps_per_s"])
+            for mode in ("sync", "async"):
+                w3 = _workloads.crash_recovery(parent, mode, db=server.new_database())
+                add(f"W3/{mode}", w3["recover_s"])
+                add(f"W3ran_twice/{mode}", w3["journaled_ran_twice"])
+                w4 = _workloads.long_resume(parent, mode, steps=W4_STEPS, db=server.new_database())
+                add(f"W4/{mode}", w4["entries_per_s"])
             for workers in (1, 2, 4):
                 add(f"W2x{workers}", w2_processes(server.new_database(), workers)["steps_per_s"])
             out = dbos(server.new_database())
@@ -191,6 +198,11 @@ def render(samples: dict[str, list[float]]) -> str:
                      f"{ratio:.2f}x the bare commit{target}")
     for mode in ("sync", "async"):
         lines.append(f"  W2 {mode:5} one process                       {med[f'W2/{mode}']:9.0f} steps/s")
+    for mode in ("sync", "async"):
+        lines.append(f"  W3 {mode:5} recover after SIGKILL              {med[f'W3/{mode}']:9.2f} s    "
+                     f"journaled steps run again: {max(samples[f'W3ran_twice/{mode}']):.0f}")
+    for mode in ("sync", "async"):
+        lines.append(f"  W4 {mode:5} replay of {W4_STEPS} entries            {med[f'W4/{mode}']:9.0f} entries/s")
     for workers in (1, 2, 4):
         lines.append(f"  W2 sync, {workers} worker process{'es' if workers > 1 else '  '}             "
                      f"{med[f'W2x{workers}']:9.0f} steps/s")

@@ -28,6 +28,7 @@ from ._common import (
     edge,
     existing_store,
     fail,
+    is_postgres,
     json_option,
     run_async,
     store_path,
@@ -216,12 +217,13 @@ def _queued_exit(outcome: Outcome, note: str, as_json: bool) -> None:
     raise Exit(SUSPENDED)
 
 
-def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False) -> Any:
+def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False,
+             handlers: dict[str, Any] | None = None) -> Any:
     """Open an engine on the store and run `work(engine)`; Ctrl-C leaves with exit 130."""
     path = store_path(db) if create else existing_store(db)
 
     async def main() -> Any:
-        async with Engine.open(path, durability=durability) as engine:
+        async with Engine.open(path, durability=durability, handlers=handlers) as engine:
             engine.on_step = progress
             return await work(engine)
 
@@ -232,10 +234,11 @@ def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, 
 
 
 def _conclude(db: str | None, durability: str, steps: Progress, work: Any, interrupted_id: Any, queued: list[str],
-              *, started: float, show: bool, as_json: bool, create: bool = False) -> NoReturn:
+              *, started: float, show: bool, as_json: bool, create: bool = False,
+              handlers: dict[str, Any] | None = None) -> NoReturn:
     """Run `work` and leave with the outcome's exit status (`run` and `resume` end alike)."""
     try:
-        outcome = _execute(db, durability, steps, work, create=create)
+        outcome = _execute(db, durability, steps, work, create=create, handlers=handlers)
     except Exit as exc:
         invocation_id = interrupted_id()
         if exc.code == INTERRUPTED and invocation_id is not None:
@@ -319,9 +322,13 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
               help="How steps run from here on are made durable.")
 @click.option("--progress/--no-progress", default=None,
               help="Show each step as it finishes (default: when stderr is a terminal).")
+@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
+              help="The handler to run it with, instead of importing the path its journal records. "
+              "Required on PostgreSQL.")
 @json_option
 @edge
-def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, as_json: bool) -> None:
+def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, handler_specs: tuple[str, ...],
+           as_json: bool) -> None:
     """Continue an invocation: replay, then run the rest live.
 
     Use it after a crash, after `journal resolve`, when a timer is due, or after fixing
@@ -332,7 +339,13 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     \b
         journal resume 3f2a9c
     """
+    from ._workers import parse_handlers
+
+    if is_postgres(db) and not handler_specs:
+        raise fail("on PostgreSQL the handler is not read from the database: pass --handler NAME=TARGET "
+                   "(the name the invocation records; `journal show ID` prints it)")
     importable_cwd()
+    handlers = parse_handlers(handler_specs) if handler_specs else None
     show = sys.stderr.isatty() if progress is None else progress
     steps = Progress(show)
     started = time.perf_counter()
@@ -350,7 +363,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
         return await engine.resume(invocation_id)
 
     _conclude(db, durability, steps, work, lambda: invocation_id, queued,
-              started=started, show=show, as_json=as_json)
+              started=started, show=show, as_json=as_json, handlers=handlers)
 
 
 @click.command()
@@ -419,7 +432,8 @@ def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | N
 
     The handler may catch it to run compensating steps (journaled as usual); the
     invocation then ends `cancelled`. A suspended or pending invocation is run here
-    to receive it; one running elsewhere is waited for. Exit status 0 once cancelled.
+    to receive it (on PostgreSQL, by a worker that has its handler); one running
+    elsewhere is waited for. Exit status 0 once cancelled.
 
     Example:
 
@@ -428,6 +442,8 @@ def cancel(invocation_id: str, no_wait: bool, db: str | None, progress: bool | N
     """
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
+    # On PostgreSQL the handler is not read from the database: a worker that has it delivers the cancel.
+    no_wait = no_wait or is_postgres(db)
     outcome = _execute(db, "sync", Progress(show), lambda engine: engine.cancel(invocation_id, run=not no_wait))
     if no_wait and outcome.status not in (Status.CANCELLED, Status.COMPLETED, Status.FAILED):
         if as_json:

@@ -37,11 +37,14 @@ def test_run_inspect_and_maintain_on_postgres(journal, log):
     assert "hello" not in journal("tail", "p1").stdout and "c(b)" in journal("tail", "p1").stdout
     lines = journal("export", "p1", "--format", "jsonl").stdout.splitlines()
     assert len(lines) == 6
-    replayed = journal("replay", "p1", "--json")
+    assert journal("replay", "p1").exit_code == 2  # the database does not choose the code
+    replayed = journal("replay", "p1", "--json", "--handler", target("pipeline"))
     assert replayed.exit_code == 0, replayed.stdout + replayed.stderr
     forked = journal("fork", "p1", "--at", "3", "--new-id", "p2")
     assert forked.exit_code == 0, forked.stderr
-    resumed = journal("resume", "p2", "--json")
+    refused = journal("resume", "p2")
+    assert refused.exit_code == 2 and "--handler" in refused.stderr
+    resumed = journal("resume", "p2", "--json", "--handler", target("pipeline"))
     assert resumed.exit_code == 0 and loads(resumed.stdout)["result"] == ["a", "b", "c(b)", "d"]
     assert log.lines() == ["a", "b", "c(b)", "d", "c(b)", "d"]  # the fork re-ran only seq 3 on
     checked = journal("check", "--json")
@@ -58,14 +61,17 @@ def test_promises_state_and_cancel_on_postgres(journal, log):
                       "--id", "a1")
     assert waiting.exit_code == 3 and "journal resolve a1 approval" in waiting.stderr
     assert journal("resolve", "a1", "approval", '{"approved": true, "by": "ann"}').exit_code == 0
-    done = journal("resume", "a1", "--json")
+    done = journal("resume", "a1", "--json", "--handler", target("approval"))
     assert done.exit_code == 0 and loads(done.stdout)["result"]["by"] == "ann"
     assert journal("run", target("turn"), "--input", '"hi"', "--key", "t1").exit_code == 0
     assert "history" in loads(journal("state", "t1", "--json").stdout)["state"]
     held = journal("run", target("cancellable"), "--input", json.dumps({"log": log.path}), "--id", "c1")
     assert held.exit_code == 3
-    cancelled = journal("cancel", "c1", "--json")
-    assert loads(cancelled.stdout)["status"] == "cancelled"
+    requested = journal("cancel", "c1", "--json")  # recorded; a worker that has the handler delivers it
+    assert requested.exit_code == 0 and loads(requested.stdout)["status"] == "pending"
+    worked = journal("worker", "--handler", target("cancellable"), "--until-idle", "-q")
+    assert worked.exit_code == 0, worked.stderr
+    assert loads(journal("show", "c1", "--json").stdout)["status"] == "cancelled"
     assert log.lines()[-2:] == ["reserve", "release"]
 
 
