@@ -515,6 +515,11 @@ def check_lease(data: bytes | None, invocation_id: str, epoch: int) -> Lease:
 
 def _insert_entries(txn: _Txn, id_bytes: bytes, invocation_id: str, entries: list[tuple[int, bytes]]) -> None:
     """Insert entries, never overwrite one: all of them, or none and the error."""
+    if len(entries) == 1:  # a step's append: nothing to take back
+        seq, data = entries[0]
+        if not txn.insert("entries", id_bytes + b"\x00" + seq.to_bytes(4, "big"), data):
+            raise already_journaled(invocation_id, seq)
+        return
     written: list[bytes] = []
     for seq, data in entries:
         key = entry_key(id_bytes, seq)

@@ -148,7 +148,7 @@ class LmdbStore(KVStore):
         return result
 
     def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
-        data = txn.get("leases", id_bytes)
+        data = txn._txn.get(id_bytes, db=self._leases)  # type: ignore[attr-defined]  # (an _LmdbTxn)
         fenced = self._fenced.get(id_bytes)
         if fenced is not None and fenced[0] == epoch and fenced[1] == data:
             return fenced[2]  # unchanged lease bytes give the same verdict: decode only what is new
