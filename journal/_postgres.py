@@ -39,11 +39,11 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
-from ._kvstore import TABLES, KVStore, _owned_id, _Txn, check_lease, entry_key, lease_is_live
+from ._kvstore import TABLES, KVStore, _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
 from ._ids import validate_id
 from ._records import InvocationRecord, Lease
 from ._store import Acquire, Append, Op
-from .errors import FormatVersionError, InvocationBusy, StoreError
+from .errors import FormatVersionError, InvocationBusy, JournalError, StoreError
 
 T = TypeVar("T")
 
@@ -100,11 +100,24 @@ class _PgTxn(_Txn):
             row = self._cur.execute(_SQL[table]["get_locked"], (key,)).fetchone()
         return None if row is None else row[0]
 
+    def savepoint(self, *, rollback: bool = False, release: bool = False) -> None:
+        self._cur.execute("ROLLBACK TO SAVEPOINT claim" if rollback else
+                          "RELEASE SAVEPOINT claim" if release else "SAVEPOINT claim")
+
+    def peek(self, table: str, key: bytes) -> bytes | None:
+        """Read a row without locking it, even in a write transaction."""
+        row = self._cur.execute(_SQL[table]["get"], (key,)).fetchone()
+        return None if row is None else row[0]
+
     def claim(self, id_bytes: bytes) -> bool:
-        """Lock the invocation's row unless another transaction holds it (or it does not exist)."""
-        if self._cur.execute(_CLAIM, (id_bytes,)).fetchone() is not None:
-            return True
-        return self._cur.execute(_SQL["invocations"]["get"], (id_bytes,)).fetchone() is None
+        """Lock the invocation's record and lease rows unless another transaction holds one
+        (another worker claiming it, or its owner appending): False then. A row that does not
+        exist yet is no obstacle."""
+        for table in ("invocations", "leases"):
+            if self._cur.execute(_CLAIM[table], (id_bytes,)).fetchone() is None and (
+                    self._cur.execute(_SQL[table]["get"], (id_bytes,)).fetchone() is not None):
+                return False
+        return True
 
     def append_fast(self, rows: list[tuple[bytes, bytes, bytes, bytes]]) -> set[bytes]:
         """Insert entries `(entry key, data, lease key, lease bytes)`, each only while its
@@ -170,7 +183,8 @@ def _statements(table: str) -> dict[str, str]:
 
 
 _SQL = {table: _statements(table) for table in TABLES}
-_CLAIM = f"SELECT 1 FROM {SCHEMA}.invocations WHERE k = %s FOR UPDATE SKIP LOCKED"
+_CLAIM = {table: f"SELECT 1 FROM {SCHEMA}.{table} WHERE k = %s FOR UPDATE SKIP LOCKED"
+          for table in ("invocations", "leases")}
 # The lease row is locked (FOR KEY SHARE) for the rest of the transaction, so an Acquire,
 # which reads it FOR UPDATE, waits for this append to commit, as it would for the generic
 # path. (One statement per row: an `unnest` of arrays for the whole batch measured 3x slower.)
@@ -335,16 +349,37 @@ class PostgresStore(KVStore):
         return {i for i, row in zip(where, rows) if row[0] in inserted}
 
     def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
-        """Claiming is `FOR UPDATE SKIP LOCKED`: an invocation whose row another transaction
-        holds (another worker claiming it, or writing to it) is skipped at once rather than
-        waited for; the worker looks again when the database next wakes it."""
+        """Claiming is `FOR UPDATE SKIP LOCKED`: an invocation whose rows another transaction
+        holds (another worker claiming it, or its owner appending) is skipped at once rather
+        than waited for, which would hold up this worker's whole batch; the worker looks
+        again when the database next wakes it."""
         assert isinstance(txn, _PgTxn)
-        if not txn.claim(validate_id(op.id)):
+        id_bytes = validate_id(op.id)
+        # A failed claim must not hold the rows until this batch commits (the owner's next
+        # append would wait for it): first look without locking; the rule runs again under lock.
+        seen = txn.peek("leases", id_bytes)
+        lease = None if seen is None else _lease_dec.decode(seen)
+        if lease is not None and lease.owner != op.owner and self._lease_live(txn, lease, op.now_us):
             raise InvocationBusy(
-                f"invocation {op.id!r} is being claimed or written by another process right now; "
-                "a worker looks again when it is next woken"
+                f"invocation {op.id!r} is being run by process {lease.pid} on {lease.host} "
+                f"(lease epoch {lease.epoch}); wait for it, or for its lease to expire"
             )
-        return super()._apply_acquire(txn, op)
+        # Row locks taken in a savepoint that is rolled back are released: a claim that fails
+        # leaves nothing held until the batch commits, so two workers claiming at once
+        # cannot block (or deadlock) each other's batches.
+        txn.savepoint()
+        try:
+            if not txn.claim(id_bytes):
+                raise InvocationBusy(
+                    f"invocation {op.id!r} is being claimed or written by another process right now; "
+                    "a worker looks again when it is next woken"
+                )
+            result = super()._apply_acquire(txn, op)
+        except JournalError:
+            txn.savepoint(rollback=True)
+            raise
+        txn.savepoint(release=True)
+        return result
 
     def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
         data = txn.get("leases", id_bytes)
