@@ -11,10 +11,13 @@ that does not exist yet takes a transaction advisory lock on its key and reads a
 two workers that read the same lease cannot both take it, two creators of one id cannot
 both create it, and every append checks the lease epoch in its own transaction. Every
 operation reads its invocation's record or lease first, so operations on one invocation
-run one after another and operations on different invocations do not wait for each
-other. (SERIALIZABLE was tried first: its page-level predicate locks made unrelated
-invocations abort each other under load.) A deadlock between two batches is retried whole. Each call is one transaction on one connection, so this store
-is synchronous and `blocking`: the runtime calls it from a thread, never from the loop.
+run one after another. Claiming is `FOR UPDATE SKIP LOCKED`, in a savepoint that a lost
+claim rolls back. A batch's plain step appends go out as one pipeline of single-statement
+inserts, each checking the lease bytes that last passed the epoch check. (SERIALIZABLE
+was tried first: its page-level predicate locks made unrelated invocations abort each
+other under load.) A deadlock between two batches is retried whole. Each call is one
+transaction on one connection, so this store is synchronous and `blocking`: the runtime
+calls it from a thread, never from the loop.
 
 A dead owner is detected when its database session ends: a store holds a session-level
 advisory lock for each owner that acquires a lease through it, and a lease whose owner's
