@@ -316,6 +316,19 @@ class PostgresStore(KVStore):
         for op in ops:
             if op.__class__ is Acquire:
                 self._hold_owner_lock(op.owner)
+        if len(ops) > 1 and any(op.__class__ is Acquire for op in ops):
+            # Claims go in transactions of their own: a claim holds the invocation's rows
+            # only until its own commit, never for the length of a batch of steps, so
+            # workers claiming at once do not wait on (or deadlock with) each other's batches.
+            results: list[Any] = [None] * len(ops)
+            rest = [i for i, op in enumerate(ops) if op.__class__ is not Acquire]
+            for i, op in enumerate(ops):
+                if op.__class__ is Acquire:
+                    (results[i],) = self.apply([op], durable=False)
+            if rest:
+                for i, result in zip(rest, self.apply([ops[i] for i in rest], durable=durable)):
+                    results[i] = result
+            return results
 
         def work(txn: _Txn) -> list[Any]:
             assert isinstance(txn, _PgTxn)
