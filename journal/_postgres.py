@@ -12,7 +12,9 @@ two workers that read the same lease cannot both take it, two creators of one id
 both create it, and every append checks the lease epoch in its own transaction. Every
 operation reads its invocation's record or lease first, so operations on one invocation
 run one after another. Claiming is `FOR UPDATE SKIP LOCKED`, in a savepoint that a lost
-claim rolls back. A batch's plain step appends go out as one pipeline of single-statement
+claim rolls back, and each claim commits in a transaction of its own: inside a batch of
+steps, two workers' claims deadlocked (measured: 435 against 2,320 steps/s with two
+worker processes). A batch's plain step appends go out as one pipeline of single-statement
 inserts, each checking the lease bytes that last passed the epoch check. (SERIALIZABLE
 was tried first: its page-level predicate locks made unrelated invocations abort each
 other under load.) A deadlock between two batches is retried whole. Each call is one
@@ -318,6 +320,19 @@ class PostgresStore(PostgresTables, KVStore):
         for op in ops:
             if op.__class__ is Acquire:
                 self._hold_owner_lock(op.owner)
+        if len(ops) > 1 and any(op.__class__ is Acquire for op in ops):
+            # Claims go in transactions of their own: a claim holds the invocation's rows
+            # only until its own commit, never for the length of a batch of steps, so
+            # workers claiming at once do not wait on (or deadlock with) each other's batches.
+            results: list[Any] = [None] * len(ops)
+            rest = [i for i, op in enumerate(ops) if op.__class__ is not Acquire]
+            for i, op in enumerate(ops):
+                if op.__class__ is Acquire:
+                    (results[i],) = self.apply([op], durable=False)
+            if rest:
+                for i, result in zip(rest, self.apply([ops[i] for i in rest], durable=durable)):
+                    results[i] = result
+            return results
 
         def work(txn: _Txn) -> list[Any]:
             assert isinstance(txn, _PgTxn)
