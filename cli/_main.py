@@ -62,9 +62,9 @@ def cli() -> None:
     """Durable execution for LLM agents: run handlers whose every step is journaled,
     resume them after a crash without redoing work, and inspect their journals.
 
-    The store is --db PATH, else $JOURNAL_DB, else ./.journal. Exit status: 0
-    completed, 1 failed, 2 bad usage or input, 3 suspended, 4 nondeterminism,
-    130 interrupted.
+    The store is --db PATH (or a postgresql:// URL), else $JOURNAL_DB, else
+    ./.journal. Exit status: 0 completed, 1 failed, 2 bad usage or input, 3
+    suspended, 4 nondeterminism, 130 interrupted.
 
     Example:
 

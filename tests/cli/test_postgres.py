@@ -91,6 +91,13 @@ def test_start_by_name_and_a_worker_that_runs_only_its_handlers(journal, sh):
     assert loads(journal("show", "h1", "--json").stdout)["result"] == "hello ann"
 
 
+def test_resume_takes_the_code_of_a_started_name_as_name_equals_target(journal, sh):
+    assert journal("start", "hello", "--input", '"ann"', "--id", "h2").exit_code == 0
+    resumed = sh("resume", "h2", "--json", "--handler", f"hello={AGENTS}:greet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert loads(resumed.stdout)["result"] == "hello ann"
+
+
 def test_a_name_given_with_a_path_is_refused_with_the_form(journal):
     refused = journal("worker", "--handler", "a/b=x:y", "--until-idle")
     assert refused.exit_code == 2 and "NAME=TARGET" in refused.stderr
