@@ -83,3 +83,21 @@ async def agent_turns(ctx: Context, n: int) -> int:
     for i in range(n):
         await ctx.run("llm", simulated_llm, f"turn {i}")
     return n
+
+
+def paced_effect(log: str, i: int) -> int:
+    """The takeover workload's step: 20 ms of work, then one line saying it ran."""
+    time.sleep(0.02)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{i}\n".encode())
+    finally:
+        os.close(fd)
+    return i
+
+
+async def paced(ctx: Context, job: LinesInput) -> int:
+    """Takeover: `n` steps of 20 ms, each logging `invocation seq` once it ran."""
+    for i in range(job.n):
+        await ctx.run("paced", paced_effect, job.path, i)
+    return job.n

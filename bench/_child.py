@@ -113,7 +113,19 @@ async def _fleet(args: dict) -> dict:
             "group_commits": commits, "completed": statuses.count("completed")}
 
 
+async def _pg_worker(args: dict) -> dict:
+    # A worker on PostgreSQL given the benchmark's handlers: "ready", wait for a line, serve.
+    handlers = {"steps": _agents.steps, "paced": _agents.paced}
+    async with Engine.open(args["db"], durability=args.get("mode", "sync"), handlers=handlers) as engine:
+        _emit({"ready": True})
+        await anyio.to_thread.run_sync(sys.stdin.readline)
+        started = time.perf_counter()
+        await engine.serve(concurrency=args.get("concurrency", 16), idle_exit=args.get("idle_exit", True))
+    return {"seconds": time.perf_counter() - started}
+
+
 _COMMANDS = {
+    "pg-worker": _pg_worker,
     "run-lines": _run_lines,
     "recover": _recover,
     "run-long": _run_long,

@@ -20,7 +20,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from . import _raw, _workloads
+from . import _postgres, _raw, _workloads
 from ._workloads import MODES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -474,7 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (2, and 1 for the crash workloads)")
     parser.add_argument("--reps", type=int, help="repetitions of A1, A2, W1, W2, LG (default 9)")
     parser.add_argument("--crash-reps", type=int, help="repetitions of W3, W4, W5 (default 5)")
-    parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4,W5,LG", help="comma-separated workloads to run")
+    parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4,W5,LG,PG",
+                        help="comma-separated workloads to run (PG: the PostgreSQL table, with DBOS)")
     parser.add_argument("--dir", help="where to create the stores (default: a temporary directory)")
     parser.add_argument("--json", default=DEFAULT_JSON, help=f"where to write the results (default {DEFAULT_JSON})")
     parser.add_argument("--markdown", help="also write the table as Markdown to this file")
@@ -489,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  note: load average {load_before[0]:.2f} before the run; other work on this machine "
               "will show up in the figures", file=sys.stderr)
     try:
-        samples = measure(plan, parent, only, lambda text: print(f"  {text}", file=sys.stderr, flush=True))
+        say = lambda text: print(f"  {text}", file=sys.stderr, flush=True)  # noqa: E731
+        samples = measure(plan, parent, only, say)
+        postgres = _postgres.measure(min(plan.reps, plan.crash_reps), parent, say) if "PG" in only else None
         info = machine(parent)
     finally:
         shutil.rmtree(parent, ignore_errors=True)
@@ -498,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = summarise(samples)
     seconds = time.perf_counter() - started
     print(render(rows, samples))
+    if postgres is not None:
+        print(_postgres.render(postgres))
     print(f"\n{info['cpus']} CPUs ({info['cpu_model']}), {info['filesystem']}, Python {info['python']}, "
           f"lmdb {info['lmdb']}; medians of {plan.reps} (crash workloads {plan.crash_reps}) repetitions; "
           f"{seconds:.0f} s; load average {info['load_average_before'][0]} before, "
@@ -506,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": info, "repetitions": plan.reps, "crash_repetitions": plan.crash_reps,
-        "seconds": seconds, "rows": rows, "samples": samples,
+        "seconds": seconds, "rows": rows, "samples": samples, "postgres": postgres,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:

@@ -18,7 +18,9 @@ import time
 
 import anyio
 
-from journal import Acquire, Append, Committer, InvocationRecord, LmdbStore, Started, Status, encode_entry, encode_value
+from journal import (
+    Acquire, Append, Committer, InvocationRecord, LmdbStore, Started, Status, encode_entry, encode_value, open_store,
+)
 from runtime import Engine
 
 from . import _agents
@@ -159,17 +161,19 @@ def _restart(command: str, args: dict) -> tuple[dict, float]:
 
 
 def _journaled_steps(db: str, invocation_id: str) -> int:
-    store = LmdbStore(db)
+    store = open_store(db)
     try:
         return store.entry_count(invocation_id) - 1  # entry 0 is the start
     finally:
         store.close()
 
 
-def crash_recovery(parent: str, mode: str, steps: int = 200, kill_after: int = 100) -> dict:
-    """W3: `steps` steps each appending a line; SIGKILL once line `kill_after` is written; restart."""
-    db = fresh_dir(parent, "w3")
-    path = os.path.join(db, "side-effects.txt")
+def crash_recovery(parent: str, mode: str, steps: int = 200, kill_after: int = 100, db: str | None = None) -> dict:
+    """W3: `steps` steps each appending a line; SIGKILL once line `kill_after` is written; restart.
+    `db`: the store (default: a fresh LMDB directory)."""
+    work = fresh_dir(parent, "w3")
+    db = db or work
+    path = os.path.join(work, "side-effects.txt")
     args = {"db": db, "mode": mode, "id": "w3", "path": path, "n": steps}
     read_fd, write_fd = os.pipe()
     try:
@@ -197,9 +201,9 @@ def crash_recovery(parent: str, mode: str, steps: int = 200, kill_after: int = 1
     }
 
 
-def long_resume(parent: str, mode: str, steps: int = 5000) -> dict:
+def long_resume(parent: str, mode: str, steps: int = 5000, db: str | None = None) -> dict:
     """W4: `steps` journaled steps then a promise; SIGKILL; restart, resolve, run to completion."""
-    db = fresh_dir(parent, "w4")
+    db = db or fresh_dir(parent, "w4")
     args = {"db": db, "mode": mode, "id": "w4", "n": steps}
     proc = _child("run-long", args)
     _wait_readable(proc.stdout.fileno(), proc, "its promise")

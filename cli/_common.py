@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import click
 
-from journal import LmdbStore, check_store_dir, default_path
+from journal import LmdbStore, PostgresStore, Store, check_store_dir, default_path, is_postgres_url
 from journal.errors import (
     CorruptEntry,
     DiskFull,
@@ -50,8 +50,9 @@ def fail(message: str, code: int = USAGE) -> Exit:
 
 def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "--db", "db", metavar="PATH", type=click.Path(file_okay=False), default=None,
-        help="The journal store directory (default: $JOURNAL_DB, else ./.journal).",
+        "--db", "db", metavar="PATH|URL", default=None,
+        help="The journal store: a directory (LMDB), or a postgresql:// URL "
+        "(default: $JOURNAL_DB, else ./.journal).",
     )(fn)
 
 
@@ -60,12 +61,19 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def store_path(db: str | None) -> str:
-    return os.path.abspath(db or default_path())
+    target = db or default_path()
+    return target if is_postgres_url(target) else os.path.abspath(target)
+
+
+def is_postgres(db: str | None) -> bool:
+    return is_postgres_url(store_path(db))
 
 
 def existing_store(db: str | None) -> str:
     """The store's path, which must exist: only `run` and `worker` create a store."""
     path = store_path(db)
+    if is_postgres_url(path):
+        return path  # created on first use; connecting says whether the database exists
     check_store_dir(path)
     if not os.path.isdir(path):
         raise fail(
@@ -75,15 +83,20 @@ def existing_store(db: str | None) -> str:
     return path
 
 
-def open_store(db: str | None, *, readonly: bool = True) -> LmdbStore:
-    """Open an existing store (read-only unless the command writes)."""
+def open_store(db: str | None, *, readonly: bool = True) -> Store:
+    """Open an existing store (read-only unless the command writes; on PostgreSQL the
+    database user's rights decide)."""
     path = existing_store(db)
+    if is_postgres_url(path):
+        return PostgresStore(path)
     warn_store(path)
     return LmdbStore(path, readonly=readonly)
 
 
 def warn_store(path: str) -> None:
     """Say so (once per command) when others could write the store; refuse a path that is no directory."""
+    if is_postgres_url(path):
+        return  # the database's own permissions guard it
     for warning in check_store_dir(path):
         echo_err(warning)
 

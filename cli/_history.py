@@ -15,7 +15,9 @@ from runtime.errors import HandlerNotFound, NondeterminismError
 from runtime.testing import replay_journal
 
 from . import _render as render
-from ._common import DIVERGED, OK, USAGE, Exit, db_option, echo_err, edge, fail, json_option, open_store, suggest, out
+from ._common import (
+    DIVERGED, OK, USAGE, Exit, db_option, echo_err, edge, fail, is_postgres, json_option, open_store, out, suggest,
+)
 from ._inspect import require
 from ._run import importable_cwd
 
@@ -82,6 +84,8 @@ def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db:
     """
     if every == bool(invocation_ids):
         raise fail("name the invocations to replay, or pass --all (not both)")
+    if target is None and is_postgres(db):
+        raise fail("on PostgreSQL the handler is not read from the database: pass --handler TARGET")
     importable_cwd()
     with open_store(db) as store:
         ids = [r.id for r in store.list()] if every else [require(store, i).id for i in invocation_ids]

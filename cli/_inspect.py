@@ -13,7 +13,7 @@ from journal import (
     Called,
     Entry,
     InvocationRecord,
-    LmdbStore,
+    Store,
     Status,
     decode_entry,
     decode_value,
@@ -28,14 +28,14 @@ from ._common import INTERRUPTED, OK, Exit, db_option, echo_err, edge, json_opti
 _STATUSES = [s.value for s in Status]
 
 
-def require(store: LmdbStore, invocation_id: str) -> InvocationRecord:
+def require(store: Store, invocation_id: str) -> InvocationRecord:
     record = store.get(invocation_id)
     if record is None:
         raise InvocationNotFound(f"no invocation {invocation_id!r} in {store.path}; `journal ls` lists them")
     return record
 
 
-def decoded(store: LmdbStore, invocation_id: str, start: int = 0) -> list[tuple[int, Entry | CorruptEntry]]:
+def decoded(store: Store, invocation_id: str, start: int = 0) -> list[tuple[int, Entry | CorruptEntry]]:
     """The invocation's entries from `start`; an entry that does not decode stands as its error."""
     out: list[tuple[int, Entry | CorruptEntry]] = []
     for seq, data in store.entries(invocation_id, start):
@@ -54,7 +54,7 @@ def children_of(entries: list[tuple[int, Entry | CorruptEntry]]) -> list[str]:
     return list(dict.fromkeys(e.child for _, e in entries if isinstance(e, Called)))
 
 
-def forked_from(store: LmdbStore, record: InvocationRecord) -> str | None:
+def forked_from(store: Store, record: InvocationRecord) -> str | None:
     """The invocation `record` was forked from, if its `parent` is that rather than a caller.
 
     `parent` names either the invocation that started this one with ctx.call/ctx.send
@@ -76,7 +76,7 @@ def forked_from(store: LmdbStore, record: InvocationRecord) -> str | None:
     return None if set(children_of(entries)) & {record.id, first.id} else record.parent
 
 
-def invocation_json(store: LmdbStore, record: InvocationRecord) -> dict[str, Any]:
+def invocation_json(store: Store, record: InvocationRecord) -> dict[str, Any]:
     """The document `show --json` and `export --format json` print."""
     entries = list(export_entries(store, record.id))
     started = entries[0] if entries and entries[0]["kind"] == "started" else None
@@ -151,13 +151,13 @@ def ls(statuses: tuple[str, ...], key: str | None, limit: int | None, db: str | 
 # -- show ---------------------------------------------------------------------------------------
 
 
-def _linked(store: LmdbStore, invocation_id: str) -> str:
+def _linked(store: Store, invocation_id: str) -> str:
     """`kid-1 (completed)`: an invocation named in a link, with where it stands."""
     other = store.get(invocation_id)
     return f"{invocation_id} ({other.status.value if other is not None else 'removed'})"
 
 
-def _links(store: LmdbStore, record: InvocationRecord, entries: list[tuple[int, Any]]) -> list[tuple[str, str]]:
+def _links(store: Store, record: InvocationRecord, entries: list[tuple[int, Any]]) -> list[tuple[str, str]]:
     """Rows for the invocations this one is linked to: parent or fork source, children, chain."""
     rows = []
     if record.parent:

@@ -16,8 +16,9 @@ import click
 # (tests/cli/test_main.py checks that they agree).
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("_run", "Run a handler as a new durable invocation (or attach to --id)."),
+    "start": ("_workers", "Record a pending invocation and print its id, without running it."),
     "resume": ("_run", "Continue an invocation: replay, then run the rest live."),
-    "worker": ("_run", "Run invocations as they become runnable, until Ctrl-C."),
+    "worker": ("_workers", "Run invocations as they become runnable, until Ctrl-C."),
     "serve": ("_serve", "Serve the HTTP API and web UI, and run invocations (until SIGTERM or Ctrl-C)."),
     "ls": ("_inspect", "List invocations, oldest first."),
     "show": ("_inspect", "Show an invocation: status, input, result and every entry."),
@@ -61,9 +62,9 @@ def cli() -> None:
     """Durable execution for LLM agents: run handlers whose every step is journaled,
     resume them after a crash without redoing work, and inspect their journals.
 
-    The store is --db PATH, else $JOURNAL_DB, else ./.journal. Exit status: 0
-    completed, 1 failed, 2 bad usage or input, 3 suspended, 4 nondeterminism,
-    130 interrupted.
+    The store is --db PATH (or a postgresql:// URL), else $JOURNAL_DB, else
+    ./.journal. Exit status: 0 completed, 1 failed, 2 bad usage or input, 3
+    suspended, 4 nondeterminism, 130 interrupted.
 
     Example:
 

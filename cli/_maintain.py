@@ -14,7 +14,7 @@ from journal import compact as compact_store
 from journal import trim as trim_store
 
 from . import _render as render
-from ._common import FAILED, OK, Exit, db_option, echo_err, edge, fail, json_option, open_store, out
+from ._common import FAILED, OK, Exit, db_option, echo_err, edge, fail, is_postgres, json_option, open_store, out
 from ._inspect import short_handler
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -126,6 +126,11 @@ def compact(force: bool, db: str | None, as_json: bool) -> None:
     \b
         journal trim --older-than 30d && journal compact
     """
+    if is_postgres(db):
+        # Nothing to swap: PostgreSQL reuses the space of deleted rows itself (autovacuum).
+        raise Exit(OK, "nothing to compact on PostgreSQL: autovacuum reuses the space `journal trim` frees; "
+                   "to give it back to the operating system, run VACUUM FULL on the journal schema's tables "
+                   "in a quiet moment (it locks them)")
     with open_store(db, readonly=False) as store:
         others = [] if force else _other_processes(store.path)
         if others:

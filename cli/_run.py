@@ -1,4 +1,4 @@
-"""Commands that run handlers or reach running ones: run, resume, worker, resolve, cancel."""
+"""Commands that run handlers or reach running ones: run, resume, resolve, cancel."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from ._common import (
     edge,
     existing_store,
     fail,
+    is_postgres,
     json_option,
     out,
     run_async,
@@ -256,13 +257,14 @@ def _queued_exit(outcome: Outcome, note: str, as_json: bool) -> None:
     raise Exit(SUSPENDED)
 
 
-def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False) -> Any:
+def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False,
+             handlers: dict[str, Any] | None = None) -> Any:
     """Open an engine on the store and run `work(engine)`; Ctrl-C leaves with exit 130."""
     path = store_path(db) if create else existing_store(db)
     warn_store(path)
 
     async def main() -> Any:
-        async with Engine.open(path, durability=durability) as engine:
+        async with Engine.open(path, durability=durability, handlers=handlers) as engine:
             engine.on_step = progress
             return await work(engine)
 
@@ -273,7 +275,8 @@ def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, 
 
 
 def _conclude(db: str | None, durability: str, steps: Progress, work: Any, interrupted_id: Any, queued: list[str],
-              *, started: float, show: bool, as_json: bool, create: bool = False) -> NoReturn:
+              *, started: float, show: bool, as_json: bool, create: bool = False,
+              handlers: dict[str, Any] | None = None) -> NoReturn:
     """Run `work` and leave with the outcome's exit status (`run` and `resume` end alike)."""
     async def work_and_wait(engine: Engine) -> tuple[Outcome, InvocationRecord | None]:
         outcome = await work(engine)
@@ -283,7 +286,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
         return outcome, waits_on
 
     try:
-        outcome, waits_on = _execute(db, durability, steps, work_and_wait, create=create)
+        outcome, waits_on = _execute(db, durability, steps, work_and_wait, create=create, handlers=handlers)
     except Exit as exc:
         invocation_id = interrupted_id()
         if exc.code == INTERRUPTED and invocation_id is not None:
@@ -364,17 +367,18 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
 @click.command()
 @click.argument("invocation_id", metavar="ID")
-@click.option("--handler", "target", metavar="TARGET",
-              help="Run this code (path/to/file.py:function or package.module:function) instead of the handler "
-                   "the journal names.")
 @db_option
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="How steps run from here on are made durable.")
 @click.option("--progress/--no-progress", default=None,
               help="Show each step as it finishes (default: when stderr is a terminal).")
+@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
+              help="Run this code (path/to/file.py:function or package.module:function) instead of the handler "
+                   "the journal names; NAME=TARGET gives the code for invocations recorded as NAME (repeatable). "
+                   "Required on PostgreSQL.")
 @json_option
 @edge
-def resume(invocation_id: str, target: str | None, db: str | None, durability: str, progress: bool | None,
+def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, handler_specs: tuple[str, ...],
            as_json: bool) -> None:
     """Continue an invocation: replay, then run the rest live.
 
@@ -391,8 +395,16 @@ def resume(invocation_id: str, target: str | None, db: str | None, durability: s
         journal resume 3f2a9c
         journal resume 3f2a9c --handler agents/triage.py:triage
     """
+    from ._workers import parse_handlers
+
+    if is_postgres(db) and not handler_specs:
+        raise fail("on PostgreSQL the handler is not read from the database: pass --handler NAME=TARGET "
+                   "(the name the invocation records; `journal show ID` prints it)")
     importable_cwd()
-    fn = load(target) if target is not None else None
+    handlers = parse_handlers(handler_specs) if handler_specs else None
+    # A lone TARGET is the code to run, whatever name the journal records; NAME=TARGET pairs
+    # are looked up by the recorded name.
+    fn = next(iter(handlers.values())) if handlers and len(handler_specs) == 1 and "=" not in handler_specs[0] else None
     show = sys.stderr.isatty() if progress is None else progress
     steps = Progress(show)
     started = time.perf_counter()
@@ -410,45 +422,7 @@ def resume(invocation_id: str, target: str | None, db: str | None, durability: s
         return await engine.resume(invocation_id, fn)
 
     _conclude(db, durability, steps, work, lambda: invocation_id, queued,
-              started=started, show=show, as_json=as_json)
-
-
-@click.command()
-@db_option
-@click.option("--concurrency", type=click.IntRange(1), default=16, show_default=True,
-              help="How many invocations run at once.")
-@click.option("--until-idle", is_flag=True, help="Exit once nothing is runnable (for scripts and cron).")
-@click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
-@click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
-@edge
-def worker(db: str | None, concurrency: int, until_idle: bool, durability: str, quiet: bool) -> None:
-    """Run invocations as they become runnable, until Ctrl-C.
-
-    Picks up pending invocations, those whose owner died, and timers that are due;
-    resolved promises make their invocations pending, so the worker continues them.
-    Ctrl-C stops cleanly: invocations in flight stay pending for the next worker.
-
-    Example:
-
-    \b
-        journal worker --concurrency 32
-    """
-    importable_cwd()
-    path = store_path(db)
-    steps = Progress(not quiet, prefix_ids=True)
-    if not quiet:
-        echo_err(f"worker on {path} (pid {os.getpid()}, concurrency {concurrency}); Ctrl-C stops it")
-
-    def parked(invocation_id: str, reason: str) -> None:
-        echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
-
-    async def work(engine: Engine) -> None:
-        engine.on_park = parked
-        await engine.serve(concurrency=concurrency, idle_exit=until_idle)
-
-    _execute(db, durability, steps, work, create=True)
-    if not quiet:
-        echo_err(f"worker idle; exiting ({steps.summary()})")
+              started=started, show=show, as_json=as_json, handlers=handlers)
 
 
 @click.command()
@@ -527,7 +501,8 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, db: str | None, pr
 
     The handler may catch it to run compensating steps (journaled as usual); the
     invocation then ends `cancelled`. A suspended or pending invocation is run here
-    to receive it; one running elsewhere is waited for. Exit status 0 once cancelled.
+    to receive it (on PostgreSQL, by a worker that has its handler); one running
+    elsewhere is waited for. Exit status 0 once cancelled.
 
     With --rollback, the state of its key (ctx.state) is put back as it was before the
     invocation, in the same transaction as its `cancelled` entry, so the next invocation
@@ -541,6 +516,9 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, db: str | None, pr
     """
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
+    # On PostgreSQL the handler is not read from the database: a worker that has it delivers the cancel.
+    no_wait = no_wait or is_postgres(db)
+
     async def work(engine: Engine) -> tuple[Outcome, bool]:
         record = engine.store.require(invocation_id)
         while record.continued_as is not None:

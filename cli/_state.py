@@ -8,7 +8,7 @@ from typing import Any
 import click
 import msgspec
 
-from journal import InvocationRecord, LmdbStore, Status, decode_value, lease_is_live
+from journal import InvocationRecord, Status, Store, decode_value
 from journal.errors import CorruptEntry
 
 from . import _render as render
@@ -26,24 +26,24 @@ def state_json(key: str, state: dict[str, bytes], queue: list[str]) -> dict[str,
     return {"key": key, "state": values, "queue": queue}
 
 
-def _queued(store: LmdbStore, record: InvocationRecord | None, invocation_id: str, now_us: int) -> str:
+def _queued(store: Store, record: InvocationRecord | None, invocation_id: str, now_us: int) -> str:
     """`t2 (running)`; an invocation whose process died says so, since nothing else will run it."""
     if record is None:
         return f"{invocation_id} (removed)"
     return f"{invocation_id} ({_state_of(store, record, now_us)})"
 
 
-def _state_of(store: LmdbStore, record: InvocationRecord, now_us: int) -> str:
-    if record.status == Status.RUNNING and not lease_is_live(store.lease(record.id), now_us):
+def _state_of(store: Store, record: InvocationRecord, now_us: int) -> str:
+    if record.status == Status.RUNNING and store.live_lease(record.id, now_us) is None:
         return "running, but its process is gone"
     if record.status == Status.SUSPENDED and record.waiting is not None:
         return f"suspended on promise {record.waiting!r}"
     return record.status.value
 
 
-def unblock_hint(store: LmdbStore, head: InvocationRecord, now_us: int, db: str | None) -> str | None:
+def unblock_hint(store: Store, head: InvocationRecord, now_us: int, db: str | None) -> str | None:
     """What to do when the invocation at the head of the queue is one that nobody is running."""
-    if head.status == Status.RUNNING and lease_is_live(store.lease(head.id), now_us):
+    if head.status == Status.RUNNING and store.live_lease(head.id, now_us) is not None:
         return None
     if head.status == Status.SUSPENDED:
         if head.waiting is None:

@@ -51,7 +51,12 @@ from ._maintenance import entry_view as entry_view
 from ._maintenance import export as export
 from ._maintenance import trim as trim
 from ._memory import MemoryStore as MemoryStore
+from ._open import open_store as open_store
+from ._postgres import PostgresStore as PostgresStore
+from ._postgres import is_postgres_url as is_postgres_url
+from ._postgres import redact_url as redact_url
 from ._records import FINISHED as FINISHED
+from ._records import HOST as HOST
 from ._records import InvocationRecord as InvocationRecord
 from ._records import Lease as Lease
 from ._records import Resolution as Resolution
@@ -62,6 +67,7 @@ from ._tables import TableDeletePrefix as TableDeletePrefix
 from ._tables import TablePut as TablePut
 from ._tables import Tables as Tables
 from ._store import Continue as Continue
+from ._store import OpResult as OpResult
 from ._store import Append as Append
 from ._store import Renew as Renew
 from ._store import RequestCancel as RequestCancel
@@ -71,10 +77,10 @@ from ._store import Store as Store
 from ._store import Transition as Transition
 
 __all__ = (
-    "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
+    "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
     "Acquire", "Append", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
     "StateKeys", "StateSet", "Continue", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
-    "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "Now", "Patched",
+    "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",
     "Problem", "check", "compact", "entry_view", "export", "trim",

@@ -10,7 +10,13 @@ Durability (DESIGN.md, semantics 4):
   exit   handled by the runtime (it buffers entries); what reaches here is committed as
          `sync`.
 
-The commit itself runs on the caller's thread: an LMDB commit without fsync takes a few
+A store whose calls wait on the network (`store.blocking`, PostgreSQL) is never called
+from the event loop: each batch's transaction runs on the flusher's thread, and its commit
+is the durable step (`synchronous_commit`), so there is no separate fsync; `async`
+operations are batched the same way and committed without waiting for the WAL flush.
+`read` runs any other store call off the loop for such a store.
+
+For LMDB the commit itself runs on the caller's thread: a commit without fsync takes a few
 microseconds, less than the cost of handing it to another thread, and the writer lock is
 never held across a disk flush. The fsync of a batch goes to a thread of its own
 (`_flusher.Flusher`), so the event loop keeps serving other invocations while the disk
@@ -20,13 +26,16 @@ works; only a batch of one, on a disk whose recent fsyncs were quick, is flushed
 from __future__ import annotations
 
 import enum
-from typing import Any
+import functools
+from typing import Any, Callable, TypeVar
 
 import anyio
 import anyio.lowlevel
 
 from ._flusher import Flusher
 from ._store import Op, Store
+
+T = TypeVar("T")
 
 
 class Durability(str, enum.Enum):
@@ -41,7 +50,7 @@ class Durability(str, enum.Enum):
 class _Batch:
     """Operations committed in one transaction and made durable by one fsync."""
 
-    __slots__ = ("ops", "results", "done")
+    __slots__ = ("ops", "results", "done", "durable")
 
     def __init__(self) -> None:
         self.ops: list[Op | None] = []  # None: a flush, which only needs the fsync
@@ -55,10 +64,11 @@ class Committer:
     def __init__(self, store: Store, durability: Durability | str = Durability.SYNC) -> None:
         self.store = store
         self.durability = Durability(durability)
+        self.blocking = bool(getattr(store, "blocking", False))
         self._filling: _Batch | None = None  # collecting operations while another batch is in flight
         self._in_flight: _Batch | None = None  # being committed and fsynced
         self._flusher = Flusher(store.sync)
-        if self.durability is Durability.ASYNC and hasattr(store, "start_background_sync"):
+        if self.durability is Durability.ASYNC and not self.blocking:
             store.start_background_sync(0.1)
         self.batches = 0  # how many transactions+fsyncs the sync path made (for benchmarks)
 
@@ -66,27 +76,44 @@ class Committer:
         """Commit `op`; return its result or raise its error. Durable per the mode unless `durable` says."""
         if durable is None:
             durable = self.durability is not Durability.ASYNC
+        if self.blocking:
+            return _unwrap(await self._group(op, durable))
         if not durable:
             return self.commit_now(op)
         return _unwrap(await self._group(op))
+
+    @property
+    def commits_inline(self) -> bool:
+        """Whether `commit_now` may be called from the loop (`async` mode on a local store)."""
+        return self.durability is Durability.ASYNC and not self.blocking
 
     def commit_now(self, op: Op) -> Any:
         """Commit `op` at once, without waiting for an fsync (the `async` mode's whole path)."""
         return self.store.apply_one(op)
 
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)`, a store call: on a thread for a blocking store, here for a local one."""
+        if not self.blocking:
+            return fn(*args)
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+
     async def flush(self) -> None:
         """Make everything committed so far durable (no-op for `async`, whose flusher runs anyway)."""
+        if self.blocking:
+            return  # a blocking store's commits are durable by themselves (`synchronous_commit`)
         if self.durability is not Durability.ASYNC:
             _unwrap(await self._group(None))  # shares the next group commit's fsync
 
-    async def _group(self, op: Op | None) -> Any:
+    async def _group(self, op: Op | None, durable: bool = True) -> Any:
         batch = self._filling
         if batch is not None:  # its leader commits it
+            batch.durable = batch.durable or durable
             batch.ops.append(op)
             index = len(batch.ops) - 1
             await batch.done.wait()
             return batch.results[index]
         batch = self._filling = _Batch()
+        batch.durable = durable
         batch.ops.append(op)
         # The first to arrive leads. The batch must finish even if the leader is cancelled:
         # the others wait on it.
@@ -98,8 +125,12 @@ class Committer:
             self._filling, self._in_flight = None, batch
             try:
                 ops = [o for o in batch.ops if o is not None]
-                results = iter(self.store.apply(ops) if ops else ())
-                await self._flusher.run(alone=len(batch.ops) == 1)
+                if self.blocking:
+                    results = iter(await self._flusher.call(
+                        functools.partial(self.store.apply, ops, durable=batch.durable)))
+                else:
+                    results = iter(self.store.apply(ops) if ops else ())
+                    await self._flusher.run(alone=len(batch.ops) == 1)
                 self.batches += 1
                 batch.results = [None if o is None else next(results) for o in batch.ops]
             except BaseException as exc:  # a failed commit or fsync fails every op in it

@@ -37,7 +37,7 @@ class Flusher:
 
     def __init__(self, fsync: Callable[[], None]) -> None:
         self._fsync = fsync
-        self._queue: queue.SimpleQueue[tuple[list[BaseException | None], Callable[[], None]]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[list[Any], Callable[[], None], Callable[[], Any]]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         # Seconds a recent fsync took: a slow one counts in full at once, and quick ones
@@ -58,11 +58,15 @@ class Flusher:
         if alone and self.recent < _INLINE_BELOW:
             self._timed()
             return
+        await self.call(self._timed)
+
+    async def call(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the thread and return its result: for a store whose commit waits on the
+        network (PostgreSQL), the whole transaction runs here, never on the loop."""
         wake = _threadsafe_caller()
         if wake is None:  # an event loop we cannot call into from a thread: the portable path
-            await anyio.to_thread.run_sync(self._timed)
-            return
-        outcome: list[BaseException | None] = []
+            return await anyio.to_thread.run_sync(fn)
+        outcome: list[Any] = []
         done = anyio.Event()
         with self._lock:
             # Under the lock, an idle thread cannot decide to exit between this check and the
@@ -71,15 +75,17 @@ class Flusher:
                 thread = threading.Thread(target=self._work, name="journal-fsync", daemon=True)
                 thread.start()  # may raise (no more threads): nothing is queued then
                 self._thread = thread
-            self._queue.put((outcome, lambda: wake(done.set)))
+            self._queue.put((outcome, lambda: wake(done.set), fn))
         await done.wait()
-        if outcome[0] is not None:
-            raise outcome[0]
+        failed, value = outcome
+        if failed:
+            raise value
+        return value
 
     def _work(self) -> None:
         while True:
             try:
-                outcome, reply = self._queue.get(timeout=_IDLE_EXIT)
+                outcome, reply, fn = self._queue.get(timeout=_IDLE_EXIT)
             except queue.Empty:
                 with self._lock:
                     if self._queue.empty():
@@ -88,10 +94,9 @@ class Flusher:
                         return
                 continue
             try:
-                self._timed()
-                outcome.append(None)
+                outcome += [False, fn()]
             except BaseException as exc:  # handed to the waiting task, which raises it
-                outcome.append(exc)
+                outcome += [True, exc]
             try:
                 reply()
             except RuntimeError:  # the loop closed while the fsync ran: nobody is waiting

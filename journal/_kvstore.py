@@ -1,8 +1,9 @@
 """Store logic written once over a small key-value transaction interface.
 
-`MemoryStore` and `LmdbStore` differ only in how they open transactions; every rule
-(idempotent create, lease fencing, status indexes, promise wake-ups) lives here, so the
-two cannot drift apart.
+`MemoryStore`, `LmdbStore` and `PostgresStore` differ only in how they open transactions
+(and in how a store tells that a lease's owner has died); every rule (idempotent create,
+the append rule, lease fencing, status indexes, promise wake-ups) lives here, so they
+cannot drift apart.
 
 Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
     invocations  id                     -> InvocationRecord
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import os
-import socket
+import time
 from contextlib import AbstractContextManager
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
@@ -28,7 +29,7 @@ import msgspec
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._entries import NIL
 from ._ids import validate_id
-from ._records import FINISHED, InvocationRecord, Lease, Resolution, Status
+from ._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
 from ._store import Acquire, Append, Continue, Op, Renew, RequestCancel, Resolve, SetStatus, Store, Transition
 from .errors import (
     CorruptEntry,
@@ -43,7 +44,6 @@ from .errors import (
 T = TypeVar("T")
 
 TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq")
-HOST = socket.gethostname()
 
 _enc = msgspec.msgpack.Encoder()
 _record_dec = msgspec.msgpack.Decoder(InvocationRecord)
@@ -98,6 +98,7 @@ class KVStore(abc.ABC):
 
     path: str | None = None
     max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
+    blocking: bool = False
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[_Txn]: ...
@@ -109,8 +110,22 @@ class KVStore(abc.ABC):
     def sync(self) -> None:
         pass
 
+    def start_background_sync(self, interval: float) -> None:
+        pass
+
+    def wait_for_work(self, timeout: float) -> None:
+        time.sleep(timeout)  # nothing to listen to: the caller polls
+
     def close(self) -> None:
         pass
+
+    def _lease_live(self, txn: _Txn, lease: Lease | None, now_us: int) -> bool:
+        """Whether `lease` still protects its owner; a backend that can tell more overrides it."""
+        return lease_is_live(lease, now_us)
+
+    def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+        """The fencing rule, read in the writing transaction (a backend may cache its verdict)."""
+        return check_lease(txn.get("leases", id_bytes), invocation_id, epoch)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -157,6 +172,11 @@ class KVStore(abc.ABC):
         with self._read() as txn:
             return _get_lease(txn, validate_id(invocation_id))
 
+    def live_lease(self, invocation_id: str, now_us: int) -> Lease | None:
+        with self._read() as txn:
+            lease = _get_lease(txn, validate_id(invocation_id))
+            return lease if self._lease_live(txn, lease, now_us) else None
+
     def resolution(self, invocation_id: str, name: str) -> Resolution | None:
         key = validate_id(invocation_id) + b"\x00" + validate_id(name, "promise name")
         with self._read() as txn:
@@ -172,6 +192,12 @@ class KVStore(abc.ABC):
         prefix = validate_id(key, "key") + b"\x00"
         with self._read() as txn:
             return [k[len(prefix) + 8:].decode() for k, _ in txn.scan("keyq", prefix)]
+
+    def next_wake(self) -> int | None:
+        with self._read() as txn:
+            for key, _ in txn.scan("timers", b""):
+                return int.from_bytes(key[:8], "big")
+        return None
 
     def due_timers(self, now_us: int) -> list[str]:
         out = []
@@ -204,17 +230,17 @@ class KVStore(abc.ABC):
 
         return self._transact(work)
 
-    def apply(self, ops: Sequence[Op]) -> list[Any]:
-        def work(txn: _Txn) -> list[Any]:
-            results: list[Any] = []
-            for op in ops:
-                try:
-                    results.append(_APPLY[type(op)](self, txn, op))
-                except JournalError as exc:
-                    results.append(exc)
-            return results
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
+        return self._transact(lambda txn: self._apply_all(txn, ops))
 
-        return self._transact(work)
+    def _apply_all(self, txn: _Txn, ops: Sequence[Op]) -> list[Any]:
+        results: list[Any] = []
+        for op in ops:
+            try:
+                results.append(_APPLY[type(op)](self, txn, op))
+            except JournalError as exc:
+                results.append(exc)
+        return results
 
     apply_one = Store.apply_one
 
@@ -244,18 +270,13 @@ class KVStore(abc.ABC):
     # -- operations (one function per op type) ----------------------------------------------
 
     def _apply_append(self, txn: _Txn, op: Append) -> InvocationRecord | None:
+        """The append rule, the one place it is written: the lease epoch is checked in the
+        writing transaction, and entries are inserted, never overwritten."""
         id_bytes = _owned_id(op.id)
-        _check_epoch(txn, id_bytes, op.id, op.epoch)
+        self._check_epoch(txn, id_bytes, op.id, op.epoch)
         if op.state:  # refused before anything is written
             _check_has_key(_require_record(txn, id_bytes, op.id))
-        written: list[bytes] = []
-        for seq, data in op.entries:
-            key = entry_key(id_bytes, seq)
-            if not txn.insert("entries", key, data):
-                for key in written:  # the batch's other operations still commit: leave no part of this one
-                    txn.delete("entries", key)
-                raise already_journaled(op.id, seq)
-            written.append(key)
+        _insert_entries(txn, id_bytes, op.id, op.entries)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
         if op.cancel_seen:
@@ -270,7 +291,7 @@ class KVStore(abc.ABC):
 
     def _apply_continue(self, txn: _Txn, op: Continue) -> InvocationRecord:
         id_bytes = validate_id(op.id)
-        _check_epoch(txn, id_bytes, op.id, op.epoch)
+        self._check_epoch(txn, id_bytes, op.id, op.epoch)
         new_bytes = validate_id(op.record.id)
         if _get_record(txn, new_bytes) is not None:
             raise InvocationConflict(
@@ -279,8 +300,7 @@ class KVStore(abc.ABC):
         old = _require_record(txn, id_bytes, op.id)
         if op.state:
             _check_has_key(old)
-        for seq, data in op.entries:
-            txn.put("entries", entry_key(id_bytes, seq), data)
+        _insert_entries(txn, id_bytes, op.id, op.entries)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
         _insert(txn, new_bytes, op.record, op.started)
@@ -300,7 +320,7 @@ class KVStore(abc.ABC):
                     "one key run one at a time, in arrival order; it runs when that one finishes"
                 )
         lease = _get_lease(txn, id_bytes)
-        if lease_is_live(lease, op.now_us) and lease.owner != op.owner:
+        if self._lease_live(txn, lease, op.now_us) and lease.owner != op.owner:
             raise InvocationBusy(
                 f"invocation {op.id!r} is being run by process {lease.pid} on {lease.host} "
                 f"(lease epoch {lease.epoch}); wait for it, or for its lease to expire"
@@ -312,14 +332,13 @@ class KVStore(abc.ABC):
 
     def _apply_renew(self, txn: _Txn, op: Renew) -> None:
         id_bytes = validate_id(op.id)
-        lease = _check_epoch(txn, id_bytes, op.id, op.epoch)
-        lease.expires_at = op.now_us + op.ttl_us
-        txn.put("leases", id_bytes, _enc.encode(lease))
+        lease = self._check_epoch(txn, id_bytes, op.id, op.epoch)
+        txn.put("leases", id_bytes, _enc.encode(msgspec.structs.replace(lease, expires_at=op.now_us + op.ttl_us)))
 
     def _apply_set_status(self, txn: _Txn, op: SetStatus) -> InvocationRecord:
         id_bytes = validate_id(op.id)
         if op.epoch is not None:
-            _check_epoch(txn, id_bytes, op.id, op.epoch)
+            self._check_epoch(txn, id_bytes, op.id, op.epoch)
         return _transition(txn, id_bytes, op.id, op.transition)
 
     def _apply_resolve(self, txn: _Txn, op: Resolve) -> InvocationRecord:
@@ -495,8 +514,21 @@ def check_lease(data: bytes | None, invocation_id: str, epoch: int) -> Lease:
     return lease
 
 
-def _check_epoch(txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
-    return check_lease(txn.get("leases", id_bytes), invocation_id, epoch)
+def _insert_entries(txn: _Txn, id_bytes: bytes, invocation_id: str, entries: list[tuple[int, bytes]]) -> None:
+    """Insert entries, never overwrite one: all of them, or none and the error."""
+    if len(entries) == 1:  # a step's append: nothing to take back
+        seq, data = entries[0]
+        if not txn.insert("entries", id_bytes + b"\x00" + seq.to_bytes(4, "big"), data):
+            raise already_journaled(invocation_id, seq)
+        return
+    written: list[bytes] = []
+    for seq, data in entries:
+        key = entry_key(id_bytes, seq)
+        if not txn.insert("entries", key, data):
+            for key in written:  # the batch's other operations still commit: leave no part of this one
+                txn.delete("entries", key)
+            raise already_journaled(invocation_id, seq)
+        written.append(key)
 
 
 def already_journaled(invocation_id: str, seq: int) -> JournalError:

@@ -18,7 +18,8 @@ import lmdb
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
 from ._lmdb_tables import LmdbTables
-from ._kvstore import TABLES, KVStore, _owned_id, _Txn, already_journaled, check_lease
+from ._kvstore import TABLES, KVStore, _Txn, check_lease
+from ._records import Lease
 from ._store import Append, Op
 from .errors import DiskFull, FormatVersionError, JournalError, StoreError
 
@@ -108,7 +109,8 @@ class LmdbStore(LmdbTables, KVStore):
         self._flush_error: StoreError | None = None  # a background flush failed: the next write says so
         self._env, self._dbs = _open_shared(self.path, readonly, map_size)
         self._leases, self._entries = self._dbs["leases"], self._dbs["entries"]
-        self._fenced: dict[bytes, tuple[int, bytes]] = {}  # id -> (epoch, lease bytes) that gave it ownership
+        # id -> (epoch, lease bytes, lease) that gave it ownership
+        self._fenced: dict[bytes, tuple[int, bytes, Lease]] = {}
         try:
             self._check_format()
         except BaseException:
@@ -140,44 +142,42 @@ class LmdbStore(LmdbTables, KVStore):
     def _read(self) -> _Reading:
         return _Reading(self._env, self._dbs)
 
-    def apply(self, ops: Sequence[Op]) -> list[Any]:
-        if len(ops) == 1:
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
+        if len(ops) == 1 and ops[0].__class__ is Append:
             result = self._append_one(ops[0])
             if result is not _GENERIC:
                 return [result]
         return super().apply(ops)
 
-    def _append_one(self, op: Op) -> Any:
-        """A live step's append (one entry, nothing else) by a shorter path with the same
-        rules and the same contract as `apply`: the generic transaction plumbing costs about
-        as much again as LMDB's commit. Anything else, and anything LMDB wants retried (a
-        map to grow or re-read) or reports as failed, is `_GENERIC`: the generic path does
-        it and reports it."""
-        if not (
-            op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
-            and len(op.entries) == 1 and not self.readonly and self._flush_error is None
-        ):
+    def _append_one(self, op: Append) -> Any:
+        """One append in a transaction of its own, without the generic plumbing (a closure,
+        a results list, the retry loop), which costs about as much again as LMDB's commit.
+        The rule applied is the same `_apply_append`. Anything LMDB wants retried (a map to
+        grow or re-read) or reports as failed is `_GENERIC`: the generic path does it again
+        and reports it (the aborted transaction wrote nothing)."""
+        if self.readonly or self._flush_error is not None:
             return _GENERIC
-        ((seq, data),) = op.entries
         try:
-            id_bytes = _owned_id(op.id)
             with self._env.begin(write=True) as txn:
-                lease = txn.get(id_bytes, db=self._leases)
-                if self._fenced.get(id_bytes) != (op.epoch, lease):
-                    # Unchanged lease bytes give the same verdict: decode only what is new.
-                    check_lease(lease, op.id, op.epoch)
-                    if len(self._fenced) >= 1024:
-                        self._fenced.clear()
-                    self._fenced[id_bytes] = (op.epoch, lease)
-                if not txn.put(id_bytes + b"\x00" + seq.to_bytes(4, "big"), data, db=self._entries, overwrite=False):
-                    raise already_journaled(op.id, seq)
+                result = self._apply_append(_LmdbTxn(txn, self._dbs), op)
         except JournalError as exc:  # a rule refused it, in a transaction that wrote nothing
             return exc
         except lmdb.Error:
             return _GENERIC
         if not self._dirty.is_set():
             self._dirty.set()
-        return None
+        return result
+
+    def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+        data = txn._txn.get(id_bytes, db=self._leases)  # type: ignore[attr-defined]  # (an _LmdbTxn)
+        fenced = self._fenced.get(id_bytes)
+        if fenced is not None and fenced[0] == epoch and fenced[1] == data:
+            return fenced[2]  # unchanged lease bytes give the same verdict: decode only what is new
+        lease = check_lease(data, invocation_id, epoch)
+        if len(self._fenced) >= 1024:
+            self._fenced.clear()
+        self._fenced[id_bytes] = (epoch, data, lease)
+        return lease
 
     def _transact(self, work: Callable[[_Txn], T]) -> T:
         if self.readonly:

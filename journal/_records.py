@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import socket
 
 import msgspec
 
@@ -21,6 +22,9 @@ class Status(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+
+# The name leases record as their owner's host: an owner on this host can be checked by pid.
+HOST = socket.gethostname()
 
 FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
 

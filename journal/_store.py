@@ -3,13 +3,16 @@
 A store is synchronous and each call is one atomic transaction. `apply` takes a batch of
 operations and runs them in a single transaction; each operation succeeds or fails on
 its own (a failed check writes nothing), and its result or exception comes back in the
-same position. Any backend (LMDB, memory, later PostgreSQL) passes tests/journal's
-conformance suite.
+same position. Every method the runtime calls is here, and every backend (memory, LMDB,
+PostgreSQL) passes tests/journal's conformance suite.
+
+A store whose calls wait on the network says so with `blocking = True`: the runtime then
+makes its calls from a worker thread, never from the event loop (`journal.call`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, overload, runtime_checkable
 
 import msgspec
 
@@ -106,11 +109,18 @@ class RequestCancel(msgspec.Struct, gc=False):
 
 Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue
 
+# What `apply` gives back for each operation, in its position (or the error that refused it):
+#   Append -> InvocationRecord | None (a record when it carried a transition)
+#   Acquire -> (epoch, InvocationRecord)        Renew -> None
+#   SetStatus, Resolve, RequestCancel, Continue -> InvocationRecord
+OpResult = InvocationRecord | tuple[int, InvocationRecord] | None
+
 
 @runtime_checkable
 class Store(Protocol):
     path: str | None
     max_entry_bytes: int
+    blocking: bool  # calls wait on the network: keep them off the event loop
 
     def create(self, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
         """Create an invocation with entry 0, or return the existing one (`created` False).
@@ -120,6 +130,9 @@ class Store(Protocol):
 
     def get(self, invocation_id: str) -> InvocationRecord | None: ...
 
+    def require(self, invocation_id: str) -> InvocationRecord:
+        """`get`, raising InvocationNotFound (with what to do) when there is no such invocation."""
+
     def list(self, status: Status | None = None) -> list[InvocationRecord]: ...
 
     def entries(self, invocation_id: str, start: int = 0) -> list[tuple[int, bytes]]: ...
@@ -127,6 +140,10 @@ class Store(Protocol):
     def entry_count(self, invocation_id: str) -> int: ...
 
     def lease(self, invocation_id: str) -> Lease | None: ...
+
+    def live_lease(self, invocation_id: str, now_us: int) -> Lease | None:
+        """The lease if it still protects a live owner: not expired, and its owner not known
+        dead (a gone pid on this host; on PostgreSQL, an ended database session)."""
 
     def resolution(self, invocation_id: str, name: str) -> Resolution | None: ...
 
@@ -138,7 +155,17 @@ class Store(Protocol):
     def key_queue(self, key: str) -> list[str]:
         """Unfinished invocations of `key` in the order they run (the first one runs now)."""
 
-    def apply(self, ops: Sequence[Op]) -> list[Any]: ...
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[OpResult | BaseException]:
+        """Run `ops` in one transaction. `durable=False`: the caller will not ask for this
+        commit to be durable (`async`); a store whose commits are durable by themselves
+        (PostgreSQL's synchronous_commit) may then commit without waiting for the disk."""
+
+    @overload
+    def apply_one(self, op: Acquire) -> tuple[int, InvocationRecord]: ...
+    @overload
+    def apply_one(self, op: SetStatus | Resolve | RequestCancel | Continue) -> InvocationRecord: ...
+    @overload
+    def apply_one(self, op: Append | Renew) -> InvocationRecord | None: ...
 
     def apply_one(self, op: Op) -> Any:
         """`apply` of one operation: its result, or its error raised."""
@@ -149,6 +176,20 @@ class Store(Protocol):
 
     def delete(self, invocation_ids: Sequence[str], *, keep_record: bool = False) -> int: ...
 
-    def sync(self) -> None: ...
+    def sync(self) -> None:
+        """Make every committed transaction durable (an fsync; a no-op where commits are durable)."""
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Block until an invocation may have become runnable, or `timeout` seconds pass.
+
+        PostgreSQL wakes on a NOTIFY from the transaction that made it runnable; a store
+        that cannot tell just waits out the timeout (the runtime polls those instead).
+        """
+
+    def next_wake(self) -> int | None:
+        """The earliest wake-up time (µs) of a suspended invocation's timer, if any."""
+
+    def start_background_sync(self, interval: float) -> None:
+        """`async` durability: make commits durable in the background within `interval` seconds."""
 
     def close(self) -> None: ...

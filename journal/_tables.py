@@ -1,7 +1,7 @@
 """Ordered key-value tables beside the journal, for integrations that keep their own records
 (LangGraph checkpoints, long-term memory) in the same store as the invocations.
 
-The contract, which every backend keeps (`MemoryStore`, `LmdbStore`, and any later one):
+The contract, which every backend keeps (`MemoryStore`, `LmdbStore`, `PostgresStore`):
 
 1. A table is named by `[a-z0-9_]{1,48}`; it exists as soon as something is put in it. A
    table never shares keys with the journal's own tables or with another table.

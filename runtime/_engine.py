@@ -14,8 +14,9 @@ from journal import (
     Committer,
     Durability,
     Emitted,
+    HOST,
     InvocationRecord,
-    LmdbStore,
+    open_store,
     RequestCancel,
     Resolve,
     Started,
@@ -29,7 +30,6 @@ from journal import (
     encode_entry,
     encode_value,
 )
-from journal._kvstore import HOST, lease_is_live
 from journal._lmdb import default_path
 from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 
@@ -44,7 +44,7 @@ from ._invocation import InvocationContext
 from ._outcome import Event, Outcome
 from ._park import park, park_if_unloadable
 from ._replayer import Replayer
-from .errors import PromiseNotSettable, RollbackImpossible, TerminalError
+from .errors import HandlerNotFound, PromiseNotSettable, RollbackImpossible, TerminalError
 
 
 class Engine:
@@ -64,10 +64,16 @@ class Engine:
         poll_interval: float = 0.25,
         always_replay: bool = False,
         divergence_wait: float | None = None,
+        handlers: dict[str, Callable[..., Any] | str] | None = None,
     ) -> None:
         self.store = store
+        # The handlers this engine may run, by name; None: any handler path it can import.
+        # A worker given them never imports a path read from the store.
+        self.handlers = None if handlers is None else {
+            name: load_handler(fn) if isinstance(fn, str) else fn for name, fn in handlers.items()}
         self.durability = Durability(durability)
         self.committer = Committer(store, self.durability)
+        self._read = self.committer.read  # store calls: off the loop when the store is blocking
         self.lease_ttl = lease_ttl
         self.inline_sleep_limit = inline_sleep_limit
         self.poll_interval = poll_interval
@@ -91,7 +97,7 @@ class Engine:
         """Open the store at `path` (default `$JOURNAL_DB` or `./.journal`) and an engine on it."""
         own = store is None
         if store is None:
-            store = await anyio.to_thread.run_sync(lambda: LmdbStore(path or default_path()))
+            store = await anyio.to_thread.run_sync(lambda: open_store(path or default_path()))
         try:
             yield cls(store, **options)
         finally:
@@ -100,23 +106,47 @@ class Engine:
 
     # -- starting and running ----------------------------------------------------------------
 
+    def handler_for(self, name: str) -> Callable[..., Any]:
+        """The handler an invocation records by `name`: one this engine was given, or (without
+        `handlers`) the function at that import path, if `load_recorded`'s rule lets it be imported."""
+        if self.handlers is None:
+            return load_recorded(name)
+        try:
+            return self.handlers[name]
+        except KeyError:
+            raise HandlerNotFound(
+                f"handler {name!r} was not given to this worker, which runs only "
+                f"{', '.join(sorted(self.handlers)) or 'nothing'}; start a worker with --handler {name}=TARGET"
+            ) from None
+
     def register(self, fn: Callable[..., Any]) -> str:
         """Make `fn` loadable by its path without importing (handlers defined in tests, notebooks)."""
         return register(fn)
 
     async def start(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                     key: str | None = None, lax_input: bool = False) -> InvocationRecord:
-        """Create the invocation (idempotent by id) without running it. Returns its record."""
-        fn = load_handler(handler) if isinstance(handler, str) else handler
-        path = register(fn)
-        raw, _ = prepare_input(fn, input, lax=lax_input)
+        """Create the invocation (idempotent by id) without running it. Returns its record.
+
+        `handler` is a function, a TARGET path, or a NAME: a name this engine was given in
+        `handlers`, or one recorded as is (its input unchecked) for a worker that has it."""
+        if isinstance(handler, str) and self.handlers is not None and handler in self.handlers:
+            fn, path = self.handlers[handler], handler  # recorded by its name
+        elif isinstance(handler, str) and _is_name(handler):
+            fn, path = None, handler  # a worker given `--handler NAME=TARGET` runs it and checks its input
+        else:
+            fn = load_handler(handler) if isinstance(handler, str) else handler
+            path = register(fn)
+        if fn is None:
+            raw = encode_value(input)
+        else:
+            raw, _ = prepare_input(fn, input, lax=lax_input)
         invocation_id = id if id is not None else _uuid.uuid4().hex
         at = now_us()
         input_digest = digest(bytes(raw))
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
         trace = _otel.start_context(invocation_id, path) if _otel.enabled() else None
         started = encode_entry(Started(path, raw, at, key, input_digest, None, trace), self.store.max_entry_bytes)
-        record, created = self.store.create(record, started)
+        record, created = await self._read(self.store.create, record, started)
         if created:
             await self.committer.flush()
         return record
@@ -125,7 +155,7 @@ class Engine:
                   key: str | None = None, lax_input: bool = False) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges."""
         record = await self.start(handler, input, id=id, key=key, lax_input=lax_input)
-        fn = load_recorded(record.handler)
+        fn = self.handler_for(record.handler)
         while True:
             try:
                 return await self._execute(record.id, fn)
@@ -133,27 +163,27 @@ class Engine:
                 record = await self._wait_while_running(record.id)
                 if record.status != Status.PENDING and record.status != Status.RUNNING:
                     return Outcome.of(record)
-                head = self._queue_head(record)
+                head = await self._queue_head(record)
                 if head is not None:
                     # Its key's turn belongs to another invocation: wait while that one runs;
                     # if it is waiting itself (suspended), this one waits in the queue too.
-                    ahead = self.store.get(head)
-                    if ahead is not None and not ahead.finished and not self._running_live(head):
+                    ahead = await self._read(self.store.get, head)
+                    if ahead is not None and not ahead.finished and not await self._running_live(head):
                         return Outcome(id=record.id, status=Status.PENDING, waiting=f"turn:{head}")
                 await anyio.sleep(0.02)
 
-    def _queue_head(self, record: InvocationRecord) -> str | None:
+    async def _queue_head(self, record: InvocationRecord) -> str | None:
         """The invocation ahead of `record` in its key's queue, if one is."""
         if record.key is None:
             return None
-        queue = self.store.key_queue(record.key)
+        queue = await self._read(self.store.key_queue, record.key)
         return queue[0] if queue and queue[0] != record.id else None
 
-    def _running_live(self, invocation_id: str) -> bool:
-        record = self.store.get(invocation_id)
+    async def _running_live(self, invocation_id: str) -> bool:
+        record = await self._read(self.store.get, invocation_id)
         return (
             record is not None and record.status == Status.RUNNING
-            and lease_is_live(self.store.lease(invocation_id), now_us())
+            and await self._read(self.store.live_lease, invocation_id, now_us()) is not None
         )
 
     async def resume(self, invocation_id: str, handler: Callable[..., Any] | str | None = None) -> Outcome:
@@ -165,7 +195,7 @@ class Engine:
         return await self._execute(invocation_id, fn)
 
     async def get(self, invocation_id: str) -> Outcome:
-        return Outcome.of(self.store.require(invocation_id))
+        return Outcome.of(await self._read(self.store.require, invocation_id))
 
     async def wait(self, invocation_id: str) -> Outcome:
         """Wait until the invocation is finished, suspended or diverged (someone else may run it)."""
@@ -173,8 +203,9 @@ class Engine:
 
     async def _wait_while_running(self, invocation_id: str, until_settled: bool = False) -> InvocationRecord:
         while True:
-            record = self.store.require(invocation_id)
-            busy = record.status == Status.RUNNING and lease_is_live(self.store.lease(invocation_id), now_us())
+            record = await self._read(self.store.require, invocation_id)
+            busy = record.status == Status.RUNNING and (
+                await self._read(self.store.live_lease, invocation_id, now_us()) is not None)
             if until_settled:
                 busy = busy or record.status == Status.PENDING
             if not busy:
@@ -221,7 +252,7 @@ class Engine:
         """Deliver `value` to promise `name`; a suspended invocation waiting on it becomes pending.
 
         A `child:` promise (what `ctx.call` waits for) is refused: the child's result settles it."""
-        self._refuse_child_promise(invocation_id, name)
+        await self._read(self._refuse_child_promise, invocation_id, name)
         try:
             raw = bytes(encode_value(value))
         except UnencodableValue as exc:
@@ -230,7 +261,7 @@ class Engine:
 
     async def reject(self, invocation_id: str, name: str, message: str) -> InvocationRecord:
         """Reject promise `name`: the handler's `ctx.promise(name)` raises `PromiseRejected`."""
-        self._refuse_child_promise(invocation_id, name)
+        await self._read(self._refuse_child_promise, invocation_id, name)
         return await self.committer.submit(Resolve(invocation_id, name, now_us(), None, message), durable=True)
 
     async def cancel(self, invocation_id: str, *, run: bool = True, rollback: bool = False) -> Outcome:
@@ -239,12 +270,12 @@ class Engine:
         With `rollback`, the `ctx.state` changes it made to its key are undone when it ends
         `cancelled`, in the same transaction as its `cancelled` entry: the next invocation of
         the key sees the state as it was before this one (compensating steps' changes included)."""
-        record = self.store.require(invocation_id)
+        record = await self._read(self.store.require, invocation_id)
         while record.continued_as is not None:  # the logical run goes on in its latest generation
-            record = self.store.require(record.continued_as)
+            record = await self._read(self.store.require, record.continued_as)
         invocation_id = record.id
         if rollback and not record.finished:
-            self._check_rollback(invocation_id)
+            await self._read(self._check_rollback, invocation_id)
         if record.waiting is not None and record.waiting.startswith(CHILD_PREFIX):
             # The child it awaits goes first.
             await self.cancel(record.waiting[len(CHILD_PREFIX):], run=run, rollback=rollback)
@@ -254,9 +285,10 @@ class Engine:
         try:
             return await self._execute(invocation_id)
         except InvocationBusy:
-            if self._queue_head(self.store.require(invocation_id)) is not None:
+            record = await self._read(self.store.require, invocation_id)
+            if await self._queue_head(record) is not None:
                 # Queued behind another invocation of its key: it receives the cancel on its turn.
-                return Outcome.of(self.store.require(invocation_id))
+                return Outcome.of(record)
             return await self.wait(invocation_id)
 
     def _check_rollback(self, invocation_id: str) -> None:
@@ -295,13 +327,13 @@ class Engine:
         # Inside the parent's attempt (or step) span: the child joins the parent's trace.
         trace = _otel.start_context(child_id, path, parent=parent) if _otel.enabled() else None
         started = encode_entry(Started(path, raw, at, key, input_digest, parent, trace), self.store.max_entry_bytes)
-        self.store.create(record, started)
+        await self._read(self.store.create, record, started)
         await self.committer.flush()
 
     async def _run_child(self, child_id: str, _outer: frozenset[str] = frozenset()) -> None:
         """Run an awaited child here if nobody else is running it; it may finish or suspend.
         A child suspended in a ctx.call of its own gets its own child run first."""
-        record = self.store.get(child_id)
+        record = await self._read(self.store.get, child_id)
         if record is None:  # finished long ago and trimmed: its result is in the parent's journal
             return
         waiting = record.waiting
@@ -309,9 +341,9 @@ class Engine:
             grandchild = waiting[len(CHILD_PREFIX):]
             if grandchild not in _outer:
                 await self._run_child(grandchild, _outer | {child_id})
-                record = self.store.require(child_id)
+                record = await self._read(self.store.require, child_id)
         runnable = record.status == Status.PENDING or (
-            record.status == Status.RUNNING and not lease_is_live(self.store.lease(child_id), now_us())
+            record.status == Status.RUNNING and await self._read(self.store.live_lease, child_id, now_us()) is None
         )
         if runnable and child_id not in self._running:
             # In a task of its own, so the child's context variables do not leak into the parent's;
@@ -335,8 +367,8 @@ class Engine:
         delivered: set[int] = set()
         floor = after  # every seq up to here was seen
         while True:
-            record = self.store.require(invocation_id)
-            for seq, data in self.store.entries(invocation_id, start=floor + 1):
+            record = await self._read(self.store.require, invocation_id)
+            for seq, data in await self._read(self.store.entries, invocation_id, floor + 1):
                 if seq in delivered:
                     continue
                 entry = decode_entry(data, invocation_id=invocation_id, seq=seq)
@@ -359,12 +391,15 @@ class Engine:
         now = now_us()
         ids = [r.id for r in self.store.list(Status.PENDING)]
         for record in self.store.list(Status.RUNNING):
-            if not lease_is_live(self.store.lease(record.id), now):
+            if self.store.live_lease(record.id, now) is None:
                 ids.append(record.id)
         ids += self.store.due_timers(now)
         seen: set[str] = set()
         busy = self._active | self._running
-        return [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]
+        ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]
+        if self.handlers is not None:  # others are left for a worker that was given their handler
+            ids = [i for i in ids if (r := self.store.get(i)) is not None and r.handler in self.handlers]
+        return ids
 
     async def recover(self, *, concurrency: int = 16) -> list[Outcome]:
         """Resume every invocation left pending or orphaned (its owner died or its lease expired)."""
@@ -380,7 +415,7 @@ class Engine:
                     pass
 
         async with anyio.create_task_group() as tg:
-            for invocation_id in self.runnable():
+            for invocation_id in await self._read(self.runnable):
                 tg.start_soon(one, invocation_id)
         return outcomes
 
@@ -404,13 +439,27 @@ class Engine:
 
         async with anyio.create_task_group() as tg:
             while True:
-                ids = self.runnable()
+                ids = await self._read(self.runnable)
                 for invocation_id in ids:
                     self._active.add(invocation_id)
                     tg.start_soon(one, invocation_id)
                 if idle_exit and not ids and not self._active:
                     return
-                await anyio.sleep(self.poll_interval)
+                await self._idle()
+
+    async def _idle(self) -> None:
+        """Wait for work: a blocking store (PostgreSQL) wakes us with a NOTIFY when something
+        becomes runnable, or when its next timer falls due; a local store is polled."""
+        if not self.store.blocking:
+            await anyio.sleep(self.poll_interval)
+            return
+        wake = await self._read(self.store.next_wake)
+        # A worker that dies sends no NOTIFY: its session's end (or its lease's expiry) is seen
+        # by looking again, once a second, a few cheap queries when nothing else wakes us.
+        timeout = min(1.0, self.lease_ttl / 3)
+        if wake is not None:
+            timeout = max(0.0, min(timeout, (wake - now_us()) / 1e6))
+        await self._read(self.store.wait_for_work, timeout)
 
     async def _loadable(self, invocation_id: str) -> bool:
         """Whether the invocation's handler loads here; if not, it is parked (`_park.py`)."""
@@ -429,23 +478,25 @@ class Engine:
                 return outcome
 
     async def _execute_once(self, invocation_id: str, fn: Callable[..., Any] | None) -> Outcome:
-        record = self.store.require(invocation_id)
+        record = await self._read(self.store.require, invocation_id)
         if record.finished:
             return Outcome.of(record)
-        fn = fn or load_recorded(record.handler)
+        fn = fn or self.handler_for(record.handler)
         if invocation_id in self._running:
             # The lease belongs to this engine already: a second execution here would take it
             # from the first one in the middle of a step.
             raise InvocationBusy(f"invocation {invocation_id!r} is already running in this process")
-        epoch, record = await self.committer.submit(
-            Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()),
-            durable=False,
-        )
+        # Marked before the acquire is awaited: a store call off the loop lets a second
+        # execution here reach this point meanwhile.
         self._running.add(invocation_id)
         try:
+            epoch, record = await self.committer.submit(
+                Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()),
+                durable=False,
+            )
             try:
                 entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
-                           for seq, data in self.store.entries(invocation_id)}
+                           for seq, data in await self._read(self.store.entries, invocation_id)}
             except CorruptEntry as exc:
                 # Not runnable until repaired: parked with the reason, not left `running`.
                 await park(self.committer, invocation_id, epoch, (
@@ -466,7 +517,7 @@ class Engine:
                 ctx.request_cancel("cancel requested")
             ctx.machine.rollback = record.cancel_rollback
             execution = Execution(ctx, epoch, committer=self.committer, lease_ttl=self.lease_ttl,
-                                  poll_interval=self.poll_interval)
+                                  poll_interval=self.poll_interval, handler_for=self.handler_for)
             tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
             async with beside(execution.watch):
                 if tracing is None:
@@ -474,7 +525,13 @@ class Engine:
                 ctx.wrap_step = tracing.wrap_step
                 with tracing:
                     outcome = await execution.drive(fn, started)
-                    tracing.finish(outcome.status, self.store.get(invocation_id), replayer.replayed)
+                    tracing.finish(outcome.status, await self._read(self.store.get, invocation_id),
+                                   replayer.replayed)
                     return outcome
         finally:
             self._running.discard(invocation_id)
+
+
+def _is_name(handler: str) -> bool:
+    """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
+    return ":" not in handler and "/" not in handler and os.sep not in handler

@@ -50,9 +50,11 @@ class Execution:
     """Drives one execution of an invocation whose lease (`epoch`) the engine holds."""
 
     def __init__(self, ctx: InvocationContext, epoch: int, *, committer: Committer, lease_ttl: float,
-                 poll_interval: float) -> None:
+                 poll_interval: float, handler_for: Callable[[str], Callable[..., Any]] = load_recorded) -> None:
         self.store = committer.store
         self.committer = committer
+        self._read = committer.read  # store calls: off the loop when the store is blocking (PostgreSQL)
+        self._handler_for = handler_for  # the engine's choice of code for a recorded handler name
         self.ctx = ctx
         self.epoch = epoch
         self.lease_ttl = lease_ttl
@@ -99,7 +101,8 @@ class Execution:
         machine = ctx.machine
         leaves = _leaves(exc)
         if machine.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):
-            return Outcome.of(self.store.require(invocation_id))
+            with anyio.CancelScope(shield=True):
+                return Outcome.of(await self._read(self.store.require, invocation_id))
         exits = [e for e in leaves if isinstance(e, SystemExit)]
         if exits and not machine.cancel_delivered:
             # sys.exit() in handler code is the handler's own (deterministic) ending, not an
@@ -166,8 +169,8 @@ class Execution:
 
     async def _continue_as_new(self, cont: ContinueAsNew) -> Outcome:
         ctx, epoch, invocation_id = self.ctx, self.epoch, self.ctx.invocation_id
-        record = self.store.require(invocation_id)
-        fn = load_recorded(record.handler)
+        record = await self._read(self.store.require, invocation_id)
+        fn = self._handler_for(record.handler)
         try:
             raw, _ = prepare_input(fn, cont.input)
         except (ValueError, UnencodableValue) as exc:
@@ -206,7 +209,8 @@ class Execution:
             with anyio.CancelScope(shield=True):
                 record = await ctx.finish(entry, Transition(status, now_us(), release=True, **change))
         except LeaseLost:
-            record = self.store.require(ctx.invocation_id)
+            with anyio.CancelScope(shield=True):
+                record = await self._read(self.store.require, ctx.invocation_id)
         except EntryTooLarge as exc:
             if status == Status.FAILED:
                 raise
@@ -241,7 +245,7 @@ class Execution:
             # A step in flight finishes first: renewing goes on meanwhile, each part on its own,
             # so that no other process starts that step again while it runs.
             try:
-                record = self.store.get(invocation_id)
+                record = await self._read(self.store.get, invocation_id)
                 if record is not None and record.cancel_requested:
                     ctx.request_cancel("cancel requested")
                     ctx.machine.rollback = ctx.machine.rollback or record.cancel_rollback

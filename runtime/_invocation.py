@@ -84,7 +84,7 @@ class InvocationContext(Composition, Context):
         self._always_replay = always_replay
         self._restarting = False
         self._exit_mode = committer.durability is Durability.EXIT
-        self._commit_inline = committer.durability is Durability.ASYNC
+        self._commit_inline = committer.commits_inline
         self._key = key
         self._spawner = spawner  # the engine: starts and runs child invocations
         self.state = State(self, key)
@@ -298,7 +298,7 @@ class InvocationContext(Composition, Context):
 
     async def _await_resolution(self, name: str, deadline: int | None) -> Any:
         """The promise's resolution; a deadline near enough is waited for here instead of suspending."""
-        resolution = self._store.resolution(self._id, name)
+        resolution = await self._committer.read(self._store.resolution, self._id, name)
         while resolution is None and deadline is not None:
             left = (deadline - now_us()) / 1e6
             if left <= 0 or left > self._inline_sleep_limit:
@@ -311,7 +311,7 @@ class InvocationContext(Composition, Context):
             self.machine.raise_if_stopped()
             if self.machine.cancel_reason is not None:
                 break
-            resolution = self._store.resolution(self._id, name)
+            resolution = await self._committer.read(self._store.resolution, self._id, name)
         return resolution
 
     async def emit(self, event: Any) -> None:

@@ -11,11 +11,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from journal import Acquire, Committer, SetStatus, Status, Transition
-from journal._kvstore import HOST
+from journal import HOST, Acquire, Committer, SetStatus, Status, Transition
 
 from ._clock import now_us
-from ._handlers import load_recorded
 from .errors import HandlerNotFound
 
 if TYPE_CHECKING:
@@ -31,11 +29,11 @@ async def park(committer: Committer, invocation_id: str, epoch: int, reason: str
 async def park_if_unloadable(engine: "Engine", invocation_id: str) -> bool:
     """True if the invocation's handler loads here; else park it, tell `engine.on_park`, and
     return False. The lease is taken first: an invocation another process runs is left alone."""
-    record = engine.store.get(invocation_id)
+    record = await engine.committer.read(engine.store.get, invocation_id)
     if record is None or record.finished:
         return True
     try:
-        load_recorded(record.handler)
+        engine.handler_for(record.handler)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure to import the handler's module
         reason = exc if isinstance(exc, HandlerNotFound) else f"importing it raised {type(exc).__name__}: {exc}"

@@ -19,7 +19,7 @@ from .errors import TerminalError
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from journal import Store
+    from journal import Committer, Store
 
     from ._machine import Machine
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
         machine: Machine
         _store: Store
+        _committer: Committer
 
         async def _claim(self, kind: type, name: str | None = None) -> tuple[int, int, Any]: ...
         async def _commit(self, seq: int, entry: Any) -> None: ...
@@ -62,7 +63,8 @@ class State:
         seq, prev, recorded = await ctx._claim(StateGot, name)
         if recorded is None:
             await ctx._deliver_cancel(seq, prev)
-            raw = self._current(name)
+            raw = self._overlay[name] if name in self._overlay else (
+                await ctx._committer.read(ctx._store.state, self._require_key("get"))).get(name)
             recorded = StateGot(name, now_us(), msgspec.Raw(raw) if raw is not None else NIL, raw is not None, prev)
             await ctx._commit(seq, recorded)
         return decode_value(recorded.value, type) if recorded.found else default
@@ -74,7 +76,7 @@ class State:
         seq, prev, recorded = await ctx._claim(StateKeys)
         if recorded is None:
             await ctx._deliver_cancel(seq, prev)
-            names = set(ctx._store.state(key))
+            names = set(await ctx._committer.read(ctx._store.state, key))
             names |= {n for n, v in self._overlay.items() if v is not None}
             names -= {n for n, v in self._overlay.items() if v is None}
             recorded = StateKeys(now_us(), sorted(names), prev)

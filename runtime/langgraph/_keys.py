@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from journal import LmdbStore, Tables
+from journal import Tables, open_store
 from journal.errors import StoreError
 
 _END = b"\x00\x00"
@@ -39,18 +39,13 @@ def split(key: bytes, count: int) -> tuple[list[str], bytes]:
 def open_tables(db: Any) -> tuple[Any, bool]:
     """The store behind `db` and whether we opened it (and so must close it).
 
-    `db` is a directory path (LMDB), or a store object that offers `journal.Tables`."""
+    `db` is a directory path (LMDB), a `postgresql://` URL, or a store object that offers
+    `journal.Tables`."""
     if isinstance(db, Tables):
         return db, False
     if isinstance(db, (str, os.PathLike)):
-        path = os.fspath(db)
-        if path.startswith(("postgresql://", "postgres://")):
-            raise StoreError(
-                "this version of journal has no PostgreSQL store with tables; pass an LMDB directory "
-                "path, or a store object that implements journal.Tables"
-            )
-        return LmdbStore(path), True
+        return open_store(os.fspath(db)), True
     raise StoreError(
-        f"cannot open {db!r} as a journal store: pass a directory path, or a store such as "
-        "journal.LmdbStore(path) or journal.MemoryStore()"
+        f"cannot open {db!r} as a journal store: pass a directory path, a postgresql:// URL, or a store "
+        "such as journal.LmdbStore(path) or journal.MemoryStore()"
     )

@@ -92,7 +92,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
         self.durable = durable
         start_flusher = getattr(self.store, "start_background_sync", None)
         if start_flusher is not None:
-            start_flusher()  # flushes pending writes (and all of durable=False) within 100 ms
+            start_flusher(0.1)  # flushes pending writes (and all of durable=False) within 100 ms
 
     def __repr__(self) -> str:
         return f"JournalSaver({self.store!r})"
@@ -204,6 +204,9 @@ class JournalSaver(BaseCheckpointSaver[str]):
         self.store.table_write(ops, durable=fsync and self.durable)
 
     async def _awrite(self, ops: list[Any], fsync: bool = True) -> None:
+        if getattr(self.store, "blocking", False):  # PostgreSQL: the whole transaction waits on the network
+            await asyncio.to_thread(self.store.table_write, ops, durable=fsync and self.durable)
+            return
         # The commit is microseconds and runs here; only the fsync leaves the event loop.
         self.store.table_write(ops, durable=False)
         if fsync and self.durable:

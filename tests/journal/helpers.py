@@ -11,7 +11,7 @@ from journal import (
     encode_entry,
     encode_value,
 )
-from journal._kvstore import HOST
+from journal import HOST
 
 T0 = 1_700_000_000_000_000
 

@@ -1,10 +1,19 @@
-"""The rules every Store backend must follow (run over MemoryStore and LmdbStore)."""
+"""The rules every Store backend must follow.
 
+`StoreContract` holds them; each backend subclasses it with `make_store` (as
+eventsourcing's recorder tests do), so a new backend passes exactly these rules.
+"""
+
+import abc
 import os
 
 import pytest
 
 from journal import (
+    Continue,
+    LmdbStore,
+    MemoryStore,
+    PostgresStore,
     Append,
     InvocationRecord,
     RequestCancel,
@@ -17,6 +26,7 @@ from journal import (
     decode_value,
 )
 from journal.errors import (
+    JournalError,
     InvalidId,
     InvocationBusy,
     InvocationConflict,
@@ -28,272 +38,319 @@ from journal.errors import (
 from .helpers import T0, acquire, append, create, step
 
 
-def test_create_writes_record_and_start_entry(store):
-    record, created = create(store, "inv-1", value={"q": 1})
-    assert created
-    assert store.get("inv-1").status == Status.PENDING
-    [(seq, data)] = store.entries("inv-1")
-    started = decode_entry(data)
-    assert seq == 0 and started.handler == "pkg.mod:agent"
-    assert decode_value(started.input) == {"q": 1}
+class StoreContract(abc.ABC):
+    """The contract; not collected itself (its name does not start with Test)."""
+
+    @abc.abstractmethod
+    def make_store(self, tmp_path, request): ...
+
+    @pytest.fixture
+    def store(self, tmp_path, request):
+        s = self.make_store(tmp_path, request)
+        yield s
+        s.close()
+
+    def test_create_writes_record_and_start_entry(self, store):
+        record, created = create(store, "inv-1", value={"q": 1})
+        assert created
+        assert store.get("inv-1").status == Status.PENDING
+        [(seq, data)] = store.entries("inv-1")
+        started = decode_entry(data)
+        assert seq == 0 and started.handler == "pkg.mod:agent"
+        assert decode_value(started.input) == {"q": 1}
+
+    def test_create_is_idempotent_for_the_same_input(self, store):
+        create(store, "inv-1", value="a")
+        record, created = create(store, "inv-1", value="a")
+        assert not created and record.id == "inv-1"
+        assert store.entry_count("inv-1") == 1
+
+    def test_create_with_a_different_input_conflicts(self, store):
+        create(store, "inv-1", value="a")
+        with pytest.raises(InvocationConflict, match="different input"):
+            create(store, "inv-1", value="b")
+
+    @pytest.mark.parametrize("bad", ["", "x" * 201, "a\x00b", "tab\there", 42])
+    def test_invalid_ids_are_rejected_with_a_reason(self, store, bad):
+        with pytest.raises(InvalidId) as info:
+            create(store, bad)
+        assert "id" in str(info.value)
+
+    def test_ids_up_to_200_utf8_bytes_are_accepted(self, store):
+        long_id = "é" * 100  # 200 bytes of UTF-8
+        create(store, long_id)
+        assert store.get(long_id).id == long_id
+
+    def test_appends_are_read_back_in_seq_order(self, store):
+        create(store)
+        epoch, _ = acquire(store)
+        append(store, "inv-1", epoch, (2, step("b")), (1, step("a")))
+        append(store, "inv-1", epoch, (10, step("c")))
+        seqs = [s for s, _ in store.entries("inv-1")]
+        assert seqs == [0, 1, 2, 10]
+        assert [s for s, _ in store.entries("inv-1", start=2)] == [2, 10]
+
+    def test_entries_of_one_invocation_do_not_leak_into_another(self, store):
+        create(store, "a")
+        create(store, "ab")
+        ea, _ = acquire(store, "a")
+        eb, _ = acquire(store, "ab")
+        append(store, "a", ea, (1, step("x")))
+        append(store, "ab", eb, (1, step("y")), (2, step("z")))
+        assert store.entry_count("a") == 2
+        assert store.entry_count("ab") == 3
+
+    def test_committed_entries_are_never_overwritten(self, store):
+        create(store)
+        epoch, _ = acquire(store)
+        append(store, "inv-1", epoch, (1, step("a", "first")))
+        with pytest.raises(Exception, match="already journaled"):
+            append(store, "inv-1", epoch, (1, step("a", "second")))
+        assert decode_value(decode_entry(store.entries("inv-1")[1][1]).value) == "first"
+
+    def test_an_append_that_would_overwrite_writes_none_of_its_entries_while_its_batch_commits(self, store):
+        create(store, "a")
+        create(store, "b")
+        ea, _ = acquire(store, "a")
+        eb, _ = acquire(store, "b")
+        append(store, "a", ea, (2, step("a", "second")))
+        # One batch: `a` brings seq 1 (new) and seq 2 (taken); `b` is fine and must still commit.
+        results = store.apply([Append("a", ea, [(1, step("x")), (2, step("y"))]), Append("b", eb, [(1, step("z"))])])
+        assert "already journaled" in str(results[0]) and results[1] is None
+        assert [seq for seq, _ in store.entries("a")] == [0, 2]
+        assert decode_value(decode_entry(dict(store.entries("a"))[2]).value) == "second"
+        assert store.entry_count("b") == 2
+
+    def test_a_state_change_for_an_invocation_without_a_key_is_refused_with_none_of_its_entries(self, store):
+        create(store)  # no key
+        epoch, _ = acquire(store)
+        (result,) = store.apply([Append("inv-1", epoch, [(1, step("a"))], state=[("count", b"\x01")])])
+        assert "has no key" in str(result)
+        assert store.entry_count("inv-1") == 1
+
+    def test_an_owner_that_appended_before_a_takeover_gets_lease_lost_after_it(self, store):
+        create(store)
+        old, _ = acquire(store, owner="old", now=T0)
+        append(store, "inv-1", old, (1, step("a")))
+        append(store, "inv-1", old, (2, step("b")))  # the lease, unchanged since the last append
+        new, _ = acquire(store, owner="new", now=T0 + 60_000_000)
+        with pytest.raises(LeaseLost, match="epoch"):
+            append(store, "inv-1", old, (3, step("late")))
+        store.apply_one(Renew("inv-1", new, 10_000_000, T0 + 61_000_000))
+        with pytest.raises(LeaseLost):  # still refused after the new owner's lease changed again
+            append(store, "inv-1", old, (3, step("late")))
+        append(store, "inv-1", new, (3, step("ok")))
+        assert store.entry_count("inv-1") == 4
+
+    def test_append_with_a_stale_epoch_gets_lease_lost_and_writes_nothing(self, store):
+        create(store)
+        old, _ = acquire(store, owner="old", now=T0)
+        # The old owner's lease expired; a new owner takes over with a higher epoch.
+        new, _ = acquire(store, owner="new", now=T0 + 60_000_000)
+        assert new == old + 1
+        with pytest.raises(LeaseLost, match="epoch"):
+            append(store, "inv-1", old, (1, step("late")))
+        assert store.entry_count("inv-1") == 1
+        append(store, "inv-1", new, (1, step("ok")))
+
+    def test_a_live_lease_cannot_be_taken(self, store):
+        create(store)
+        acquire(store, owner="first")
+        with pytest.raises(InvocationBusy, match="being run"):
+            acquire(store, owner="second")
+
+    def test_a_dead_owner_on_this_host_loses_the_lease_at_once(self, store):
+        import subprocess
+        import sys
+
+        create(store)
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        acquire(store, owner="ghost", pid=int(dead.stdout))
+        epoch, record = acquire(store, owner="me")
+        assert epoch == 2 and record.status == Status.RUNNING
+
+    def test_an_owner_on_another_host_keeps_the_lease_until_it_expires(self, store):
+        create(store)
+        acquire(store, owner="remote", host="elsewhere", pid=1, ttl_us=10_000_000, now=T0)
+        with pytest.raises(InvocationBusy):
+            acquire(store, owner="me", now=T0 + 5_000_000)
+        epoch, _ = acquire(store, owner="me", now=T0 + 11_000_000)
+        assert epoch == 2
+
+    def test_renew_extends_only_the_current_epoch(self, store):
+        create(store)
+        epoch, _ = acquire(store, owner="a", host="elsewhere", pid=1, ttl_us=10_000_000, now=T0)
+        store.apply_one(Renew("inv-1", epoch, 10_000_000, T0 + 9_000_000))
+        with pytest.raises(InvocationBusy):
+            acquire(store, owner="b", now=T0 + 15_000_000)
+        with pytest.raises(LeaseLost):
+            store.apply_one(Renew("inv-1", epoch + 5, 10_000_000, T0))
+
+    def test_terminal_append_sets_status_releases_the_lease_and_keeps_the_result(self, store):
+        from journal import encode_value
+
+        create(store)
+        epoch, _ = acquire(store)
+        done = Transition(Status.COMPLETED, T0 + 1, result=encode_value(42), release=True)
+        record = append(store, "inv-1", epoch, (1, step()), transition=done)
+        assert record.status == Status.COMPLETED and record.finished
+        assert decode_value(store.get("inv-1").result) == 42
+        assert store.lease("inv-1").owner == ""
+        assert [r.id for r in store.list(Status.COMPLETED)] == ["inv-1"]
+        assert store.list(Status.RUNNING) == []
+        with pytest.raises(InvocationBusy, match="already completed"):
+            acquire(store)
+
+    def test_status_index_follows_every_transition(self, store):
+        create(store, "a")
+        create(store, "b")
+        assert {r.id for r in store.list(Status.PENDING)} == {"a", "b"}
+        epoch, _ = acquire(store, "a")
+        assert [r.id for r in store.list(Status.RUNNING)] == ["a"]
+        store.apply_one(SetStatus("a", Transition(Status.SUSPENDED, T0, waiting="ok", release=True), epoch))
+        assert [r.id for r in store.list(Status.SUSPENDED)] == ["a"]
+        assert [r.id for r in store.list(Status.PENDING)] == ["b"]
+        assert {r.id for r in store.list()} == {"a", "b"}
+
+    def test_resolving_the_awaited_promise_makes_a_suspended_invocation_pending(self, store):
+        create(store)
+        epoch, _ = acquire(store)
+        store.apply_one(SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="approval", release=True), epoch))
+        record = store.apply_one(Resolve("inv-1", "approval", T0 + 1, b"\xc3"))
+        assert record.status == Status.PENDING
+        resolution = store.resolution("inv-1", "approval")
+        assert decode_value(resolution.value) is True and resolution.error is None
+
+    def test_a_promise_resolved_before_the_handler_suspends_is_not_lost(self, store):
+        create(store)
+        epoch, _ = acquire(store)
+        store.apply_one(Resolve("inv-1", "approval", T0, b"\xc3"))  # arrives while still running
+        record = store.apply_one(
+            SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="approval", release=True), epoch)
+        )
+        assert record.status == Status.PENDING
+
+    def test_a_promise_is_settled_once(self, store):
+        create(store)
+        store.apply_one(Resolve("inv-1", "p", T0, b"\x01"))
+        store.apply_one(Resolve("inv-1", "p", T0, b"\x01"))  # same outcome again: fine
+        with pytest.raises(PromiseConflict, match="already resolved"):
+            store.apply_one(Resolve("inv-1", "p", T0, b"\x02"))
+        with pytest.raises(PromiseConflict):
+            store.apply_one(Resolve("inv-1", "p", T0, None, "no"))
+
+    def test_resolving_an_unknown_invocation_says_so(self, store):
+        with pytest.raises(InvocationNotFound, match="nope"):
+            store.apply_one(Resolve("nope", "p", T0, b"\x01"))
+
+    def test_due_timers_are_found_through_the_index(self, store):
+        for i, wake in enumerate([T0 + 10, T0 + 5, T0 + 50]):
+            create(store, f"t{i}")
+            epoch, _ = acquire(store, f"t{i}")
+            store.apply_one(SetStatus(f"t{i}", Transition(Status.SUSPENDED, T0, wake_at=wake, release=True), epoch))
+        assert store.due_timers(T0 + 20) == ["t1", "t0"]
+        epoch, _ = acquire(store, "t1")
+        assert store.due_timers(T0 + 20) == ["t0"]
+
+    def test_cancel_request_wakes_a_suspended_invocation(self, store):
+        create(store)
+        epoch, _ = acquire(store)
+        store.apply_one(SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="p", release=True), epoch))
+        record = store.apply_one(RequestCancel("inv-1", T0 + 1))
+        assert record.cancel_requested and record.status == Status.PENDING
+
+    def test_a_failed_op_in_a_batch_does_not_stop_the_others(self, store):
+        create(store, "a")
+        create(store, "b")
+        ea, _ = acquire(store, "a")
+        eb, _ = acquire(store, "b")
+        results = store.apply([
+            Append("a", ea + 1, [(1, step())]),
+            Append("b", eb, [(1, step())]),
+        ])
+        assert isinstance(results[0], LeaseLost) and results[1] is None
+        assert store.entry_count("a") == 1 and store.entry_count("b") == 2
+
+    def test_delete_removes_entries_and_optionally_keeps_the_record(self, store):
+        create(store, "a")
+        create(store, "b")
+        assert store.delete(["a"], keep_record=True) == 1
+        assert store.entries("a") == [] and store.get("a") is not None
+        assert store.delete(["b", "missing"]) == 1
+        assert store.get("b") is None and store.list(Status.PENDING) == [store.get("a")]
+
+    def test_a_batch_of_step_appends_applies_each_by_the_rules(self, store):
+        epochs = {}
+        for name in "abcd":
+            create(store, name)
+            epochs[name], _ = acquire(store, name, owner=f"o-{name}")
+            append(store, name, epochs[name], (1, step("first")))  # each has appended once already
+        acquire(store, "b", owner="rival", now=T0 + 60_000_000)  # b's owner lost its lease
+        results = store.apply([
+            Append("a", epochs["a"], [(2, step("x"))]),
+            Append("b", epochs["b"], [(2, step("x"))]),
+            Append("c", epochs["c"], [(1, step("again"))]),
+            Append("d", epochs["d"], [(2, step("x"))]),
+            Append("a", epochs["a"], [(3, step("y"))]),
+        ])
+        assert results[0] is None and results[3] is None and results[4] is None
+        assert isinstance(results[1], LeaseLost)
+        assert isinstance(results[2], JournalError) and "already journaled" in str(results[2])
+        assert [s for s, _ in store.entries("a")] == [0, 1, 2, 3]
+        assert [s for s, _ in store.entries("b")] == [0, 1]
+        assert decode_entry(store.entries("c", start=1)[0][1]).name == "first"
+
+    def test_continue_never_overwrites_an_entry(self, store):
+        create(store)
+        epoch, _ = acquire(store)
+        append(store, "inv-1", epoch, (1, step("a")))
+        new = InvocationRecord("inv-1~1", "pkg.mod:agent", Status.PENDING, T0, T0)
+        done = Transition(Status.COMPLETED, T0, release=True)
+        with pytest.raises(JournalError, match="already journaled"):
+            store.apply_one(Continue("inv-1", epoch, [(1, step("b"))], done, new, step("start")))
+        assert store.get("inv-1~1") is None and store.get("inv-1").status == Status.RUNNING
+        assert [decode_entry(d).name for s, d in store.entries("inv-1") if s == 1] == ["a"]
+        store.apply_one(Continue("inv-1", epoch, [(2, step("b"))], done, new, step("start")))
+        assert store.get("inv-1").continued_as == "inv-1~1" and store.entry_count("inv-1~1") == 1
+
+    def test_require_names_the_missing_invocation_and_what_to_do(self, store):
+        with pytest.raises(InvocationNotFound, match="'nope'.*journal ls"):
+            store.require("nope")
+        create(store)
+        assert store.require("inv-1").id == "inv-1"
+
+    def test_live_lease_is_the_lease_only_while_it_protects_a_live_owner(self, store):
+        create(store)
+        assert store.live_lease("inv-1", T0) is None
+        epoch, _ = acquire(store, owner="remote", host="elsewhere", pid=1, ttl_us=10_000_000, now=T0)
+        assert store.live_lease("inv-1", T0 + 1).epoch == epoch
+        assert store.live_lease("inv-1", T0 + 11_000_000) is None
+
+    def test_unknown_invocation_reads_are_empty_or_none(self, store):
+        assert store.get("nope") is None
+        assert store.entries("nope") == []
+        assert store.lease("nope") is None
+        assert isinstance(store.get("inv-1"), (InvocationRecord, type(None)))
+
+    def test_apply_results_come_back_in_op_order(self, store):
+        create(store)
+        epoch, _ = acquire(store)
+        results = store.apply([Append("inv-1", epoch, [(i, step(str(i)))]) for i in range(1, 6)])
+        assert results == [None] * 5
+        assert [s for s, _ in store.entries("inv-1")] == list(range(6))
+        _ = os
 
 
-def test_create_is_idempotent_for_the_same_input(store):
-    create(store, "inv-1", value="a")
-    record, created = create(store, "inv-1", value="a")
-    assert not created and record.id == "inv-1"
-    assert store.entry_count("inv-1") == 1
+class TestMemoryStore(StoreContract):
+    def make_store(self, tmp_path, request):
+        return MemoryStore()
 
 
-def test_create_with_a_different_input_conflicts(store):
-    create(store, "inv-1", value="a")
-    with pytest.raises(InvocationConflict, match="different input"):
-        create(store, "inv-1", value="b")
+class TestLmdbStore(StoreContract):
+    def make_store(self, tmp_path, request):
+        return LmdbStore(tmp_path / "db")
 
 
-@pytest.mark.parametrize("bad", ["", "x" * 201, "a\x00b", "tab\there", 42])
-def test_invalid_ids_are_rejected_with_a_reason(store, bad):
-    with pytest.raises(InvalidId) as info:
-        create(store, bad)
-    assert "id" in str(info.value)
-
-
-def test_ids_up_to_200_utf8_bytes_are_accepted(store):
-    long_id = "é" * 100  # 200 bytes of UTF-8
-    create(store, long_id)
-    assert store.get(long_id).id == long_id
-
-
-def test_appends_are_read_back_in_seq_order(store):
-    create(store)
-    epoch, _ = acquire(store)
-    append(store, "inv-1", epoch, (2, step("b")), (1, step("a")))
-    append(store, "inv-1", epoch, (10, step("c")))
-    seqs = [s for s, _ in store.entries("inv-1")]
-    assert seqs == [0, 1, 2, 10]
-    assert [s for s, _ in store.entries("inv-1", start=2)] == [2, 10]
-
-
-def test_entries_of_one_invocation_do_not_leak_into_another(store):
-    create(store, "a")
-    create(store, "ab")
-    ea, _ = acquire(store, "a")
-    eb, _ = acquire(store, "ab")
-    append(store, "a", ea, (1, step("x")))
-    append(store, "ab", eb, (1, step("y")), (2, step("z")))
-    assert store.entry_count("a") == 2
-    assert store.entry_count("ab") == 3
-
-
-def test_committed_entries_are_never_overwritten(store):
-    create(store)
-    epoch, _ = acquire(store)
-    append(store, "inv-1", epoch, (1, step("a", "first")))
-    with pytest.raises(Exception, match="already journaled"):
-        append(store, "inv-1", epoch, (1, step("a", "second")))
-    assert decode_value(decode_entry(store.entries("inv-1")[1][1]).value) == "first"
-
-
-def test_an_append_that_would_overwrite_writes_none_of_its_entries_while_its_batch_commits(store):
-    create(store, "a")
-    create(store, "b")
-    ea, _ = acquire(store, "a")
-    eb, _ = acquire(store, "b")
-    append(store, "a", ea, (2, step("a", "second")))
-    # One batch: `a` brings seq 1 (new) and seq 2 (taken); `b` is fine and must still commit.
-    results = store.apply([Append("a", ea, [(1, step("x")), (2, step("y"))]), Append("b", eb, [(1, step("z"))])])
-    assert "already journaled" in str(results[0]) and results[1] is None
-    assert [seq for seq, _ in store.entries("a")] == [0, 2]
-    assert decode_value(decode_entry(dict(store.entries("a"))[2]).value) == "second"
-    assert store.entry_count("b") == 2
-
-
-def test_a_state_change_for_an_invocation_without_a_key_is_refused_with_none_of_its_entries(store):
-    create(store)  # no key
-    epoch, _ = acquire(store)
-    (result,) = store.apply([Append("inv-1", epoch, [(1, step("a"))], state=[("count", b"\x01")])])
-    assert "has no key" in str(result)
-    assert store.entry_count("inv-1") == 1
-
-
-def test_an_owner_that_appended_before_a_takeover_gets_lease_lost_after_it(store):
-    create(store)
-    old, _ = acquire(store, owner="old", now=T0)
-    append(store, "inv-1", old, (1, step("a")))
-    append(store, "inv-1", old, (2, step("b")))  # the lease, unchanged since the last append
-    new, _ = acquire(store, owner="new", now=T0 + 60_000_000)
-    with pytest.raises(LeaseLost, match="epoch"):
-        append(store, "inv-1", old, (3, step("late")))
-    store.apply_one(Renew("inv-1", new, 10_000_000, T0 + 61_000_000))
-    with pytest.raises(LeaseLost):  # still refused after the new owner's lease changed again
-        append(store, "inv-1", old, (3, step("late")))
-    append(store, "inv-1", new, (3, step("ok")))
-    assert store.entry_count("inv-1") == 4
-
-
-def test_append_with_a_stale_epoch_gets_lease_lost_and_writes_nothing(store):
-    create(store)
-    old, _ = acquire(store, owner="old", now=T0)
-    # The old owner's lease expired; a new owner takes over with a higher epoch.
-    new, _ = acquire(store, owner="new", now=T0 + 60_000_000)
-    assert new == old + 1
-    with pytest.raises(LeaseLost, match="epoch"):
-        append(store, "inv-1", old, (1, step("late")))
-    assert store.entry_count("inv-1") == 1
-    append(store, "inv-1", new, (1, step("ok")))
-
-
-def test_a_live_lease_cannot_be_taken(store):
-    create(store)
-    acquire(store, owner="first")
-    with pytest.raises(InvocationBusy, match="being run"):
-        acquire(store, owner="second")
-
-
-def test_a_dead_owner_on_this_host_loses_the_lease_at_once(store):
-    import subprocess
-    import sys
-
-    create(store)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    acquire(store, owner="ghost", pid=int(dead.stdout))
-    epoch, record = acquire(store, owner="me")
-    assert epoch == 2 and record.status == Status.RUNNING
-
-
-def test_an_owner_on_another_host_keeps_the_lease_until_it_expires(store):
-    create(store)
-    acquire(store, owner="remote", host="elsewhere", pid=1, ttl_us=10_000_000, now=T0)
-    with pytest.raises(InvocationBusy):
-        acquire(store, owner="me", now=T0 + 5_000_000)
-    epoch, _ = acquire(store, owner="me", now=T0 + 11_000_000)
-    assert epoch == 2
-
-
-def test_renew_extends_only_the_current_epoch(store):
-    create(store)
-    epoch, _ = acquire(store, owner="a", host="elsewhere", pid=1, ttl_us=10_000_000, now=T0)
-    store.apply_one(Renew("inv-1", epoch, 10_000_000, T0 + 9_000_000))
-    with pytest.raises(InvocationBusy):
-        acquire(store, owner="b", now=T0 + 15_000_000)
-    with pytest.raises(LeaseLost):
-        store.apply_one(Renew("inv-1", epoch + 5, 10_000_000, T0))
-
-
-def test_terminal_append_sets_status_releases_the_lease_and_keeps_the_result(store):
-    from journal import encode_value
-
-    create(store)
-    epoch, _ = acquire(store)
-    done = Transition(Status.COMPLETED, T0 + 1, result=encode_value(42), release=True)
-    record = append(store, "inv-1", epoch, (1, step()), transition=done)
-    assert record.status == Status.COMPLETED and record.finished
-    assert decode_value(store.get("inv-1").result) == 42
-    assert store.lease("inv-1").owner == ""
-    assert [r.id for r in store.list(Status.COMPLETED)] == ["inv-1"]
-    assert store.list(Status.RUNNING) == []
-    with pytest.raises(InvocationBusy, match="already completed"):
-        acquire(store)
-
-
-def test_status_index_follows_every_transition(store):
-    create(store, "a")
-    create(store, "b")
-    assert {r.id for r in store.list(Status.PENDING)} == {"a", "b"}
-    epoch, _ = acquire(store, "a")
-    assert [r.id for r in store.list(Status.RUNNING)] == ["a"]
-    store.apply_one(SetStatus("a", Transition(Status.SUSPENDED, T0, waiting="ok", release=True), epoch))
-    assert [r.id for r in store.list(Status.SUSPENDED)] == ["a"]
-    assert [r.id for r in store.list(Status.PENDING)] == ["b"]
-    assert {r.id for r in store.list()} == {"a", "b"}
-
-
-def test_resolving_the_awaited_promise_makes_a_suspended_invocation_pending(store):
-    create(store)
-    epoch, _ = acquire(store)
-    store.apply_one(SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="approval", release=True), epoch))
-    record = store.apply_one(Resolve("inv-1", "approval", T0 + 1, b"\xc3"))
-    assert record.status == Status.PENDING
-    resolution = store.resolution("inv-1", "approval")
-    assert decode_value(resolution.value) is True and resolution.error is None
-
-
-def test_a_promise_resolved_before_the_handler_suspends_is_not_lost(store):
-    create(store)
-    epoch, _ = acquire(store)
-    store.apply_one(Resolve("inv-1", "approval", T0, b"\xc3"))  # arrives while still running
-    record = store.apply_one(
-        SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="approval", release=True), epoch)
-    )
-    assert record.status == Status.PENDING
-
-
-def test_a_promise_is_settled_once(store):
-    create(store)
-    store.apply_one(Resolve("inv-1", "p", T0, b"\x01"))
-    store.apply_one(Resolve("inv-1", "p", T0, b"\x01"))  # same outcome again: fine
-    with pytest.raises(PromiseConflict, match="already resolved"):
-        store.apply_one(Resolve("inv-1", "p", T0, b"\x02"))
-    with pytest.raises(PromiseConflict):
-        store.apply_one(Resolve("inv-1", "p", T0, None, "no"))
-
-
-def test_resolving_an_unknown_invocation_says_so(store):
-    with pytest.raises(InvocationNotFound, match="nope"):
-        store.apply_one(Resolve("nope", "p", T0, b"\x01"))
-
-
-def test_due_timers_are_found_through_the_index(store):
-    for i, wake in enumerate([T0 + 10, T0 + 5, T0 + 50]):
-        create(store, f"t{i}")
-        epoch, _ = acquire(store, f"t{i}")
-        store.apply_one(SetStatus(f"t{i}", Transition(Status.SUSPENDED, T0, wake_at=wake, release=True), epoch))
-    assert store.due_timers(T0 + 20) == ["t1", "t0"]
-    epoch, _ = acquire(store, "t1")
-    assert store.due_timers(T0 + 20) == ["t0"]
-
-
-def test_cancel_request_wakes_a_suspended_invocation(store):
-    create(store)
-    epoch, _ = acquire(store)
-    store.apply_one(SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="p", release=True), epoch))
-    record = store.apply_one(RequestCancel("inv-1", T0 + 1))
-    assert record.cancel_requested and record.status == Status.PENDING
-
-
-def test_a_failed_op_in_a_batch_does_not_stop_the_others(store):
-    create(store, "a")
-    create(store, "b")
-    ea, _ = acquire(store, "a")
-    eb, _ = acquire(store, "b")
-    results = store.apply([
-        Append("a", ea + 1, [(1, step())]),
-        Append("b", eb, [(1, step())]),
-    ])
-    assert isinstance(results[0], LeaseLost) and results[1] is None
-    assert store.entry_count("a") == 1 and store.entry_count("b") == 2
-
-
-def test_delete_removes_entries_and_optionally_keeps_the_record(store):
-    create(store, "a")
-    create(store, "b")
-    assert store.delete(["a"], keep_record=True) == 1
-    assert store.entries("a") == [] and store.get("a") is not None
-    assert store.delete(["b", "missing"]) == 1
-    assert store.get("b") is None and store.list(Status.PENDING) == [store.get("a")]
-
-
-def test_unknown_invocation_reads_are_empty_or_none(store):
-    assert store.get("nope") is None
-    assert store.entries("nope") == []
-    assert store.lease("nope") is None
-    assert isinstance(store.get("inv-1"), (InvocationRecord, type(None)))
-
-
-def test_apply_results_come_back_in_op_order(store):
-    create(store)
-    epoch, _ = acquire(store)
-    results = store.apply([Append("inv-1", epoch, [(i, step(str(i)))]) for i in range(1, 6)])
-    assert results == [None] * 5
-    assert [s for s, _ in store.entries("inv-1")] == list(range(6))
-    _ = os
+class TestPostgresStore(StoreContract):
+    def make_store(self, tmp_path, request):
+        return PostgresStore(request.getfixturevalue("postgres_url"))

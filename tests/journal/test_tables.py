@@ -10,10 +10,23 @@ import textwrap
 
 import pytest
 
-from journal import LmdbStore, TableDelete, TableDeletePrefix, TablePut, Tables
+from journal import LmdbStore, MemoryStore, PostgresStore, TableDelete, TableDeletePrefix, TablePut, Tables
 from journal.errors import StoreError
 
 KEYS = [b"a", b"a\x00", b"a\x00\x01", b"a\x01", b"a\xff", b"a\xff\xff", b"ab", b"b", b"\xff\xff"]
+
+
+@pytest.fixture(params=["memory", "lmdb", "postgres"])
+def store(request, tmp_path):
+    """Every test of the protocol runs against each backend that offers it."""
+    if request.param == "memory":
+        s = MemoryStore()
+    elif request.param == "lmdb":
+        s = LmdbStore(tmp_path / "db")
+    else:
+        s = PostgresStore(request.getfixturevalue("postgres_url"))
+    yield s
+    s.close()
 
 
 def fill(store, table="t", keys=KEYS):
@@ -110,6 +123,14 @@ def test_a_bad_batch_changes_nothing(store):
 def test_bad_arguments_say_what_was_wrong(store, call):
     with pytest.raises(StoreError, match="table|scan|key"):
         call(store)
+
+
+def test_tables_survive_reopening_on_postgresql(postgres_url):
+    with PostgresStore(postgres_url) as store:
+        fill(store)
+    with PostgresStore(postgres_url) as store:
+        assert [k for k, _ in store.table_scan("t")] == sorted(KEYS)
+        assert store.table_scan("never_written") == []
 
 
 def test_tables_survive_reopening(tmp_path):

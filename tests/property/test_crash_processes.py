@@ -1,15 +1,16 @@
 """Real processes, real SIGKILLs: workers are killed at random moments over at least 200
-runs, and afterwards no completed step ran again, no entry was lost, and every invocation
+runs on LMDB (15 on PostgreSQL, whose runs are slower and whose rules are the same code),
+and afterwards no completed step ran again, no entry was lost, and every invocation
 finished with the reference result.
 
 Workers are started ahead of time (one waits, warm, while another works) so that the
 runs cost the work and not Python's start-up; each is killed while it resumes a batch of
-invocations on a real LMDB store, at a random moment of its work: after a random number
-of new lines in the side-effect log, plus a random few milliseconds. Counting its work
-rather than the clock keeps the kills spread over the work however loaded the machine
-is, and every killed run leaves progress behind, so a batch always finishes. Batches
-alternate between `sync` and `async` durability (both survive a killed process). The
-random seed is printed on failure.
+invocations on a real LMDB store or PostgreSQL database, at a random moment of its work:
+after a random number of new lines in the side-effect log, plus a random few
+milliseconds. Counting its work rather than the clock keeps the kills spread over the
+work however loaded the machine is, and every killed run leaves progress behind, so a
+batch always finishes. Batches alternate between `sync` and `async` durability (both
+survive a killed process). The random seed is printed on failure.
 """
 
 from __future__ import annotations
@@ -25,24 +26,24 @@ from pathlib import Path
 import anyio
 import pytest
 
-from journal import Emitted, LmdbStore, Status, Step, decode_entry, decode_value
+from journal import Emitted, Status, Step, Store, decode_entry, decode_value, open_store
 from runtime import Engine
 
 from ..waiting import wait_until
 from .crash_worker import STEPS, crash_agent, expected
 
 ROOT = Path(__file__).resolve().parents[2]
-KILLS = 200  # killed worker runs, at least
-BATCH = 40  # invocations per batch
-MOST_LINES = 120  # a run is killed after 1 to this many new side-effect log lines (a batch writes 480)
+KILLS = {"lmdb": 200, "postgres": 15}  # killed worker runs, at least (PostgreSQL: the same paths, fewer runs)
+BATCH = {"lmdb": 40, "postgres": 8}  # invocations per batch
+# A run is killed after 1 to this many new side-effect log lines (a batch writes 12 per invocation)...
+MOST_LINES = {"lmdb": 120, "postgres": 24}
 MOST_EXTRA = 0.01  # ... and then up to this many seconds more
-MAX_RUNS = 4 * BATCH * len(STEPS) * 2  # a hang guard: each killed run adds at least one line
 
 
 class Workers:
     """Spawns workers ahead of time, so that warm ones are waiting for their turn."""
 
-    def __init__(self, db: Path, log: Path, tmp: Path, ahead: int = 2) -> None:
+    def __init__(self, db: str, log: Path, tmp: Path, ahead: int = 2) -> None:
         self.db, self.log, self.tmp, self.ahead = db, log, tmp, ahead
         self.durability = "sync"
         self.warm: list[subprocess.Popen] = []
@@ -74,7 +75,7 @@ class Workers:
         proc.err_path = err_path  # type: ignore[attr-defined]
         return proc
 
-    def run_one(self, rng: random.Random) -> None:
+    def run_one(self, rng: random.Random, most_lines: int) -> None:
         """Let the next worker go, and SIGKILL it at a random point of its work unless it finished first."""
         self.warm = [p for p in self.warm if p.args[-1] == self.durability or _discard(p)]
         while len(self.warm) <= self.ahead:
@@ -82,7 +83,7 @@ class Workers:
         proc = self.warm.pop(0)
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline().strip() == b"ready", _stderr(proc)
-        target = self.log_lines() + rng.randint(1, MOST_LINES)
+        target = self.log_lines() + rng.randint(1, most_lines)
         extra = rng.uniform(0, MOST_EXTRA)
         proc.stdin.write(b"go\n")
         proc.stdin.flush()
@@ -119,45 +120,48 @@ def _stderr(proc: subprocess.Popen) -> str:
     return f"worker {proc.pid} failed:\n" + Path(proc.err_path).read_text(errors="replace")  # type: ignore[attr-defined]
 
 
-async def _start_batch(db: Path, first: int) -> list[tuple[str, int]]:
+async def _start_batch(db: str, first: int, size: int) -> list[tuple[str, int]]:
     started = []
     async with Engine.open(db) as engine:
-        for n in range(first, first + BATCH):
+        for n in range(first, first + size):
             record = await engine.start(crash_agent, n, id=f"inv-{n}")
             started.append((record.id, n))
     return started
 
 
-def _unfinished(store: LmdbStore, ids: list[str]) -> int:
+def _unfinished(store: Store, ids: list[str]) -> int:
     return sum(1 for i in ids if not store.require(i).finished)
 
 
 @pytest.mark.slow
-def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_path):
+@pytest.mark.parametrize("backend", ["lmdb", "postgres"])
+def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_path, backend, request):
     seed = int(os.environ.get("CRASH_SEED", random.randrange(2**32)))
     rng = random.Random(seed)
-    db, log = tmp_path / "journal", tmp_path / "effects.log"
+    db = request.getfixturevalue("postgres_url") if backend == "postgres" else str(tmp_path / "journal")
+    log = tmp_path / "effects.log"
     workers = Workers(db, log, tmp_path)
+    max_runs = 4 * BATCH[backend] * len(STEPS) * 2  # a hang guard: each killed run adds at least one line
     invocations: dict[str, int] = {}
     batches = 0
     store = None
     try:
-        while len(workers.killed) < KILLS:
+        while len(workers.killed) < KILLS[backend]:
             workers.durability = "sync" if batches % 2 == 0 else "async"
-            batch = anyio.run(_start_batch, db, batches * BATCH)
+            batch = anyio.run(_start_batch, db, batches * BATCH[backend], BATCH[backend])
             batches += 1
             invocations.update(batch)
-            store = store or LmdbStore(db)
+            store = store or open_store(db)
             ids = [i for i, _ in batch]
             runs = 0
             while _unfinished(store, ids):
                 runs += 1
-                assert runs <= MAX_RUNS, (
-                    f"batch {batches} did not finish after {MAX_RUNS} runs: "
+                assert runs <= max_runs, (
+                    f"batch {batches} did not finish after {max_runs} runs: "
                     f"{[(i, store.require(i).status.value, store.require(i).divergence) for i in ids if not store.require(i).finished]}"
                     f" (seed {seed})"
                 )
-                workers.run_one(rng)
+                workers.run_one(rng, MOST_LINES[backend])
     finally:
         workers.close()
     try:
@@ -168,7 +172,7 @@ def test_sigkilled_workers_never_rerun_a_committed_step_nor_lose_an_entry(tmp_pa
           f"{len(invocations)} invocations in {batches} batches (seed {seed})")
 
 
-def _check(store: LmdbStore, invocations: dict[str, int], log: Path, killed: set[int], seed: int) -> None:
+def _check(store: Store, invocations: dict[str, int], log: Path, killed: set[int], seed: int) -> None:
     where = f"(seed {seed}; rerun with CRASH_SEED={seed})"
     # Every invocation finished with the reference result, its journal holding each step once.
     for invocation_id, n in invocations.items():

@@ -2,10 +2,13 @@ import pytest
 
 from runtime import Engine
 
+# (async backend, always replay, store). PostgreSQL runs on asyncio only: the store sits
+# behind the same thread seam whatever the loop, and the three LMDB modes cover the rest.
 MODES = [
-    pytest.param(("asyncio", False), id="asyncio"),
-    pytest.param(("trio", False), id="trio"),
-    pytest.param(("asyncio", True), id="always-replay"),
+    pytest.param(("asyncio", False, "lmdb"), id="asyncio"),
+    pytest.param(("trio", False, "lmdb"), id="trio"),
+    pytest.param(("asyncio", True, "lmdb"), id="always-replay"),
+    pytest.param(("asyncio", False, "postgres"), id="postgres"),
 ]
 
 
@@ -20,12 +23,21 @@ def anyio_backend(mode):
 
 
 @pytest.fixture
-def open_engine(tmp_path, mode):
-    """Open an Engine on a fresh LMDB store; every runtime test runs on asyncio, trio and always-replay."""
+def db(request, tmp_path, mode):
+    """The store the test's engines open: an LMDB directory, or a fresh PostgreSQL database."""
+    if mode[2] == "postgres":
+        return request.getfixturevalue("postgres_url")
+    return str(tmp_path / "db")
+
+
+@pytest.fixture
+def open_engine(db, mode):
+    """Open an Engine on a fresh store; every runtime test runs on asyncio, trio and
+    always-replay over LMDB, and on asyncio over PostgreSQL."""
 
     def opener(path=None, **options):
         options.setdefault("always_replay", mode[1])
-        return Engine.open(path or tmp_path / "db", **options)
+        return Engine.open(path or db, **options)
 
     return opener
 

@@ -277,16 +277,17 @@ async def test_cancel_of_a_running_invocation_arrives_at_its_next_context_call(o
         return "finished"
 
     async with open_engine(poll_interval=0.02) as engine:
-        read = engine.store.get
+        read = engine.committer.read
 
-        def get(invocation_id):
-            # The lease watcher reads the record and hands a request on before it next awaits.
-            record = read(invocation_id)
-            if record is not None and record.cancel_requested:
+        async def watched_read(fn, *args):
+            # The lease watcher reads the record and hands a request on before it next awaits;
+            # checked once the read is back on the event loop (a blocking store reads on a thread).
+            record = await read(fn, *args)
+            if fn == engine.store.get and record is not None and record.cancel_requested:
                 request_seen.set()
             return record
 
-        engine.store.get = get
+        engine.committer.read = watched_read
         async with anyio.create_task_group() as tg:
             results = []
 

@@ -121,7 +121,7 @@ async def _a_rival_cannot_take_over(db, store, invocation_id):
             await rival.resume(invocation_id)
 
 
-async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
+async def test_the_owner_renews_its_lease_while_it_runs(open_engine, db):
     started, checked = anyio.Event(), anyio.Event()
 
     async def long(ctx: Context) -> str:
@@ -139,30 +139,39 @@ async def test_the_owner_renews_its_lease_while_it_runs(open_engine, tmp_path):
 
             tg.start_soon(run)
             await started.wait()
-            await _a_rival_cannot_take_over(tmp_path / "db", owner.store, "lease")
+            await _a_rival_cannot_take_over(db, owner.store, "lease")
             checked.set()
         assert results[0].result == "done"
 
 
 @contextlib.contextmanager
-def _failing_reads(store, message, *, when=lambda: True, once=False):
+def _failing_reads(engine, message, *, when=lambda: True, once=False):
     """Make `store.get`, the lease watcher's read, raise StoreError(message) while `when()` holds.
 
-    Yields an event set at the first failure: the watcher has recorded it by the time a
+    Yields an event set at the first failure once the read is back on the event loop (a
+    blocking store reads on a thread): the watcher has recorded the failure by the time a
     task waiting on the event runs, since it records it before it next awaits."""
-    real_get, failed = store.get, anyio.Event()
+    store, committer = engine.store, engine.committer
+    real_get, real_read, failed, raised = store.get, committer.read, anyio.Event(), []
 
     def get(invocation_id):
-        if when() and not (once and failed.is_set()):
-            failed.set()
+        if when() and not (once and raised):
+            raised.append(1)
             raise StoreError(message)
         return real_get(invocation_id)
 
-    store.get = get
+    async def read(fn, *args):
+        try:
+            return await real_read(fn, *args)
+        finally:
+            if raised and not failed.is_set():
+                failed.set()
+
+    store.get, committer.read = get, read
     try:
         yield failed
     finally:
-        store.get = real_get
+        store.get, committer.read = real_get, real_read
 
 
 async def test_a_store_failure_seen_by_the_lease_watcher_stops_the_handler_with_that_error(open_engine, calls):
@@ -175,7 +184,7 @@ async def test_a_store_failure_seen_by_the_lease_watcher_stops_the_handler_with_
         return await ctx.run("b", calls("b"))
 
     async with open_engine(poll_interval=0.02) as engine:
-        with _failing_reads(engine.store, "the store went away", when=started.is_set) as failure:
+        with _failing_reads(engine, "the store went away", when=started.is_set) as failure:
             failed.append(failure)
             with pytest.raises(StoreError, match="the store went away"):
                 await engine.run(agent, id="w")
@@ -190,7 +199,7 @@ async def test_a_store_failure_seen_by_the_lease_watcher_wakes_a_waiting_sleep(o
         return "woke"
 
     async with open_engine(poll_interval=0.02, inline_sleep_limit=7200) as engine:
-        with _failing_reads(engine.store, "the store went away"), anyio.fail_after(DEADLINE):  # not the full hour
+        with _failing_reads(engine, "the store went away"), anyio.fail_after(DEADLINE):  # not the full hour
             with pytest.raises(StoreError, match="the store went away"):
                 await engine.run(agent, id="w")
         assert engine.store.get("w").status == Status.PENDING
@@ -208,7 +217,7 @@ async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_complete
         return "done"
 
     async with open_engine(poll_interval=0.02) as engine:
-        with _failing_reads(engine.store, "a read failed", when=lambda: bool(armed), once=True) as failure:
+        with _failing_reads(engine, "a read failed", when=lambda: bool(armed), once=True) as failure:
             failed.append(failure)
             with pytest.raises(StoreError, match="a read failed"):
                 await engine.run(agent, id="w")
@@ -217,7 +226,7 @@ async def test_a_run_that_returns_after_the_lease_watcher_failed_is_not_complete
     assert calls.counts == {"a": 1}
 
 
-async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_failed_to_read(open_engine, tmp_path):
+async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_failed_to_read(open_engine, db):
     in_step, checked = anyio.Event(), anyio.Event()
 
     async def long_step() -> str:
@@ -229,7 +238,7 @@ async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_fa
         return await ctx.run("long", long_step)
 
     async with open_engine(lease_ttl=0.3, poll_interval=0.02) as owner:
-        with _failing_reads(owner.store, "reads fail", when=in_step.is_set):
+        with _failing_reads(owner, "reads fail", when=in_step.is_set):
             async with anyio.create_task_group() as tg:
                 errors = []
 
@@ -241,6 +250,6 @@ async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_fa
 
                 tg.start_soon(run)
                 await in_step.wait()
-                await _a_rival_cannot_take_over(tmp_path / "db", owner.store, "lease")
+                await _a_rival_cannot_take_over(db, owner.store, "lease")
                 checked.set()
         assert errors == ["reads fail"]

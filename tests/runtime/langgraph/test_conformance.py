@@ -1,5 +1,5 @@
 """LangGraph's own checkpointer conformance suite (langgraph-checkpoint-conformance 0.0.2), in
-full, through the async API and, routed by `SyncApi`, through the sync API, on both stores."""
+full, through the async API and, routed by `SyncApi`, through the sync API, on every store."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import Capability
 
-from journal import LmdbStore, MemoryStore
+from journal import LmdbStore, MemoryStore, PostgresStore
 from runtime.langgraph import JournalSaver
 from runtime.langgraph.testing import SyncApi
 
@@ -21,13 +21,18 @@ EXPECTED_TESTS = {
 
 
 @pytest.mark.parametrize("api", ["async", "sync"])
-@pytest.mark.parametrize("backend", ["lmdb", "memory"])
-def test_the_conformance_suite_passes_in_full(tmp_path, backend, api):
+@pytest.mark.parametrize("backend", ["lmdb", "memory", "postgres"])
+def test_the_conformance_suite_passes_in_full(tmp_path, backend, api, request):
     counter = iter(range(100))
+    server = request.getfixturevalue("pg_server") if backend == "postgres" else None
 
     @checkpointer_test(name=f"JournalSaver ({backend}, {api} API)")
     async def factory():
-        store = LmdbStore(tmp_path / f"db{next(counter)}") if backend == "lmdb" else MemoryStore()
+        n = next(counter)
+        if backend == "postgres":
+            store = PostgresStore(server.new_database())
+        else:
+            store = LmdbStore(tmp_path / f"db{n}") if backend == "lmdb" else MemoryStore()
         try:
             with JournalSaver(store) as saver:
                 yield saver if api == "async" else SyncApi(saver)

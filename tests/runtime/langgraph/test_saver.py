@@ -179,7 +179,7 @@ def test_closing_closes_only_a_store_the_saver_opened(tmp_path):
 
 
 @pytest.mark.parametrize(("db", "message"), [
-    ("postgresql://localhost/x", "PostgreSQL"),
+    ("postgresql://127.0.0.1:1/x", "cannot connect to the journal store at postgresql://127.0.0.1:1/x"),
     (42, "cannot open 42"),
 ])
 def test_a_db_it_cannot_open_is_a_clear_error(db, message):

@@ -1,0 +1,148 @@
+"""Commands for queues of invocations: `start` records one, `worker` runs them (on any host)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from journal import UnencodableValue, redact_url
+from runtime import Engine
+
+from . import _render as render
+from ._common import (
+    INTERRUPTED, Exit, db_option, echo_err, edge, fail, is_postgres, json_option, out, run_async, store_path,
+    warn_store,
+)
+from ._run import Progress, importable_cwd, load, read_input
+
+
+def parse_handlers(specs: tuple[str, ...]) -> dict[str, Any]:
+    """`--handler [NAME=]TARGET`: the functions this process may run, by the name invocations record.
+
+    A bare TARGET is recorded (and so looked up) by its canonical path, as `journal run` records it.
+    """
+    handlers: dict[str, Any] = {}
+    for spec in specs:
+        name, sep, target = spec.partition("=")
+        if not sep:
+            name, target = "", spec
+        elif not name or ":" in name or "/" in name:
+            raise fail(f"--handler {spec!r}: expected NAME=TARGET or TARGET (a NAME has no ':' or '/')")
+        fn = load(target)
+        key = name or fn.__journal_path__
+        if key in handlers and handlers[key] is not fn:
+            raise fail(f"--handler {spec!r}: the name {key!r} is given twice, for different functions")
+        handlers[key] = fn
+    return handlers
+
+
+@click.command()
+@click.argument("handler", metavar="TARGET|NAME")
+@click.option("--input", "input_json", metavar="JSON", help="The handler's input as JSON (`-` reads stdin).")
+@click.option("--input-file", metavar="PATH", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Read the input JSON from a file (`-` reads stdin).")
+@click.option("--id", "invocation_id", metavar="ID", help="The invocation id (default: a new random one).")
+@click.option("--key", metavar="KEY", help="The thread it belongs to (invocations of a key run one at a time).")
+@db_option
+@json_option
+@edge
+def start(handler: str, input_json: str | None, input_file: str | None, invocation_id: str | None,
+          key: str | None, db: str | None, as_json: bool) -> None:
+    """Record a pending invocation and print its id, without running it.
+
+    A worker runs it: `journal worker` on LMDB, or on PostgreSQL a worker given
+    `--handler NAME=TARGET`. TARGET (path/to/file.py:function or package.module:function)
+    is imported here to check the input; a NAME (no ':' or '/') is recorded as is, and
+    the worker that has it checks the input. Starting an existing id with the same input
+    prints that id again.
+
+    Example:
+
+    \b
+        journal start summarize --input '{"url": "https://example.com"}' --db postgresql:///jobs
+    """
+    importable_cwd()
+    value, _ = read_input(input_json, input_file)
+    path = store_path(db)
+    warn_store(path)
+    target: Any = handler if _is_name(handler) else load(handler)
+
+    async def main() -> Any:
+        async with Engine.open(path) as engine:
+            try:
+                return await engine.start(target, value, id=invocation_id, key=key, lax_input=True)
+            except (ValueError, UnencodableValue, RecursionError) as exc:
+                raise fail(f"bad input: {exc}") from None
+
+    record, interrupted = run_async(main)
+    if interrupted:
+        raise Exit(INTERRUPTED, "interrupted")
+    if as_json:
+        click.echo(render.to_json({"id": record.id, "status": record.status.value, "handler": record.handler}))
+    else:
+        out(record.id)
+
+
+def _is_name(handler: str) -> bool:
+    return ":" not in handler and "/" not in handler and os.sep not in handler
+
+
+@click.command()
+@db_option
+@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
+              help="A handler this worker runs (repeatable). With any given, it runs only invocations of "
+              "these and never imports a path read from the store. Required on PostgreSQL.")
+@click.option("--concurrency", type=click.IntRange(1), default=16, show_default=True,
+              help="How many invocations run at once.")
+@click.option("--until-idle", is_flag=True, help="Exit once nothing is runnable (for scripts and cron).")
+@click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
+@click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
+@edge
+def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, until_idle: bool, durability: str,
+           quiet: bool) -> None:
+    """Run invocations as they become runnable, until Ctrl-C.
+
+    Picks up pending invocations, those whose owner died, and timers that are due;
+    resolved promises make their invocations pending, so the worker continues them.
+    Ctrl-C stops cleanly: invocations in flight stay pending for the next worker.
+
+    Any number of workers, on any number of hosts, may share a PostgreSQL store: each
+    invocation runs in one of them at a time, and a new one wakes them at once
+    (LISTEN/NOTIFY). There each worker names its handlers with --handler, since a
+    database user need not be allowed to choose code for the workers' hosts.
+
+    Example:
+
+    \b
+        journal worker --concurrency 32
+        journal worker --db postgresql://app@db.internal/jobs --handler summarize=agents.summary:run
+    """
+    path = store_path(db)
+    if is_postgres(db) and not handler_specs:
+        raise fail("a worker on PostgreSQL runs only the handlers it is given: pass --handler NAME=TARGET "
+                   "(repeatable), e.g. --handler summarize=agents.summary:run")
+    importable_cwd()
+    warn_store(path)
+    handlers = parse_handlers(handler_specs) if handler_specs else None
+    steps = Progress(not quiet, prefix_ids=True)
+    if not quiet:
+        shown = redact_url(path)
+        echo_err(f"worker on {shown} (pid {os.getpid()}, concurrency {concurrency}"
+                 + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + "); Ctrl-C stops it")
+
+    def parked(invocation_id: str, reason: str) -> None:
+        echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
+
+    async def main() -> None:
+        async with Engine.open(path, durability=durability, handlers=handlers) as engine:
+            engine.on_step = steps
+            engine.on_park = parked
+            await engine.serve(concurrency=concurrency, idle_exit=until_idle)
+
+    _, interrupted = run_async(main)
+    if interrupted:
+        raise Exit(INTERRUPTED, "interrupted")
+    if not quiet:
+        echo_err(f"worker idle; exiting ({steps.summary()})")

@@ -1,0 +1,470 @@
+"""The PostgreSQL store: the same rules as LMDB (`_kvstore`), for workers on many hosts.
+
+Every rule lives in `KVStore`; this module only opens transactions. Each of its tables
+(`journal.entries`, `journal.leases`, ...) holds `(k bytea PRIMARY KEY, v bytea)` with
+the keys LMDB uses, and `bytea` sorts byte by byte, so range scans come back in the
+order the rules expect. Entries stay msgspec bytes.
+
+Writes are READ COMMITTED with the rows they decide on locked: inside a write transaction,
+reading an invocation's record or lease locks that row (`FOR UPDATE`), and reading one
+that does not exist yet takes a transaction advisory lock on its key and reads again, so
+two workers that read the same lease cannot both take it, two creators of one id cannot
+both create it, and every append checks the lease epoch in its own transaction. Every
+operation reads its invocation's record or lease first, so operations on one invocation
+run one after another. Claiming is `FOR UPDATE SKIP LOCKED`, in a savepoint that a lost
+claim rolls back, and each claim commits in a transaction of its own: inside a batch of
+steps, two workers' claims deadlocked (measured: 435 against 2,320 steps/s with two
+worker processes). A batch's plain step appends go out as one pipeline of single-statement
+inserts, each checking the lease bytes that last passed the epoch check. (SERIALIZABLE
+was tried first: its page-level predicate locks made unrelated invocations abort each
+other under load.) A deadlock between two batches is retried whole. Each call is one
+transaction on one connection, so this store is synchronous and `blocking`: the runtime
+calls it from a thread, never from the loop.
+
+A dead owner is detected when its database session ends: a store holds a session-level
+advisory lock for each owner that acquires a lease through it, and a lease whose owner's
+lock no session holds protects nobody. A host that vanishes without closing its TCP
+connections loses its leases when they expire.
+
+Durability: `apply(..., durable=True)` commits with `synchronous_commit = on` (the WAL is
+flushed before the commit returns), `durable=False` with it off. Concurrent appends of one
+process share a transaction (the committer batches them); those of different processes
+share WAL flushes in the server's own group commit.
+
+Wake-ups: a transaction that makes an invocation runnable (pending, or a timer) sends
+`NOTIFY journal_runnable` at commit; `wait_for_work` listens for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+from ._codec import DEFAULT_MAX_ENTRY_BYTES
+from ._postgres_tables import CREATE as CREATE_TABLES, PostgresTables
+from ._kvstore import TABLES, KVStore, _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
+from ._ids import validate_id
+from ._records import InvocationRecord, Lease
+from ._store import Acquire, Append, Op
+from .errors import FormatVersionError, InvocationBusy, JournalError, StoreError
+
+T = TypeVar("T")
+
+FORMAT_VERSION = 1
+SCHEMA = "journal"
+CHANNEL = "journal_runnable"
+_RETRIES = 50
+# The ordered key-value tables of `journal.Tables` (checkpoints, memory) share one more
+# `(k bytea PRIMARY KEY, v bytea)` table, created in `_create_schema` (`_postgres_tables.py`).
+_LOCK_CLASS = 0x6A6F  # high half of the advisory lock keys of owners ("jo")
+
+
+def is_postgres_url(target: object) -> bool:
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def _upper(prefix: bytes) -> bytes | None:
+    """The least key greater than every key starting with `prefix` (None: no bound)."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return None
+    p[-1] += 1
+    return bytes(p)
+
+
+def owner_lock_key(owner: str) -> tuple[int, int]:
+    """The advisory lock `(classid, objid)` that a live owner's session holds."""
+    return _LOCK_CLASS, zlib.crc32(owner.encode()) & 0x7FFFFFFF
+
+
+_LOCKED = {"invocations": 1, "leases": 2}  # tables whose rows a write transaction locks when it reads them
+
+
+class _PgTxn(_Txn):
+    __slots__ = ("_cur", "notify", "_write")
+
+    def __init__(self, cursor: Any, *, write: bool = False) -> None:
+        self._cur = cursor
+        self.notify = False
+        self._write = write
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        if not self._write or table not in _LOCKED:
+            row = self._cur.execute(_SQL[table]["get"], (key,)).fetchone()
+            return None if row is None else row[0]
+        row = self._cur.execute(_SQL[table]["get_locked"], (key,)).fetchone()
+        if row is None:
+            # Nothing to lock yet: lock the key itself, then look again (a new statement sees
+            # whatever a creator holding that lock committed before releasing it).
+            self._cur.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
+                              (_LOCKED[table], zlib.crc32(key) & 0x7FFFFFFF))
+            row = self._cur.execute(_SQL[table]["get_locked"], (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def savepoint(self, *, rollback: bool = False, release: bool = False) -> None:
+        self._cur.execute("ROLLBACK TO SAVEPOINT claim" if rollback else
+                          "RELEASE SAVEPOINT claim" if release else "SAVEPOINT claim")
+
+    def peek(self, table: str, key: bytes) -> bytes | None:
+        """Read a row without locking it, even in a write transaction."""
+        row = self._cur.execute(_SQL[table]["get"], (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def claim(self, id_bytes: bytes) -> bool:
+        """Lock the invocation's record and lease rows unless another transaction holds one
+        (another worker claiming it, or its owner appending): False then. A row that does not
+        exist yet is no obstacle."""
+        for table in ("invocations", "leases"):
+            if self._cur.execute(_CLAIM[table], (id_bytes,)).fetchone() is None and (
+                    self._cur.execute(_SQL[table]["get"], (id_bytes,)).fetchone() is not None):
+                return False
+        return True
+
+    def append_fast(self, rows: list[tuple[bytes, bytes, bytes, bytes]]) -> set[bytes]:
+        """Insert entries `(entry key, data, lease key, lease bytes)`, each only while its
+        invocation's lease row still holds exactly those bytes; the keys inserted. The
+        statements go out in one pipeline: one round trip for the batch."""
+        if len(rows) == 1:
+            return {rows[0][0]} if self._cur.execute(_FAST_APPEND, rows[0]).fetchone() else set()
+        conn = self._cur.connection
+        cursors = []
+        with conn.pipeline():
+            for row in rows:
+                cursor = conn.cursor()
+                cursor.execute(_FAST_APPEND, row)
+                cursors.append((row[0], cursor))
+        inserted = set()
+        for key, cursor in cursors:
+            if cursor.fetchone() is not None:
+                inserted.add(key)
+            cursor.close()
+        return inserted
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._cur.execute(_SQL[table]["put"], (key, value))
+        if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
+            self.notify = True
+
+    def insert(self, table: str, key: bytes, value: bytes) -> bool:
+        return self._cur.execute(_SQL[table]["insert"], (key, value)).rowcount == 1
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._cur.execute(_SQL[table]["delete"], (key,))
+
+    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        low = start if start is not None and start > prefix else prefix
+        high = _upper(prefix)
+        if high is None:
+            rows = self._cur.execute(_SQL[table]["scan_from"], (low,)).fetchall()
+        else:
+            rows = self._cur.execute(_SQL[table]["scan"], (low, high)).fetchall()
+        return iter(rows)
+
+    def owner_alive(self, owner: str) -> bool:
+        classid, objid = owner_lock_key(owner)
+        row = self._cur.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = %s::int::oid AND objid = %s::int::oid AND objsubid = 2)", (classid, objid)).fetchone()
+        return bool(row[0])
+
+
+
+def _statements(table: str) -> dict[str, str]:
+    t = f"{SCHEMA}.{table}"
+    return {
+        "get": f"SELECT v FROM {t} WHERE k = %s",
+        "get_locked": f"SELECT v FROM {t} WHERE k = %s FOR UPDATE",
+        "put": f"INSERT INTO {t} (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+        "insert": f"INSERT INTO {t} (k, v) VALUES (%s, %s) ON CONFLICT (k) DO NOTHING",
+        "delete": f"DELETE FROM {t} WHERE k = %s",
+        "scan": f"SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k",
+        "scan_from": f"SELECT k, v FROM {t} WHERE k >= %s ORDER BY k",
+    }
+
+
+_SQL = {table: _statements(table) for table in TABLES}
+_CLAIM = {table: f"SELECT 1 FROM {SCHEMA}.{table} WHERE k = %s FOR UPDATE SKIP LOCKED"
+          for table in ("invocations", "leases")}
+# The lease row is locked (FOR KEY SHARE) for the rest of the transaction, so an Acquire,
+# which reads it FOR UPDATE, waits for this append to commit, as it would for the generic
+# path. (One statement per row: an `unnest` of arrays for the whole batch measured 3x slower.)
+_FAST_APPEND = f"""
+INSERT INTO {SCHEMA}.entries (k, v) SELECT %s, %s
+WHERE EXISTS (SELECT 1 FROM {SCHEMA}.leases WHERE k = %s AND v = %s FOR KEY SHARE)
+ON CONFLICT (k) DO NOTHING RETURNING k"""
+
+
+class PostgresStore(PostgresTables, KVStore):
+    """A journal store in a PostgreSQL database named by a libpq URL (`postgresql://...`)."""
+
+    blocking = True
+
+    def __init__(self, url: str, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            raise StoreError(
+                "a postgresql:// store needs psycopg: pip install 'journal[postgres]'"
+            ) from None
+        self._psycopg = psycopg
+        self.path = url
+        self.max_entry_bytes = max_entry_bytes
+        self._closed = False
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._life_lock = threading.Lock()
+        self._owners: set[str] = set()  # owners whose advisory lock this store's session holds
+        self._fenced: dict[bytes, tuple[int, bytes]] = {}  # id -> (epoch, lease bytes) that gave it ownership
+        self._sync_commit: bool | None = None
+        self._writer = self._connect(autocommit=False)
+        self._reader = self._connect(autocommit=True)
+        self._life = None  # holds the owners' session advisory locks; opened on first acquire
+        self._listener = None
+        try:
+            self._create_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redact_url(self.path)!r})"
+
+    def _connect(self, *, autocommit: bool) -> Any:
+        try:
+            conn = self._psycopg.connect(self.path, autocommit=autocommit)
+        except self._psycopg.Error as exc:
+            raise StoreError(f"cannot connect to the journal store at {redact_url(self.path)}: {exc}") from None
+        return conn
+
+    def _create_schema(self) -> None:
+        with self._write_lock, self._guard():
+            conn = self._writer
+            conn.execute("SELECT pg_advisory_xact_lock(%s::int, 0)", (_LOCK_CLASS,))  # one creator at a time
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            for table in TABLES:
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} (k bytea PRIMARY KEY, v bytea NOT NULL)")
+            conn.execute(CREATE_TABLES)
+            row = conn.execute(f"SELECT v FROM {SCHEMA}.meta WHERE k = 'format'").fetchone()
+            if row is None:
+                conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES ('format', %s)", (str(FORMAT_VERSION).encode(),))
+            conn.commit()
+        found = bytes(row[0]) if row is not None else str(FORMAT_VERSION).encode()
+        if found != str(FORMAT_VERSION).encode():
+            raise FormatVersionError(
+                f"the store at {redact_url(self.path)} has format version {found.decode(errors='replace')}, but this "
+                f"version of journal reads format {FORMAT_VERSION}; open it with the journal release that "
+                "wrote it (nothing was changed)"
+            )
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            yield
+        except self._psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
+
+    @contextmanager
+    def _read(self) -> Iterator[_Txn]:
+        with self._read_lock, self._guard():
+            with self._reader.cursor() as cur:
+                yield _PgTxn(cur)
+
+    def _transact(self, work: Callable[[_Txn], T]) -> T:
+        return self._write(work, durable=True)
+
+    def _write(self, work: Callable[[_Txn], T], *, durable: bool) -> T:
+        errors = self._psycopg.errors
+        if self._closed:
+            raise StoreError(f"the store at {redact_url(self.path)} is closed")
+        with self._write_lock:
+            conn = self._writer
+            for attempt in range(_RETRIES):
+                try:
+                    with self._guard_retryable():
+                        if self._sync_commit is not durable:
+                            conn.execute("SET synchronous_commit = " + ("on" if durable else "off"))
+                            conn.commit()
+                            self._sync_commit = durable
+                        with conn.cursor() as cur:
+                            txn = _PgTxn(cur, write=True)
+                            result = work(txn)
+                            if txn.notify:
+                                cur.execute(f"NOTIFY {CHANNEL}")
+                        conn.commit()
+                        return result
+                except (errors.SerializationFailure, errors.DeadlockDetected):
+                    conn.rollback()
+                    time.sleep(0.001 * (attempt + 1))  # back off: the other transaction is finishing
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            raise StoreError(f"PostgreSQL kept refusing a transaction as conflicting after {_RETRIES} attempts")
+
+    @contextmanager
+    def _guard_retryable(self) -> Iterator[None]:
+        errors = self._psycopg.errors
+        try:
+            yield
+        except (errors.SerializationFailure, errors.DeadlockDetected):
+            raise
+        except self._psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
+
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
+        for op in ops:
+            if op.__class__ is Acquire:
+                self._hold_owner_lock(op.owner)
+        if len(ops) > 1 and any(op.__class__ is Acquire for op in ops):
+            # Claims go in transactions of their own: a claim holds the invocation's rows
+            # only until its own commit, never for the length of a batch of steps, so
+            # workers claiming at once do not wait on (or deadlock with) each other's batches.
+            results: list[Any] = [None] * len(ops)
+            rest = [i for i, op in enumerate(ops) if op.__class__ is not Acquire]
+            for i, op in enumerate(ops):
+                if op.__class__ is Acquire:
+                    (results[i],) = self.apply([op], durable=False)
+            if rest:
+                for i, result in zip(rest, self.apply([ops[i] for i in rest], durable=durable)):
+                    results[i] = result
+            return results
+
+        def work(txn: _Txn) -> list[Any]:
+            assert isinstance(txn, _PgTxn)
+            done = self._append_fast(txn, ops)
+            if not done:
+                return self._apply_all(txn, ops)
+            # What the fast statement did not insert goes through the rules, which say why.
+            rest = self._apply_all(txn, [op for i, op in enumerate(ops) if i not in done])
+            results = iter(rest)
+            return [None if i in done else next(results) for i in range(len(ops))]
+
+        return self._write(work, durable=durable)
+
+    def _append_fast(self, txn: _PgTxn, ops: Sequence[Op]) -> set[int]:
+        """The steps of a batch in one statement (one round trip for the batch, instead of a
+        lease read and an insert per step): appends of one entry whose lease bytes are those
+        that last passed `_check_epoch` for their epoch (the same rule's verdict, as for
+        LMDB's cache). Positions in `ops` that are done."""
+        rows, where = [], []
+        for i, op in enumerate(ops):
+            if not (op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
+                    and len(op.entries) == 1):
+                continue
+            id_bytes = _owned_id(op.id)
+            fenced = self._fenced.get(id_bytes)
+            if fenced is None or fenced[0] != op.epoch:
+                continue
+            ((seq, data),) = op.entries
+            rows.append((entry_key(id_bytes, seq), data, id_bytes, fenced[1]))
+            where.append(i)
+        if not rows:
+            return set()
+        inserted = txn.append_fast(rows)
+        return {i for i, row in zip(where, rows) if row[0] in inserted}
+
+    def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
+        """Claiming is `FOR UPDATE SKIP LOCKED`: an invocation whose rows another transaction
+        holds (another worker claiming it, or its owner appending) is skipped at once rather
+        than waited for, which would hold up this worker's whole batch; the worker looks
+        again when the database next wakes it."""
+        assert isinstance(txn, _PgTxn)
+        id_bytes = validate_id(op.id)
+        # A failed claim must not hold the rows until this batch commits (the owner's next
+        # append would wait for it): first look without locking; the rule runs again under lock.
+        seen = txn.peek("leases", id_bytes)
+        lease = None if seen is None else _lease_dec.decode(seen)
+        if lease is not None and lease.owner != op.owner and self._lease_live(txn, lease, op.now_us):
+            raise InvocationBusy(
+                f"invocation {op.id!r} is being run by process {lease.pid} on {lease.host} "
+                f"(lease epoch {lease.epoch}); wait for it, or for its lease to expire"
+            )
+        # Row locks taken in a savepoint that is rolled back are released: a claim that fails
+        # leaves nothing held until the batch commits, so two workers claiming at once
+        # cannot block (or deadlock) each other's batches.
+        txn.savepoint()
+        try:
+            if not txn.claim(id_bytes):
+                raise InvocationBusy(
+                    f"invocation {op.id!r} is being claimed or written by another process right now; "
+                    "a worker looks again when it is next woken"
+                )
+            result = super()._apply_acquire(txn, op)
+        except JournalError:
+            txn.savepoint(rollback=True)
+            raise
+        txn.savepoint(release=True)
+        return result
+
+    def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+        data = txn.get("leases", id_bytes)
+        lease = check_lease(data, invocation_id, epoch)
+        if len(self._fenced) >= 4096:
+            self._fenced.clear()
+        self._fenced[id_bytes] = (epoch, bytes(data))
+        return lease
+
+    def _hold_owner_lock(self, owner: str) -> None:
+        """Hold `owner`'s advisory lock in a session of this store, so its death shows."""
+        if owner in self._owners:
+            return
+        with self._life_lock, self._guard():
+            if self._life is None:
+                self._life = self._connect(autocommit=True)
+            classid, objid = owner_lock_key(owner)
+            self._life.execute("SELECT pg_advisory_lock(%s::int, %s::int)", (classid, objid))
+            self._owners.add(owner)
+
+    def _lease_live(self, txn: _Txn, lease: Lease | None, now_us: int) -> bool:
+        if not lease_is_live(lease, now_us):
+            return False
+        assert isinstance(txn, _PgTxn)
+        return txn.owner_alive(lease.owner)
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Block until an invocation may have become runnable (a NOTIFY) or `timeout` passes."""
+        if self._listener is None:
+            with self._guard():
+                self._listener = self._connect(autocommit=True)
+                self._listener.execute(f"LISTEN {CHANNEL}")
+        with self._guard():
+            for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                pass
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for conn in (self._writer, self._reader, self._life, self._listener):
+            if conn is not None:
+                try:
+                    conn.close()
+                except Exception:  # noqa: BLE001 - closing a broken connection: nothing to save
+                    pass
+
+    def __enter__(self) -> "PostgresStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _rollback(conn: Any) -> None:
+    try:
+        conn.rollback()
+    except Exception:  # noqa: BLE001 - the connection is broken; the transaction is gone with it
+        pass
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    head, sep, tail = url.partition("@")
+    if not sep or ":" not in head.split("//", 1)[-1]:
+        return url
+    scheme, _, userinfo = head.partition("//")
+    return f"{scheme}//{userinfo.split(':', 1)[0]}:***@{tail}"

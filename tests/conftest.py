@@ -1,0 +1,37 @@
+"""Fixtures shared by every test package: a throwaway PostgreSQL server.
+
+With CI=true the PostgreSQL tests must run: a missing server is a failure, not a skip.
+Elsewhere (a laptop without PostgreSQL) they skip with one line saying why.
+"""
+
+import os
+
+import pytest
+
+from .pgserver import PgServer, find_bin_dir
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI=true but {reason}; .ci/run installs PostgreSQL with apt-get", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One PostgreSQL server for the whole run, from the machine's binaries, on a Unix socket."""
+    if find_bin_dir() is None:
+        _unavailable("PostgreSQL is not installed (no initdb on PATH or in /usr/lib/postgresql/*/bin)")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _unavailable("psycopg is not installed (pip install -e '.[postgres]')")
+    server = PgServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(pg_server):
+    """A fresh, empty database on the session's server: its postgresql:// URL."""
+    return pg_server.new_database()

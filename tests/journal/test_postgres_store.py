@@ -1,0 +1,124 @@
+"""PostgreSQL-only behaviour: sessions, races between connections, wake-ups, the schema."""
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from journal import Append, PostgresStore, Status, open_store
+from journal.errors import FormatVersionError, InvocationBusy, StoreError
+
+from .helpers import T0, acquire, append, create, step
+
+HOLDER = """
+import time
+from journal import Acquire, PostgresStore
+store = PostgresStore({url!r})
+store.apply_one(Acquire("inv-1", "holder", "elsewhere", 1, 3_600_000_000, {now}))
+print("acquired", flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.fixture
+def store(postgres_url):
+    s = PostgresStore(postgres_url)
+    yield s
+    s.close()
+
+
+def test_a_postgresql_url_opens_a_postgres_store(postgres_url):
+    with open_store(postgres_url) as s:
+        assert isinstance(s, PostgresStore) and s.blocking
+
+
+def test_the_owner_of_a_lease_whose_session_ended_loses_it_at_once(store, postgres_url):
+    create(store)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(url=postgres_url, now=T0)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "acquired"
+        # The lease lasts an hour and its host is not this one: only its session tells.
+        with pytest.raises(InvocationBusy, match="being run"):
+            acquire(store, owner="me", now=T0 + 1)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        holder.stdout.close()
+    deadline = time.monotonic() + 10
+    while True:  # the server notices the closed connection on its own schedule
+        try:
+            epoch, record = acquire(store, owner="me", now=T0 + 2)
+            break
+        except InvocationBusy:
+            if time.monotonic() > deadline:
+                raise
+    assert epoch == 2 and record.status == Status.RUNNING
+
+
+def test_connections_racing_for_one_invocation_never_both_get_it(postgres_url):
+    stores = [PostgresStore(postgres_url) for _ in range(4)]
+    try:
+        for round in range(10):
+            create(stores[0], f"inv-{round}")
+            winners, barrier = [], threading.Barrier(len(stores))
+
+            def take(i, round=round, winners=winners, barrier=barrier):
+                barrier.wait()
+                try:
+                    acquire(stores[i], f"inv-{round}", owner=f"o{i}", host="elsewhere", pid=1)
+                    winners.append(i)
+                except InvocationBusy:
+                    pass
+
+            threads = [threading.Thread(target=take, args=(i,)) for i in range(len(stores))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(winners) == 1, winners
+            assert stores[0].lease(f"inv-{round}").epoch == 1
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_new_pending_invocation_wakes_a_waiting_worker(store, postgres_url):
+    store.wait_for_work(0)  # listening from here on
+    other = PostgresStore(postgres_url)
+    try:
+        create(other, "wake-me")
+    finally:
+        other.close()
+    started = time.monotonic()
+    store.wait_for_work(30)
+    assert time.monotonic() - started < 30, "no NOTIFY arrived"
+
+
+def test_async_durability_commits_with_synchronous_commit_off(store):
+    create(store)
+    epoch, _ = acquire(store)
+    store.apply([Append("inv-1", epoch, [(1, step("a"))])], durable=False)
+    assert store._writer.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+    store._writer.rollback()
+    append(store, "inv-1", epoch, (2, step("b")))
+    assert store._writer.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+    store._writer.rollback()
+
+
+def test_a_store_of_another_format_version_is_refused_untouched(store, postgres_url):
+    store._writer.execute("UPDATE journal.meta SET v = '99' WHERE k = 'format'")
+    store._writer.commit()
+    with pytest.raises(FormatVersionError, match="format version 99"):
+        PostgresStore(postgres_url)
+
+
+def test_an_unreachable_server_is_a_clear_error():
+    with pytest.raises(StoreError, match="cannot connect"):
+        PostgresStore("postgresql://nobody@/none?host=/nonexistent-dir&connect_timeout=2")
