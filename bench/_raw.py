@@ -102,7 +102,7 @@ class RawLmdb:
         self.env.close()
         shutil.rmtree(self.path, ignore_errors=True)
 
-    def __enter__(self) -> "RawLmdb":
+    def __enter__(self) -> RawLmdb:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import _postgres, _raw, _workloads
 from ._workloads import MODES
@@ -81,13 +82,13 @@ def _pair_for(key: str, parent: str) -> Callable[[], float]:
 def measure(plan: Plan, parent: str, only: set[str], log: Callable[[str], None]) -> dict[str, list[dict]]:
     samples: dict[str, list[dict]] = {}
 
-    def record(key: str, fn: Callable[[], dict]) -> None:
+    def record(key: str, fn: Callable[..., dict], *args: Any) -> None:
         if key == "raw":
-            samples.setdefault(key, []).append(fn())
+            samples.setdefault(key, []).append(fn(*args))
             return
         pair = _pair_for(key, parent)
         before = pair()
-        sample = fn()
+        sample = fn(*args)
         after = pair()
         # Raw LMDB just before and just after the sample: their mean cancels a steady drift.
         sample["baseline"] = (before + after) / 2
@@ -96,37 +97,37 @@ def measure(plan: Plan, parent: str, only: set[str], log: Callable[[str], None])
 
     for rep in range(max(plan.reps, plan.crash_reps)):
         log(f"repetition {rep + 1}: raw LMDB")
-        record("raw", lambda: _baselines(parent))
+        record("raw", _baselines, parent)
         # Rotate the mode order so no mode always runs first (or last) in a repetition.
         modes = MODES[rep % 3:] + MODES[:rep % 3]
         if rep < plan.reps:
             if "A1" in only:
                 for mode in ("sync", "async"):
-                    record(f"A1/{mode}", lambda: _workloads.append_path(parent, mode, plan.a1_appends[mode]))
+                    record(f"A1/{mode}", _workloads.append_path, parent, mode, plan.a1_appends[mode])
             if "A2" in only:
                 for appenders, each in plan.a2.items():
-                    record(f"A2/{appenders}", lambda: _workloads.group_commit(parent, appenders, each))
+                    record(f"A2/{appenders}", _workloads.group_commit, parent, appenders, each)
             for mode in modes:
                 if "W1" in only:
                     log(f"repetition {rep + 1}: W1 {mode}")
-                    record(f"W1/{mode}", lambda: _workloads.step_overhead(parent, mode))
+                    record(f"W1/{mode}", _workloads.step_overhead, parent, mode)
                 if "W2" in only:
                     log(f"repetition {rep + 1}: W2 {mode}")
-                    record(f"W2/{mode}", lambda: _workloads.throughput(parent, mode))
+                    record(f"W2/{mode}", _workloads.throughput, parent, mode)
         if rep < plan.crash_reps:
             for mode in modes:
                 if "W3" in only:
                     log(f"repetition {rep + 1}: W3 {mode}")
-                    record(f"W3/{mode}", lambda: _workloads.crash_recovery(parent, mode))
+                    record(f"W3/{mode}", _workloads.crash_recovery, parent, mode)
                 if "W4" in only:
                     log(f"repetition {rep + 1}: W4 {mode}")
-                    record(f"W4/{mode}", lambda: _workloads.long_resume(parent, mode))
+                    record(f"W4/{mode}", _workloads.long_resume, parent, mode)
             if "W5" in only:
                 log(f"repetition {rep + 1}: W5 10,000 agents")
-                record("W5/sync", lambda: _workloads.agent_fleet(parent, "sync"))
+                record("W5/sync", _workloads.agent_fleet, parent, "sync")
                 for count in plan.w5_suspended:
                     log(f"repetition {rep + 1}: W5 idle worker over {count:,} suspended")
-                    record(f"W5-idle/{count}", lambda: _workloads.idle_worker(parent, count))
+                    record(f"W5-idle/{count}", _workloads.idle_worker, parent, count)
         if rep < plan.reps and "LG" in only:
             from . import _langgraph  # needs the langgraph extra
 
@@ -264,9 +265,9 @@ def _langgraph_rows(samples: dict[str, list[dict]]) -> list[dict]:
                                  samples[key], "us_per_step", higher_is_better=False))
         journal, sqlite = samples.get(f"LG/journal-{mode}"), samples.get(f"LG/sqlite-{mode}")
         if journal and sqlite:
-            paired = [{"ratio": j["us_per_step"] / q["us_per_step"], "baseline": 1.0} for j, q in zip(journal, sqlite)]
+            paired = [{"ratio": j["us_per_step"] / q["us_per_step"], "baseline": 1.0} for j, q in zip(journal, sqlite, strict=False)]
             memory = samples.get(f"LG/memory-{mode}")
-            floor = (f"InMemorySaver/SqliteSaver {statistics.median(m['us_per_step'] / q['us_per_step'] for m, q in zip(memory, sqlite)):.2f}"
+            floor = (f"InMemorySaver/SqliteSaver {statistics.median(m['us_per_step'] / q['us_per_step'] for m, q in zip(memory, sqlite, strict=False)):.2f}"
                      if memory else "")
             row = _row("LG LangGraph 1,000 super-steps", mode, "JournalSaver / SqliteSaver", "x", paired, "ratio",
                        higher_is_better=False, target=0.5 if mode == "sync" else None,
@@ -312,7 +313,7 @@ def _w5_rows(samples: dict[str, list[dict]]) -> list[dict]:
         ))
     if len(idle) > 1:
         fewest, most = idle[0], idle[-1]
-        growth = [{"growth": b["rss_mib"] / a["rss_mib"] - 1} for a, b in zip(fewest[1], most[1])]
+        growth = [{"growth": b["rss_mib"] / a["rss_mib"] - 1} for a, b in zip(fewest[1], most[1], strict=False)]
         rows.append(_row(
             "W5 idle worker", f"{fewest[0]:,} -> {most[0]:,} suspended", "RSS growth", "%", growth, "growth",
             higher_is_better=False, target=0.05, target_text="<= 5%", absolute_target=True,
@@ -380,10 +381,10 @@ def render(rows: list[dict], samples: dict[str, list[dict]], *, markdown: bool =
         lines += ["", "| raw LMDB and the asyncio floor, once per repetition | median |", "|---|---|"]
         lines += [f"| {name} | {value} |" for name, value in base_rows]
         return "\n".join(lines)
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body, strict=False)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)).rstrip()]
     out.append("  ".join("-" * w for w in widths))
-    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in body]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in body]
     width = max(len(name) for name, _ in base_rows)
     out += ["", "raw LMDB and the asyncio floor, once per repetition:"]
     out += [f"  {name:{width}s}  {value}" for name, value in base_rows]
@@ -415,7 +416,8 @@ def machine(parent: str) -> dict[str, Any]:
         pass
 
     def version(dist: str) -> str:
-        from importlib.metadata import PackageNotFoundError, version as v
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as v
         try:
             return v(dist)
         except PackageNotFoundError:
@@ -508,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{seconds:.0f} s; load average {info['load_average_before'][0]} before, "
           f"{info['load_average_after'][0]} after")
     report = {
-        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": info, "repetitions": plan.reps, "crash_repetitions": plan.crash_reps,
         "seconds": seconds, "rows": rows, "samples": samples, "postgres": postgres,

@@ -19,7 +19,16 @@ import time
 import anyio
 
 from journal import (
-    Acquire, Append, Committer, InvocationRecord, LmdbStore, Started, Status, encode_entry, encode_value, open_store,
+    Acquire,
+    Append,
+    Committer,
+    InvocationRecord,
+    LmdbStore,
+    Started,
+    Status,
+    encode_entry,
+    encode_value,
+    open_store,
 )
 from runtime import Engine
 

@@ -17,7 +17,8 @@ import shutil
 import statistics
 import tempfile
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import anyio
 import anyio.to_thread

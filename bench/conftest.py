@@ -8,7 +8,7 @@ and as a ratio to that baseline.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -191,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             phases, statuses = asyncio.run(asyncio.wait_for(
                 _load(port, args.invocations, args.clients, log), args.time_limit))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             print(f"overran the time limit of {args.time_limit} s", file=sys.stderr)
             return 1
         total = time.perf_counter() - began

@@ -8,7 +8,8 @@ import shlex
 import signal
 import sys
 import threading
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import click
 

@@ -8,19 +8,30 @@ from typing import Any
 import anyio
 import click
 
-from journal import fork as fork_invocation
 from journal import encode_value
+from journal import fork as fork_invocation
 from journal.errors import JournalError
 from runtime.errors import HandlerNotFound, NondeterminismError
 from runtime.testing import replay_journal
 
 from . import _render as render
 from ._common import (
-    DIVERGED, OK, USAGE, Exit, db_option, echo_err, edge, fail, is_postgres, json_option, open_store, out, suggest,
+    DIVERGED,
+    OK,
+    USAGE,
+    Exit,
+    db_option,
+    echo_err,
+    edge,
+    fail,
+    is_postgres,
+    json_option,
+    open_store,
+    out,
+    suggest,
 )
 from ._inspect import require
 from ._run import importable_cwd
-
 
 # -- replay -------------------------------------------------------------------------------------
 

@@ -13,17 +13,19 @@ from journal import (
     Called,
     Entry,
     InvocationRecord,
-    Store,
     Status,
+    Store,
     decode_entry,
     decode_value,
-    export as export_entries,
     kind_of,
+)
+from journal import (
+    export as export_entries,
 )
 from journal.errors import CorruptEntry, InvocationNotFound
 
 from . import _render as render
-from ._common import INTERRUPTED, OK, Exit, db_option, echo_err, edge, json_option, open_store, suggest, out
+from ._common import INTERRUPTED, OK, Exit, db_option, echo_err, edge, json_option, open_store, out, suggest
 
 _STATUSES = [s.value for s in Status]
 

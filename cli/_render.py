@@ -7,7 +7,8 @@ import os
 import shutil
 import sys
 import time
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import click
 import msgspec
@@ -77,7 +78,7 @@ def error_json(error: ErrorInfo | None) -> dict[str, Any] | None:
 def iso(us: int | None) -> str | None:
     if us is None:
         return None
-    moment = datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc)
+    moment = datetime.datetime.fromtimestamp(us / 1e6, datetime.UTC)
     return moment.isoformat().replace("+00:00", "Z")
 
 
@@ -124,7 +125,7 @@ def clock(us: int) -> str:
 
 def when(us: int) -> str:
     """An absolute UTC time plus its age: `2024-05-01 12:00:03 UTC (3m05s ago)`."""
-    moment = datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc)
+    moment = datetime.datetime.fromtimestamp(us / 1e6, datetime.UTC)
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({age(us)})"
 
 

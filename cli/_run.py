@@ -174,7 +174,7 @@ def _child_wait_help(outcome: Outcome, waits_on: InvocationRecord, db: str | Non
             f"  {resume}",
         ])
     if waits_on.wake_at is not None:
-        wake = datetime.datetime.fromtimestamp(waits_on.wake_at / 1e6, datetime.timezone.utc)
+        wake = datetime.datetime.fromtimestamp(waits_on.wake_at / 1e6, datetime.UTC)
         return "\n".join([
             f"{head}, which is suspended on a durable timer until {wake.isoformat().replace('+00:00', 'Z')}.",
             "Continue the parent after that time (it runs the child first), or keep `journal worker` running:",

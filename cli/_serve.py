@@ -6,14 +6,15 @@ import contextlib
 import os
 import signal
 import socket
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import anyio
 import click
 
 from runtime import Engine
 
-from ._common import Exit, OK, db_option, echo_err, edge, fail, store_path
+from ._common import OK, Exit, db_option, echo_err, edge, fail, store_path
 from ._run import Progress, importable_cwd, load
 
 DEFAULT_HTTP = "127.0.0.1:8420"

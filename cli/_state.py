@@ -12,7 +12,7 @@ from journal import InvocationRecord, Status, Store, decode_value
 from journal.errors import CorruptEntry
 
 from . import _render as render
-from ._common import db_option, echo_err, edge, json_option, open_store, suggest, out
+from ._common import db_option, echo_err, edge, json_option, open_store, out, suggest
 
 
 def state_json(key: str, state: dict[str, bytes], queue: list[str]) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def state(key: str, db: str | None, as_json: bool) -> None:
             return
         now = time.time_ns() // 1000
         records = [store.get(i) for i in queue]
-        queued = [_queued(store, r, i, now) for r, i in zip(records, queue)]
+        queued = [_queued(store, r, i, now) for r, i in zip(records, queue, strict=False)]
         hint = unblock_hint(store, records[0], now, db) if records and records[0] is not None else None
         known = bool(values or queue) or any(r.key == key for r in store.list())
     if not known:

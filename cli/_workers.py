@@ -12,7 +12,17 @@ from runtime import Engine
 
 from . import _render as render
 from ._common import (
-    INTERRUPTED, Exit, db_option, echo_err, edge, fail, is_postgres, json_option, out, run_async, store_path,
+    INTERRUPTED,
+    Exit,
+    db_option,
+    echo_err,
+    edge,
+    fail,
+    is_postgres,
+    json_option,
+    out,
+    run_async,
+    store_path,
     warn_store,
 )
 from ._run import Progress, importable_cwd, load, read_input

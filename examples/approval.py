@@ -21,8 +21,8 @@ from __future__ import annotations
 import hashlib
 
 import msgspec
-
 from llm import chat_model, record_call, simulated_latency
+
 from runtime import Context, TerminalError, current_step
 
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
 from llm import Reply, ScriptedModel, chat_model
+
 from runtime import Context, RetryPolicy
 
 SYSTEM = "You are a helpful assistant in a long conversation. Use what the user told you earlier."

@@ -28,8 +28,8 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
-
 from llm import chat_model
+
 from runtime import Context, default_path
 from runtime.langgraph import JournalSaver, JournalStore, durable_node
 

@@ -19,8 +19,8 @@ import json
 import re
 
 import msgspec
-
 from llm import Reply, chat_model, record_call, simulated_latency
+
 from runtime import Context, RetryPolicy
 
 SYSTEM = """You are a research agent working in the ReAct style.
@@ -108,7 +108,7 @@ def parse_decision(content: str) -> Decision | None:
 
 def observation(actions: list[Action], results: list[list[Passage] | str]) -> str:
     lines = ["Observation:"]
-    for action, result in zip(actions, results):
+    for action, result in zip(actions, results, strict=False):
         lines.append(f"{action.tool}({action.input!r}):")
         if isinstance(result, str):
             lines.append(f"  error: {result}")

@@ -11,19 +11,15 @@ from ._codec import decode_value as decode_value
 from ._codec import digest as digest
 from ._codec import encode_entry as encode_entry
 from ._codec import encode_value as encode_value
-from ._entries import TERMINAL_KINDS as TERMINAL_KINDS
 from ._entries import NIL as NIL
-from ._entries import Called as Called
-from ._entries import CancelReceived as CancelReceived
-from ._entries import ContinuedAsNew as ContinuedAsNew
-from ._entries import Selected as Selected
-from ._entries import StateGot as StateGot
-from ._entries import StateKeys as StateKeys
-from ._entries import StateSet as StateSet
 from ._entries import PRIOR_SET as PRIOR_SET
 from ._entries import PRIOR_UNSET as PRIOR_UNSET
+from ._entries import TERMINAL_KINDS as TERMINAL_KINDS
+from ._entries import Called as Called
 from ._entries import Cancelled as Cancelled
+from ._entries import CancelReceived as CancelReceived
 from ._entries import Completed as Completed
+from ._entries import ContinuedAsNew as ContinuedAsNew
 from ._entries import Emitted as Emitted
 from ._entries import Entry as Entry
 from ._entries import ErrorInfo as ErrorInfo
@@ -31,8 +27,12 @@ from ._entries import Failed as Failed
 from ._entries import Now as Now
 from ._entries import Patched as Patched
 from ._entries import Promise as Promise
+from ._entries import Selected as Selected
 from ._entries import Sleep as Sleep
 from ._entries import Started as Started
+from ._entries import StateGot as StateGot
+from ._entries import StateKeys as StateKeys
+from ._entries import StateSet as StateSet
 from ._entries import Step as Step
 from ._entries import kind_of as kind_of
 from ._entries import name_of as name_of
@@ -62,19 +62,19 @@ from ._records import Lease as Lease
 from ._records import Resolution as Resolution
 from ._records import Status as Status
 from ._store import Acquire as Acquire
-from ._tables import TableDelete as TableDelete
-from ._tables import TableDeletePrefix as TableDeletePrefix
-from ._tables import TablePut as TablePut
-from ._tables import Tables as Tables
+from ._store import Append as Append
 from ._store import Continue as Continue
 from ._store import OpResult as OpResult
-from ._store import Append as Append
 from ._store import Renew as Renew
 from ._store import RequestCancel as RequestCancel
 from ._store import Resolve as Resolve
 from ._store import SetStatus as SetStatus
 from ._store import Store as Store
 from ._store import Transition as Transition
+from ._tables import TableDelete as TableDelete
+from ._tables import TableDeletePrefix as TableDeletePrefix
+from ._tables import TablePut as TablePut
+from ._tables import Tables as Tables
 
 __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",

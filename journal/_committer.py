@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import enum
 import functools
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel

@@ -11,8 +11,6 @@ which lets replay match concurrent branches whatever order they are scheduled in
 
 from __future__ import annotations
 
-from typing import Union
-
 import msgspec
 
 NIL = msgspec.Raw(b"\xc0")  # msgpack nil: "no value" (Raw cannot sit in a union with None)
@@ -186,10 +184,10 @@ class ContinuedAsNew(msgspec.Struct, tag="continued_as_new", **_OPTS):
     next_id: str
 
 
-Entry = Union[
-    Started, Step, Now, Sleep, Promise, Completed, Failed, Cancelled, Emitted, Patched, CancelReceived,
-    StateGot, StateSet, StateKeys, Called, Selected, ContinuedAsNew,
-]
+Entry = (
+    Started | Step | Now | Sleep | Promise | Completed | Failed | Cancelled | Emitted | Patched
+    | CancelReceived | StateGot | StateSet | StateKeys | Called | Selected | ContinuedAsNew
+)
 
 TERMINAL_KINDS = (Completed, Failed, Cancelled, ContinuedAsNew)
 

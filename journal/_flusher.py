@@ -22,7 +22,8 @@ import asyncio
 import queue
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.to_thread

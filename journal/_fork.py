@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Mapping
+from collections.abc import Mapping
 
 import msgspec
 
 from ._codec import decode_entry, encode_entry
-from ._entries import TERMINAL_KINDS, NIL, Entry, Promise, Started, Step, kind_of
+from ._entries import NIL, TERMINAL_KINDS, Entry, Promise, Started, Step, kind_of
 from ._kvstore import HOST
 from ._records import InvocationRecord, Status
 from ._store import Acquire, Append, Store, Transition

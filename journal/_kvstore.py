@@ -21,8 +21,9 @@ from __future__ import annotations
 import abc
 import os
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -107,16 +108,16 @@ class KVStore(abc.ABC):
     def _transact(self, work: Callable[[_Txn], T]) -> T:
         """Run `work` in one write transaction and commit it (retrying it whole if needed)."""
 
-    def sync(self) -> None:
+    def sync(self) -> None:  # noqa: B027 - a store that is durable at commit has nothing to flush
         pass
 
-    def start_background_sync(self, interval: float) -> None:
+    def start_background_sync(self, interval: float) -> None:  # noqa: B027 - nothing to flush, as sync()
         pass
 
     def wait_for_work(self, timeout: float) -> None:
         time.sleep(timeout)  # nothing to listen to: the caller polls
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: only backends holding resources override it
         pass
 
     def _lease_live(self, txn: _Txn, lease: Lease | None, now_us: int) -> bool:

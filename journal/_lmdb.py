@@ -11,14 +11,15 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import lmdb
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
-from ._lmdb_tables import LmdbTables
 from ._kvstore import TABLES, KVStore, _Txn, check_lease
+from ._lmdb_tables import LmdbTables
 from ._records import Lease
 from ._store import Append, Op
 from .errors import DiskFull, FormatVersionError, JournalError, StoreError
@@ -279,7 +280,7 @@ class LmdbStore(LmdbTables, KVStore):
                 pass
         _release_shared(self.path)
 
-    def __enter__(self) -> "LmdbStore":
+    def __enter__(self) -> LmdbStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -330,7 +331,7 @@ def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environ
 def _open_env(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, object]]:
     # Checked under the open lock: no compaction swaps the files between the check and the map.
     check_files(path, create=not readonly)
-    for attempt in range(100):
+    for _attempt in range(100):
         try:
             env = lmdb.open(
                 path, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=510,

@@ -9,11 +9,12 @@ dirties one B-tree, which keeps the fsync after it small. A batch is one write t
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import lmdb
 
-from ._tables import TableDeletePrefix, TablePut, TableOp, check_key, check_ops, check_scan, check_table, prefix_end
+from ._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
 
 _SUBDB = b"tables"
 # Opening a sub-database writes to LMDB's main database: one opener at a time per process.

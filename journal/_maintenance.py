@@ -6,7 +6,8 @@ import os
 import re
 import shutil
 import time
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import msgspec
 
@@ -188,7 +189,7 @@ def entry_view(entry: Entry, seq: int) -> dict[str, Any]:
         elif isinstance(value, msgspec.Struct):
             value = msgspec.to_builtins(value)
             if field == "error":
-                value = dict(zip(("type", "message", "terminal"), value)) if isinstance(value, list) else value
+                value = dict(zip(("type", "message", "terminal"), value, strict=False)) if isinstance(value, list) else value
         elif field in ("until",):
             value = _iso(value)
         elif field == "digest":
@@ -211,7 +212,7 @@ def _iso(us: int | None) -> str | None:
         return None
     import datetime
 
-    return datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.datetime.fromtimestamp(us / 1e6, datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 __all__ = ("Problem", "check", "compact", "entry_view", "export", "trim")

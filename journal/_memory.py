@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._kvstore import TABLES, KVStore, _Txn

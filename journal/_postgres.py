@@ -40,13 +40,15 @@ from __future__ import annotations
 import threading
 import time
 import zlib
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
-from ._postgres_tables import CREATE as CREATE_TABLES, PostgresTables
-from ._kvstore import TABLES, KVStore, _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
 from ._ids import validate_id
+from ._kvstore import TABLES, KVStore, _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
+from ._postgres_tables import CREATE as CREATE_TABLES
+from ._postgres_tables import PostgresTables
 from ._records import InvocationRecord, Lease
 from ._store import Acquire, Append, Op
 from .errors import FormatVersionError, InvocationBusy, JournalError, StoreError
@@ -330,7 +332,7 @@ class PostgresStore(PostgresTables, KVStore):
                 if op.__class__ is Acquire:
                     (results[i],) = self.apply([op], durable=False)
             if rest:
-                for i, result in zip(rest, self.apply([ops[i] for i in rest], durable=durable)):
+                for i, result in zip(rest, self.apply([ops[i] for i in rest], durable=durable), strict=False):
                     results[i] = result
             return results
 
@@ -366,7 +368,7 @@ class PostgresStore(PostgresTables, KVStore):
         if not rows:
             return set()
         inserted = txn.append_fast(rows)
-        return {i for i, row in zip(where, rows) if row[0] in inserted}
+        return {i for i, row in zip(where, rows, strict=False) if row[0] in inserted}
 
     def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
         """Claiming is `FOR UPDATE SKIP LOCKED`: an invocation whose rows another transaction
@@ -447,7 +449,7 @@ class PostgresStore(PostgresTables, KVStore):
                 except Exception:  # noqa: BLE001 - closing a broken connection: nothing to save
                     pass
 
-    def __enter__(self) -> "PostgresStore":
+    def __enter__(self) -> PostgresStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

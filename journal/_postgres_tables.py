@@ -8,9 +8,10 @@ rules ask for. A batch is one transaction, durable as `durable=` says (`synchron
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ._tables import TableDeletePrefix, TablePut, TableOp, check_key, check_ops, check_scan, check_table, prefix_end
+from ._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
 
 TABLE = "journal.tables"
 CREATE = f"CREATE TABLE IF NOT EXISTS {TABLE} (k bytea PRIMARY KEY, v bytea NOT NULL)"

@@ -12,7 +12,8 @@ makes its calls from a worker thread, never from the event loop (`journal.call`)
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, overload, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, overload, runtime_checkable
 
 import msgspec
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from typing import Any, Protocol, Sequence, Union, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -50,7 +51,7 @@ class TableDeletePrefix(msgspec.Struct, frozen=True):
     prefix: bytes
 
 
-TableOp = Union[TablePut, TableDelete, TableDeletePrefix]
+TableOp = TablePut | TableDelete | TableDeletePrefix
 
 
 @runtime_checkable
@@ -110,7 +111,7 @@ class MemoryTables:
 
     _lock: Any
 
-    def _table(self, table: str) -> "_SortedTable":
+    def _table(self, table: str) -> _SortedTable:
         check_table(table)
         tables = self.__dict__.setdefault("_user_tables", {})
         found = tables.get(table)

@@ -6,7 +6,6 @@ from ._context import Context as Context
 from ._engine import Engine as Engine
 from ._engine import default_path as default_path
 from ._handlers import handler_path as handler_path
-from ._steps import idempotency_key as idempotency_key
 from ._handlers import load_handler as load_handler
 from ._memory import Memory as Memory
 from ._memory_table import MemoryArgumentError as MemoryArgumentError
@@ -16,6 +15,7 @@ from ._outcome import Outcome as Outcome
 from ._retry import RetryPolicy as RetryPolicy
 from ._step_info import StepInfo as StepInfo
 from ._step_info import current_step as current_step
+from ._steps import idempotency_key as idempotency_key
 from .errors import Cancelled as Cancelled
 from .errors import DeterminismViolation as DeterminismViolation
 from .errors import HandlerNotFound as HandlerNotFound

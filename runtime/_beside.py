@@ -10,8 +10,9 @@ none of its code after that. Other backends get the task group.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Coroutine
+from typing import Any
 
 import anyio
 

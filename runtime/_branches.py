@@ -25,8 +25,9 @@ import asyncio
 import contextvars
 import hashlib
 import sys
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Callable
+from typing import Any
 
 from ._step_info import _current
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import time
 
-_UTC = datetime.timezone.utc
+_UTC = datetime.UTC
 
 
 def now_us() -> int:

@@ -53,7 +53,7 @@ class Composition:
     # What the context provides (see runtime/_invocation.py).
     _id: str
     _spawner: Any
-    machine: "Machine"
+    machine: Machine
 
     async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
         raise NotImplementedError

@@ -6,7 +6,8 @@ import abc
 import datetime
 import random
 import uuid
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, NoReturn, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ._retry import RetryPolicy
 
@@ -31,13 +32,13 @@ class Context(abc.ABC):
     def invocation_id(self) -> str:
         """The id of the invocation this handler runs."""
 
-    state: "State"
+    state: State
     """The durable state of the invocation's key (thread): `await ctx.state.get(name)`,
     `ctx.state.set(name, value)`, `ctx.state.update(name, value, reducer=...)`,
     `ctx.state.clear(name)`, `await ctx.state.keys()`. Needs an invocation started with a key."""
 
     @property
-    def memory(self) -> "Memory":
+    def memory(self) -> Memory:
         """Long-term memory shared across invocations and threads (namespaced items); every read
         and write is a journaled step. See `runtime._memory.Memory`."""
         from ._memory import Memory

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import os
 import uuid as _uuid
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import anyio
 
 from journal import (
+    HOST,
     Acquire,
     Committer,
     Durability,
     Emitted,
-    HOST,
     InvocationRecord,
-    open_store,
     RequestCancel,
     Resolve,
     Started,
@@ -29,6 +29,7 @@ from journal import (
     digest,
     encode_entry,
     encode_value,
+    open_store,
 )
 from journal._lmdb import default_path
 from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
@@ -36,10 +37,10 @@ from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 from . import _otel
 from ._beside import beside
 from ._branches import _ORIGIN, _branch
-from ._handlers import load_handler, load_recorded, prepare_input, register
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._execution import Execution
+from ._handlers import load_handler, load_recorded, prepare_input, register
 from ._invocation import InvocationContext
 from ._outcome import Event, Outcome
 from ._park import park, park_if_unloadable
@@ -93,7 +94,7 @@ class Engine:
     @asynccontextmanager
     async def open(
         cls, path: str | os.PathLike[str] | None = None, *, store: Store | None = None, **options: Any
-    ) -> AsyncIterator["Engine"]:
+    ) -> AsyncIterator[Engine]:
         """Open the store at `path` (default `$JOURNAL_DB` or `./.journal`) and an engine on it."""
         own = store is None
         if store is None:

@@ -9,13 +9,16 @@ the invocation's next status, written with what the machine still buffers in one
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import msgspec
 
 from journal import (
     Cancelled as CancelledEntry,
+)
+from journal import (
     Committer,
     Completed,
     Continue,
@@ -45,6 +48,7 @@ from ._outcome import Outcome
 from ._step_info import _current
 from ._suspend import Suspend
 from .errors import Cancelled, NondeterminismError, TerminalError
+
 
 class Execution:
     """Drives one execution of an invocation whose lease (`epoch`) the engine holds."""

@@ -36,10 +36,11 @@ import sysconfig
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import FrameType
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ._step_info import in_step
 

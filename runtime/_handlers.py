@@ -11,7 +11,8 @@ import stat
 import sys
 import typing
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -223,7 +224,7 @@ def input_type(fn: Callable[..., Any]) -> Any:
     return wanted
 
 
-_input_types: "weakref.WeakKeyDictionary[Callable[..., Any], Any]" = weakref.WeakKeyDictionary()
+_input_types: weakref.WeakKeyDictionary[Callable[..., Any], Any] = weakref.WeakKeyDictionary()
 
 
 def _input_type(fn: Callable[..., Any]) -> Any:

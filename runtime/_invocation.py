@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import datetime
 import inspect
+import random as _random
 import time
 import uuid as _uuid
-import random as _random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.lowlevel

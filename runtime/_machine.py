@@ -18,7 +18,8 @@ import hashlib
 import itertools
 import random as _random
 import uuid as _uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from journal import PRIOR_SET, CancelReceived, Patched, StateSet, encode_entry
 from journal.errors import LeaseLost

@@ -7,7 +7,8 @@ are the ones LangGraph graphs see through `runtime.langgraph.JournalStore` on th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._memory_table import MemoryItem, MemoryTable, check_namespace
 from .errors import TerminalError
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 class Memory:
     """Namespaced items: `await ctx.memory.put(("users", "ada"), "prefs", {"tone": "brief"})`."""
 
-    def __init__(self, ctx: "Context") -> None:
+    def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
 
     def _table(self) -> MemoryTable:

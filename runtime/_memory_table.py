@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime
 import time
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -92,7 +93,7 @@ def split_key(raw: bytes) -> tuple[tuple[str, ...], str]:
 
 
 def _datetime(us: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc)
+    return datetime.datetime.fromtimestamp(us / 1e6, datetime.UTC)
 
 
 class MemoryTable:
@@ -213,7 +214,7 @@ class MemoryTable:
 
 
 def _match(namespace: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
-    return len(namespace) >= len(pattern) and all(p == "*" or n == p for n, p in zip(namespace, pattern))
+    return len(namespace) >= len(pattern) and all(p == "*" or n == p for n, p in zip(namespace, pattern, strict=False))
 
 
 def matches(value: Any, condition: Any) -> bool:
@@ -224,7 +225,7 @@ def matches(value: Any, condition: Any) -> bool:
         return isinstance(value, dict) and all(matches(value.get(k), v) for k, v in condition.items())
     if isinstance(condition, (list, tuple)):
         return (isinstance(value, (list, tuple)) and len(value) == len(condition)
-                and all(matches(v, c) for v, c in zip(value, condition)))
+                and all(matches(v, c) for v, c in zip(value, condition, strict=False)))
     return value == condition
 
 

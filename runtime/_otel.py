@@ -19,7 +19,8 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from journal import InvocationRecord, Status
 
@@ -85,7 +86,7 @@ class Attempt:
         )
         self._token: Any = None
 
-    def __enter__(self) -> "Attempt":
+    def __enter__(self) -> Attempt:
         self._token = self._context.attach(self._trace.set_span_in_context(self.span))
         return self
 

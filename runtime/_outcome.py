@@ -34,7 +34,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     continued_as: str | None = None
 
     @classmethod
-    def of(cls, record: InvocationRecord, result_type: Any = Any) -> "Outcome":
+    def of(cls, record: InvocationRecord, result_type: Any = Any) -> Outcome:
         result = None
         if record.status == Status.COMPLETED and record.continued_as is None:
             if result_type is Any:
@@ -42,7 +42,7 @@ class Outcome(msgspec.Struct, kw_only=True):
             result = decode_value(record.result, result_type)
         wake = None
         if record.wake_at is not None:
-            wake = datetime.datetime.fromtimestamp(record.wake_at / 1e6, datetime.timezone.utc)
+            wake = datetime.datetime.fromtimestamp(record.wake_at / 1e6, datetime.UTC)
         return cls(
             id=record.id, status=record.status, result=result, error=record.error,
             waiting=record.waiting, wake_at=wake, divergence=record.divergence,

@@ -26,7 +26,7 @@ async def park(committer: Committer, invocation_id: str, epoch: int, reason: str
         Status.DIVERGED, now_us(), divergence=reason, release=True), epoch), durable=True)
 
 
-async def park_if_unloadable(engine: "Engine", invocation_id: str) -> bool:
+async def park_if_unloadable(engine: Engine, invocation_id: str) -> bool:
     """True if the invocation's handler loads here; else park it, tell `engine.on_park`, and
     return False. The lease is taken first: an invocation another process runs is left alone."""
     record = await engine.committer.read(engine.store.get, invocation_id)

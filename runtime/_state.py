@@ -7,11 +7,22 @@ key's state in the same transaction as their entry.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from journal import NIL, PRIOR_SET, PRIOR_UNSET, StateGot, StateKeys, StateSet, UnencodableValue, decode_value, encode_value
+from journal import (
+    NIL,
+    PRIOR_SET,
+    PRIOR_UNSET,
+    StateGot,
+    StateKeys,
+    StateSet,
+    UnencodableValue,
+    decode_value,
+    encode_value,
+)
 
 from ._clock import now_us
 from .errors import TerminalError
@@ -38,7 +49,7 @@ if TYPE_CHECKING:
 class State:
     """The state of the invocation's key. Get it as `ctx.state`."""
 
-    def __init__(self, ctx: "_Shell", key: str | None) -> None:
+    def __init__(self, ctx: _Shell, key: str | None) -> None:
         self._ctx = ctx
         self._key = key
         self._overlay: dict[str, bytes | None] = {}  # changes made by this execution so far

@@ -6,7 +6,8 @@ from __future__ import annotations
 import inspect
 import typing
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 
@@ -45,7 +46,7 @@ def idempotency_key(invocation_id: str, step: Step) -> str:
 
 
 # Weak keys: handlers often pass fresh lambdas, which must not pile up here for ever.
-_return_types: "weakref.WeakKeyDictionary[Callable[..., Any], Any]" = weakref.WeakKeyDictionary()
+_return_types: weakref.WeakKeyDictionary[Callable[..., Any], Any] = weakref.WeakKeyDictionary()
 
 
 def return_type(fn: Callable[..., Any]) -> Any:

@@ -21,10 +21,20 @@ from __future__ import annotations
 
 from journal.errors import (
     InvocationBusy as InvocationBusy,
+)
+from journal.errors import (
     InvocationConflict as InvocationConflict,
+)
+from journal.errors import (
     InvocationNotFound as InvocationNotFound,
+)
+from journal.errors import (
     JournalError as JournalError,
+)
+from journal.errors import (
     LeaseLost as LeaseLost,
+)
+from journal.errors import (
     PromiseConflict as PromiseConflict,
 )
 

@@ -42,7 +42,7 @@ class PgServer:
         kwargs = {"user": self._user} if self._user else {}
         return subprocess.run(cmd, capture_output=True, text=True, check=True, **kwargs)
 
-    def start(self) -> "PgServer":
+    def start(self) -> PgServer:
         if self.bin_dir is None:
             raise FileNotFoundError("initdb not found on PATH or under /usr/lib/postgresql/*/bin")
         self.dir = tempfile.mkdtemp(prefix="journal-pg-")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import IO, Callable
+from collections.abc import Callable
+from typing import IO
 
 import anyio
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import importlib.resources
 import math
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import unquote
-from typing import Any, Callable
 
 import anyio
 import msgspec

@@ -10,7 +10,6 @@ from starlette.responses import JSONResponse as _StarletteJSON
 
 from journal.errors import InvalidId, InvocationConflict, InvocationNotFound, PromiseConflict
 
-
 _encoder = msgspec.json.Encoder(enc_hook=repr)
 
 

@@ -8,7 +8,8 @@ commit out of order, as `Engine.stream` delivers them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -28,7 +29,7 @@ def _event(name: str, data: Any) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + _json.encode(data) + b"\n\n"
 
 
-async def stream(service: "Service", invocation_id: str) -> AsyncIterator[bytes]:
+async def stream(service: Service, invocation_id: str) -> AsyncIterator[bytes]:
     store = service.store
     delivered: set[int] = set()
     floor = -1  # every seq up to here was sent

@@ -16,13 +16,14 @@ import contextvars
 import functools
 import hashlib
 import weakref
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
 from journal import Status
-from journal.errors import InvalidId, JournalError
 from journal._ids import validate_id
+from journal.errors import InvalidId, JournalError
 
 from .._context import Context
 from .._engine import Engine
@@ -40,7 +41,7 @@ _running: contextvars.ContextVar[tuple[NodeFn, Any, JournalSaver, list[GraphBubb
 
 # One engine per store, durability and event loop, shared by the durable nodes that run on
 # it: nodes running side by side in a super-step share its group commits.
-_engines: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, str], tuple[Any, Engine]]]" = \
+_engines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, str], tuple[Any, Engine]]] = \
     weakref.WeakKeyDictionary()
 
 

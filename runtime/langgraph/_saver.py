@@ -105,13 +105,13 @@ class JournalSaver(BaseCheckpointSaver[str]):
             self._owned = False
             self.store.close()
 
-    def __enter__(self) -> "JournalSaver":
+    def __enter__(self) -> JournalSaver:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> "JournalSaver":
+    async def __aenter__(self) -> JournalSaver:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -129,13 +129,13 @@ class JournalStore(BaseStore):
             self._owned = False
             self.db.close()
 
-    def __enter__(self) -> "JournalStore":
+    def __enter__(self) -> JournalStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> "JournalStore":
+    async def __aenter__(self) -> JournalStore:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

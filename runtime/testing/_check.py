@@ -26,8 +26,9 @@ import functools
 import itertools
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import anyio
 
@@ -44,10 +45,10 @@ from journal import (
     decode_value,
 )
 
+from .._clock import now_us
 from .._engine import Engine
 from .._guard import determinism_guard
 from .._handlers import _by_path, handler_path, load_handler
-from .._clock import now_us
 from ._compare import journal_difference, outcome_difference, step_problems
 from ._crash import CrashPoint, Failure, Session, _CheckedContext, is_crash
 

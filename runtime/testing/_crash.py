@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from journal import (
     Append,
@@ -33,13 +34,12 @@ from journal import (
     kind_of,
     name_of,
 )
-
 from journal.errors import PromiseConflict
 
-from .._context import Context
 from .._clock import now_us
-from .._steps import return_type as _return_type
+from .._context import Context
 from .._step_info import StepInfo, current_step
+from .._steps import return_type as _return_type
 from ..errors import TerminalError
 
 
@@ -133,7 +133,7 @@ class Session:
 
     # -- processes -----------------------------------------------------------------------
 
-    def new_process(self) -> "_ProcessStore":
+    def new_process(self) -> _ProcessStore:
         self.process += 1
         self.current = _ProcessStore(self)
         return self.current
@@ -152,7 +152,7 @@ class Session:
 
     # -- journal writes ------------------------------------------------------------------
 
-    def journal_write(self, view: "_ProcessStore", ops: Sequence[Any]) -> list[Any]:
+    def journal_write(self, view: _ProcessStore, ops: Sequence[Any]) -> list[Any]:
         self.writes += 1
         self.writes_since_crash += 1
         label = describe_write(ops)
@@ -162,7 +162,7 @@ class Session:
         if due and point.before:
             self._die(view, point, label)
         results = self.base.apply(ops)
-        for op, result in zip(ops, results):
+        for op, result in zip(ops, results, strict=False):
             if isinstance(op, Append) and not isinstance(result, BaseException):
                 for seq, data in op.entries:
                     entry = decode_entry(data)
@@ -180,7 +180,7 @@ class Session:
                 run.state = "committed"
                 break
 
-    def _die(self, view: "_ProcessStore", point: CrashPoint, label: str) -> None:
+    def _die(self, view: _ProcessStore, point: CrashPoint, label: str) -> None:
         view.dead = True
         self.schedule.pop(0)
         self.writes_since_crash = 0

@@ -21,7 +21,8 @@ change the durability, `inline_sleep_limit` and so on.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

@@ -21,7 +21,8 @@ journals), and from the shell as `journal replay ID`.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -30,16 +31,16 @@ import msgspec
 from journal import Durability, Entry, Store, decode_entry
 from journal.errors import JournalError
 
-from .._engine import Engine
-from .._guard import _handler_scope
-from .._step_info import _current
-from .._handlers import NO_INPUT, decode_input, load_handler, load_recorded
 from .._branches import install as install_branches
 from .._composition import ContinueAsNew
+from .._engine import Engine
+from .._guard import _handler_scope
+from .._handlers import NO_INPUT, decode_input, load_handler, load_recorded
 from .._invocation import InvocationContext
 from .._machine import EndOfJournal
-from .._suspend import Suspend
 from .._replayer import Replayer
+from .._step_info import _current
+from .._suspend import Suspend
 from ..errors import InvocationNotFound
 
 # Scheduler rounds without any claim before a stopped check ends: replay does no I/O, so

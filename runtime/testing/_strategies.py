@@ -13,7 +13,7 @@ promises resolved when awaited), so a failing example is reported in its smalles
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from hypothesis import strategies as st
 

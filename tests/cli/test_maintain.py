@@ -7,8 +7,8 @@ import re
 import lmdb
 import pytest
 
-from cli._maintain import parse_age
 from cli._common import Exit
+from cli._maintain import parse_age
 
 from .conftest import target
 

@@ -51,7 +51,7 @@ def test_table_widths_ignore_colour():
 
 
 def test_json_encodes_datetimes_bytes_and_anything_else():
-    moment = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
+    moment = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
     out = json.loads(to_json({"at": moment, "raw": b"\x00\x01", "other": {1, 2} and object}))
     assert out["at"] == "2024-05-01T12:00:00Z"
     assert out["raw"] == "AAE="

@@ -4,8 +4,6 @@ import json
 import signal
 import subprocess
 
-import pytest
-
 from ..waiting import Lines, wait_until
 from .conftest import target
 

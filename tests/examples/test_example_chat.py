@@ -38,7 +38,7 @@ def test_chat_remembers_earlier_turns_across_processes_and_a_kill(workspace, kil
             # The model is slow on this turn: kill -9 the process while it waits for the answer,
             # after the turn has read (and journaled) the thread's history.
             proc = turn(workspace, n, EXAMPLE_LATENCY="5")
-            workspace.kill_when(proc, lambda: entries(workspace, f"turn-{n}") >= 2)
+            workspace.kill_when(proc, lambda n=n: entries(workspace, f"turn-{n}") >= 2)
             assert len(workspace.calls()) == n - 1  # the killed call never answered
             out = workspace.outcome(workspace.journal("resume", f"turn-{n}", "--json"))
         else:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from runtime import idempotency_key
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -36,7 +36,7 @@ async def test_the_graph_waits_for_review_replays_its_calls_and_remembers(worksp
         assert steps(workspace) == {"outline": 1, "draft": 1, "polish": 1}
 
         # A later question by the same user: the graph recalls what ctx.memory saved.
-        again = await engine.run(AGENT, {"user": "ada", "question": "And forks?"}, id="q2")
+        await engine.run(AGENT, {"user": "ada", "question": "And forks?"}, id="q2")
         await engine.resolve("q2", "review", {"approved": False, "note": "too short"})
         second = await engine.resume("q2")
     assert second.result == {"answer": "", "note": "too short", "recalled": ["Why replay?"]}

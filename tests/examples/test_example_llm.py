@@ -7,10 +7,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import llm  # examples/llm.py (conftest puts examples/ on sys.path)
 import msgspec
 import pytest
 
-import llm  # examples/llm.py (conftest puts examples/ on sys.path)
 from journal import Status, Step, decode_entry
 from runtime import Context, Engine, RetryPolicy, idempotency_key
 
@@ -54,7 +54,7 @@ class FakeEndpoint:
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
-    def __enter__(self) -> "FakeEndpoint":
+    def __enter__(self) -> FakeEndpoint:
         self.thread.start()
         return self
 
@@ -171,7 +171,7 @@ async def test_research_agent_talks_to_a_configured_endpoint(endpoint, workspace
     assert outcome.result.answer == "A lease expires unless renewed [lease]."
     assert outcome.result.sources == ["lease"]
     # The model calls' keys: the first and last steps (between them, the search step).
-    model_keys = [k for k, step in zip(keys, steps) if step.name != "search"]
+    model_keys = [k for k, step in zip(keys, steps, strict=False) if step.name != "search"]
     assert [r["headers"]["Idempotency-Key"] for r in endpoint.requests] == model_keys
     observation = endpoint.requests[1]["body"]["messages"][-1]["content"]
     assert observation.startswith("Observation:") and "[lease]" in observation

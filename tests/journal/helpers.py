@@ -1,6 +1,7 @@
 """Small builders shared by the storage tests."""
 
 from journal import (
+    HOST,
     Acquire,
     Append,
     InvocationRecord,
@@ -11,7 +12,6 @@ from journal import (
     encode_entry,
     encode_value,
 )
-from journal import HOST
 
 T0 = 1_700_000_000_000_000
 

@@ -3,8 +3,7 @@
 import anyio
 import pytest
 
-from journal import Append, Committer, LmdbStore, MemoryStore, decode_entry, decode_value
-from journal import _flusher
+from journal import Append, Committer, LmdbStore, MemoryStore, _flusher, decode_entry, decode_value
 from journal.errors import LeaseLost, StoreError
 
 from ..waiting import until

@@ -10,22 +10,22 @@ from hypothesis import strategies as st
 from journal import (
     NIL,
     Called,
-    ContinuedAsNew,
-    Selected,
-    StateGot,
-    StateKeys,
-    StateSet,
-    CancelReceived,
     Cancelled,
+    CancelReceived,
     Completed,
+    ContinuedAsNew,
     Emitted,
     ErrorInfo,
     Failed,
     Now,
     Patched,
     Promise,
+    Selected,
     Sleep,
     Started,
+    StateGot,
+    StateKeys,
+    StateSet,
     Step,
     decode_entry,
     decode_value,
@@ -88,7 +88,7 @@ def test_values_decode_lazily_with_the_type_asked_for():
         x: int
         y: int
 
-    when = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
     raw = encode_value({"x": 1, "y": 2})
     assert decode_value(raw, Point) == Point(1, 2)
     assert decode_value(encode_value(when), datetime.datetime) == when

@@ -146,7 +146,7 @@ def test_sigkill_during_a_stream_of_appends_loses_no_acknowledged_entry(tmp_path
         seqs = [s for s, _ in store.entries("inv-1")]
         assert seqs[: acked + 1] == list(range(acked + 1))  # nothing acknowledged is missing
         assert seqs == list(range(len(seqs)))  # and no partial or out-of-order entry
-        for seq, data in store.entries("inv-1")[1:]:
+        for _seq, data in store.entries("inv-1")[1:]:
             assert decode_value(decode_entry(data).value) == "x" * 1000
         problems = check(store)
         assert problems == [] or all("status" not in str(p) for p in problems)

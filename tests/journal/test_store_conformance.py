@@ -10,14 +10,14 @@ import os
 import pytest
 
 from journal import (
+    Append,
     Continue,
+    InvocationRecord,
     LmdbStore,
     MemoryStore,
     PostgresStore,
-    Append,
-    InvocationRecord,
-    RequestCancel,
     Renew,
+    RequestCancel,
     Resolve,
     SetStatus,
     Status,
@@ -26,11 +26,11 @@ from journal import (
     decode_value,
 )
 from journal.errors import (
-    JournalError,
     InvalidId,
     InvocationBusy,
     InvocationConflict,
     InvocationNotFound,
+    JournalError,
     LeaseLost,
     PromiseConflict,
 )

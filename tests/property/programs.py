@@ -12,7 +12,7 @@ event-loop backend, and whether sleeps suspend on a durable timer).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Union
+from typing import Any
 
 import anyio
 import msgspec
@@ -52,7 +52,7 @@ class EmitOp(msgspec.Struct, tag="emit"):
     value: int
 
 
-BranchOp = Union[StepOp, SleepOp, NowOp, EmitOp]
+BranchOp = StepOp | SleepOp | NowOp | EmitOp
 
 
 class GroupOp(msgspec.Struct, tag="group"):
@@ -60,7 +60,7 @@ class GroupOp(msgspec.Struct, tag="group"):
     gather: bool = False  # ctx.gather instead of an anyio task group
 
 
-Op = Union[StepOp, SleepOp, PromiseOp, NowOp, DrawOp, EmitOp, GroupOp]
+Op = StepOp | SleepOp | PromiseOp | NowOp | DrawOp | EmitOp | GroupOp
 
 
 class Program(msgspec.Struct):
@@ -97,10 +97,10 @@ async def _sequence(ctx: Context, ops: list[Any], out: list[Any]) -> None:
         if isinstance(op, GroupOp):
             results: list[list[Any]] = [[] for _ in op.branches]
             if op.gather:
-                await ctx.gather(*(_sequence(ctx, b, r) for b, r in zip(op.branches, results)))
+                await ctx.gather(*(_sequence(ctx, b, r) for b, r in zip(op.branches, results, strict=False)))
             else:
                 async with anyio.create_task_group() as tg:
-                    for branch, result in zip(op.branches, results):
+                    for branch, result in zip(op.branches, results, strict=False):
                         tg.start_soon(_sequence, ctx, branch, result)
             out.append(results)
         elif isinstance(op, PromiseOp):
@@ -142,7 +142,10 @@ async def _simple(ctx: Context, op: Any) -> Any:
 # -- generating programs ----------------------------------------------------------------------
 
 
-def _steps(catch: st.SearchStrategy[bool] = st.booleans()) -> st.SearchStrategy[StepOp]:
+_BOOLEANS = st.booleans()
+
+
+def _steps(catch: st.SearchStrategy[bool] = _BOOLEANS) -> st.SearchStrategy[StepOp]:
     return st.builds(
         StepOp,
         name=st.just(""),  # named in order afterwards, so failures can target each step

@@ -25,7 +25,7 @@ CALLS = {
     "time.time": (lambda: time.time(), "ctx.now()"),
     "time.time_ns": (lambda: time.time_ns(), "ctx.now()"),
     "datetime.now": (lambda: datetime.datetime.now(), "ctx.now()"),
-    "datetime.now, imported class": (lambda: DateTime.now(datetime.timezone.utc), "ctx.now()"),
+    "datetime.now, imported class": (lambda: DateTime.now(datetime.UTC), "ctx.now()"),
     "datetime.utcnow": (lambda: DateTime.utcnow(), "ctx.now()"),
     "datetime.today": (lambda: DateTime.today(), "ctx.now().date()"),
     "date.today": (lambda: date.today(), "ctx.now().date()"),

@@ -619,7 +619,7 @@ async def test_trim_keeps_a_finished_child_its_unfinished_parent_links_to(open_e
 
 
 async def test_cancelling_a_diverged_invocation_abandons_it(open_engine):
-    from .test_replay import _crash_then_resume, _crash_flag, _program
+    from .test_replay import _crash_flag, _crash_then_resume, _program
 
     _crash_flag["armed"] = True
     outcome, _ = await _crash_then_resume(open_engine, _program("plan", "search"), _program("plan", "renamed"))
@@ -700,7 +700,7 @@ async def test_select_over_a_promise_and_a_long_timer_wakes_on_the_promise(open_
 async def test_a_keyed_diverged_invocation_is_forked_and_the_fork_runs_once_the_source_is_cancelled(open_engine):
     from journal import fork
 
-    from .test_replay import _crash_then_resume, _crash_flag, _program
+    from .test_replay import _crash_flag, _crash_then_resume, _program
 
     _crash_flag["armed"] = True
     outcome, _ = await _crash_then_resume(open_engine, _program("plan", "search"), _program("plan", "renamed"),

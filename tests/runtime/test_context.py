@@ -63,7 +63,7 @@ async def test_step_results_are_typed_by_the_return_annotation_in_live_runs_too(
     async with open_engine() as engine:
         assert (await engine.run(agent, "x")).result == "x"
     assert seen[-2] == Answer("x", 0.5) and isinstance(seen[-2], Answer)
-    assert seen[-1] == datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    assert seen[-1] == datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 
 
 async def test_an_unencodable_result_fails_the_step_naming_step_and_type(open_engine):
@@ -219,7 +219,7 @@ async def test_now_random_and_uuid_are_the_same_on_replay(open_engine):
         await engine.resolve("n", "go", 1)
         assert (await engine.resume("n")).status == Status.COMPLETED
     assert len(seen) >= 2 and len(set(seen)) == 1
-    assert seen[0][0].tzinfo is datetime.timezone.utc
+    assert seen[0][0].tzinfo is datetime.UTC
 
 
 async def test_typed_input_is_decoded_and_invalid_input_is_refused_before_journaling(open_engine):

@@ -3,7 +3,7 @@
 import pytest
 
 from journal import Status, decode_entry, kind_of, name_of
-from runtime import Context, MemoryItem, MemoryTable, TerminalError
+from runtime import Context, MemoryItem, MemoryTable
 
 pytestmark = pytest.mark.anyio
 

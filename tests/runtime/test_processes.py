@@ -7,7 +7,6 @@ import sys
 import textwrap
 
 import anyio
-import pytest
 
 from journal import LmdbStore, Status, check
 

@@ -3,7 +3,7 @@
 import anyio
 import pytest
 
-from journal import Status, decode_entry, decode_value, kind_of
+from journal import Status, decode_entry, kind_of
 from runtime import Context, NondeterminismError
 
 from ..waiting import leases_lapsed
@@ -245,7 +245,7 @@ async def test_concurrent_steps_keep_their_idempotency_keys_and_uuids_across_a_c
         return await ctx.gather(branch("alice"), branch("bob"))
 
     async with open_engine(lease_ttl=0.05) as engine:
-        with pytest.raises(BaseException):
+        with pytest.raises(BaseException):  # noqa: B017 - the simulated crash, alone or in an exception group
             await engine.run(agent, id="pay")
         await leases_lapsed(engine.store)
     async with open_engine() as engine:

@@ -82,7 +82,7 @@ async def test_replaying_concurrent_branches_in_any_order_never_diverges(open_en
 
     async with open_engine() as engine:
         assert (await engine.run(agent, id="cc")).status == Status.SUSPENDED
-        for round in range(10):  # every resume replays all 12 steps, then suspends again
+        for _round in range(10):  # every resume replays all 12 steps, then suspends again
             out = await engine.resume("cc")
             assert out.status == Status.SUSPENDED, out.divergence
         await engine.resolve("cc", "next", 1)
@@ -132,7 +132,7 @@ async def test_after_a_crash_that_committed_seq_2_but_not_seq_1_only_seq_1_rerun
         return [out["a"], out["b"]]
 
     async with open_engine(lease_ttl=0.05) as engine:
-        with pytest.raises(BaseException):
+        with pytest.raises(BaseException):  # noqa: B017 - the simulated crash, alone or in an exception group
             await engine.run(agent, id="gap")
         assert [s for s, _ in engine.store.entries("gap")] == [0, 2]
         await leases_lapsed(engine.store)

@@ -13,7 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from journal import LmdbStore, Status
+from journal import Status
 from runtime.langgraph import DurableNodeError, JournalSaver, durable_node, node_invocation_id
 
 

@@ -5,10 +5,9 @@ afresh and run over both stores."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
-from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
 
 from journal import LmdbStore, MemoryStore
 from runtime.langgraph import JournalStore
