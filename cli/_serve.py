@@ -132,7 +132,9 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
     gc.set_threshold(50_000, 20, 100)
 
     async def main() -> None:
-        async with Engine.open(path, durability=durability) as engine:
+        # The engine runs only the handlers given here, and invocations record their NAME:
+        # a record never chooses the code a worker imports (DESIGN.md).
+        async with Engine.open(path, durability=durability, handlers=handlers) as engine:
             service = Service(engine, handlers, token=token, max_body=max_body, workers=workers)
 
             def on_step(*step: Any) -> None:

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from journal import Status
 from journal.errors import InvocationConflict, JournalError
-from runtime import Engine, handler_path
+from runtime import Engine
 
 from .._state import state_json
 from . import _events, _views
@@ -115,11 +115,11 @@ def create_app(service: Service) -> Starlette:
         # Nothing awaits between this look-up and the creation in `start`, so in this process
         # the answer (201 or 200) cannot go stale.
         existing = s.store.get(body.id) if body.id is not None else None
-        if existing is not None and existing.handler != handler_path(fn):
+        if existing is not None and existing.handler != body.handler:
             return _conflict(existing, f"invocation {body.id!r} exists for handler {existing.handler!r}, "
                              f"not {body.handler!r}; choose another id")
         try:
-            record = await s.engine.start(fn, body.input, id=body.id, key=body.key, lax_input=True)
+            record = await s.engine.start(body.handler, body.input, id=body.id, key=body.key, lax_input=True)
         except InvocationConflict as exc:
             return _conflict(s.store.get(body.id), str(exc))  # type: ignore[arg-type]
         except ValueError as exc:

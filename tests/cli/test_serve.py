@@ -28,6 +28,7 @@ def test_run_service_flow_start_wait_for_approval_resolve_and_get_the_result(ser
     doc = server.wait_status("refund-1001", "suspended")
     assert doc["waiting_on"] == [{"kind": "promise", "name": "approval"}]
     assert doc["input"] == {"order": "A-1001"}
+    assert doc["handler"] == "approve"  # the registered NAME: the record never names code to import
     assert "entries" not in doc
 
     resolved = server.client.post("/invocations/refund-1001/promises/approval",
