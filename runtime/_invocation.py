@@ -241,6 +241,10 @@ class InvocationContext(Composition, Context):
             # was due; a later one was delivered at the branch's next operation.
             if isinstance(nxt, CancelReceived) and nxt.at < until:
                 await self._claim(CancelReceived)
+            if machine.went_on():
+                # The journal shows the timer ended: its branch made another operation after
+                # it. The clock is not asked (it may differ from the recording host's).
+                return
         else:
             await self._deliver_cancel(seq, prev)
             at = now_us()

@@ -242,6 +242,10 @@ class Machine:
 
     # -- waits: run on, wait here, or suspend ---------------------------------------------
 
+    def went_on(self) -> bool:
+        """Whether the recorded run made another operation after the calling branch's last one."""
+        return self.replayer.goes_on_from(self.token())
+
     def timer_wait(self, until: int, now: int, inline_limit: float) -> str:
         """What a timer due at `until` does now: "due" (go on), "suspend" (too far off to wait
         for in this process), or "wait" here (near enough, or a cancel is to be delivered)."""

@@ -88,6 +88,11 @@ class Replayer:
     def recorded(self, seq: int) -> Entry | None:
         return self._entries.get(seq)
 
+    def goes_on_from(self, position: int) -> bool:
+        """Whether the journal records an operation made from branch position `position`:
+        the recorded run got past whatever stood there (a timer that ended, for one)."""
+        return bool(self._by_prev.get(position))
+
     def recorded_of(self, kind: type) -> list[tuple[int, Entry]]:
         """Every recorded entry of `kind`, claimed or not, in seq order."""
         return [(seq, entry) for seq, entry in sorted(self._entries.items()) if type(entry) is kind]
