@@ -20,7 +20,6 @@ from journal import (
     RequestCancel,
     Resolve,
     Started,
-    StateSet,
     Status,
     Store,
     UnencodableValue,
@@ -45,7 +44,8 @@ from ._invocation import InvocationContext
 from ._outcome import Event, Outcome
 from ._park import park, park_if_unloadable
 from ._replayer import Replayer
-from .errors import HandlerNotFound, PromiseNotSettable, RollbackImpossible, TerminalError
+from ._requests import check_rollback, refuse_child_promise, waiting_for
+from .errors import HandlerNotFound, TerminalError
 
 
 class Engine:
@@ -218,42 +218,13 @@ class Engine:
     def waiting_for(self, invocation_id: str) -> InvocationRecord:
         """The invocation whose wait `invocation_id`'s depends on: itself, or the child it awaits
         with `ctx.call` (and that child's own awaited child, and so on), in its latest generation."""
-        record = self.store.require(invocation_id)
-        seen = {record.id}
-        while True:
-            if record.continued_as is not None:
-                following = self.store.get(record.continued_as)
-            elif record.waiting is not None and record.waiting.startswith(CHILD_PREFIX):
-                following = self.store.get(record.waiting[len(CHILD_PREFIX):])
-            else:
-                return record
-            if following is None or following.id in seen:
-                return record
-            seen.add(following.id)
-            record = following
-
-    def _refuse_child_promise(self, invocation_id: str, name: str) -> None:
-        if not name.startswith(CHILD_PREFIX):
-            return
-        child_id = name[len(CHILD_PREFIX):]
-        waiting = self.waiting_for(child_id) if self.store.get(child_id) is not None else None
-        where = ""
-        if waiting is not None and waiting.waiting is not None:
-            where = (f" It waits for promise {waiting.waiting!r} of invocation {waiting.id!r}: resolve that one "
-                     f"(`journal resolve {waiting.id} {waiting.waiting} JSON`), then `journal resume {invocation_id}` "
-                     "runs the child and the parent goes on with its result.")
-        elif waiting is not None and not waiting.finished:
-            where = f" It is {waiting.status}: `journal resume {invocation_id}` runs it, then the parent."
-        raise PromiseNotSettable(
-            f"promise {name!r} of invocation {invocation_id!r} is the result of child invocation {child_id!r} "
-            f"(ctx.call); it is settled only when the child finishes, never by hand.{where}"
-        )
+        return waiting_for(self.store, invocation_id)
 
     async def resolve(self, invocation_id: str, name: str, value: Any = None) -> InvocationRecord:
         """Deliver `value` to promise `name`; a suspended invocation waiting on it becomes pending.
 
         A `child:` promise (what `ctx.call` waits for) is refused: the child's result settles it."""
-        await self._read(self._refuse_child_promise, invocation_id, name)
+        await self._read(refuse_child_promise, self.store, invocation_id, name)
         try:
             raw = bytes(encode_value(value))
         except UnencodableValue as exc:
@@ -262,7 +233,7 @@ class Engine:
 
     async def reject(self, invocation_id: str, name: str, message: str) -> InvocationRecord:
         """Reject promise `name`: the handler's `ctx.promise(name)` raises `PromiseRejected`."""
-        await self._read(self._refuse_child_promise, invocation_id, name)
+        await self._read(refuse_child_promise, self.store, invocation_id, name)
         return await self.committer.submit(Resolve(invocation_id, name, now_us(), None, message), durable=True)
 
     async def cancel(self, invocation_id: str, *, run: bool = True, rollback: bool = False) -> Outcome:
@@ -276,7 +247,7 @@ class Engine:
             record = await self._read(self.store.require, record.continued_as)
         invocation_id = record.id
         if rollback and not record.finished:
-            await self._read(self._check_rollback, invocation_id)
+            await self._read(check_rollback, self.store, invocation_id)
         if record.waiting is not None and record.waiting.startswith(CHILD_PREFIX):
             # The child it awaits goes first.
             await self.cancel(record.waiting[len(CHILD_PREFIX):], run=run, rollback=rollback)
@@ -291,21 +262,6 @@ class Engine:
                 # Queued behind another invocation of its key: it receives the cancel on its turn.
                 return Outcome.of(record)
             return await self.wait(invocation_id)
-
-    def _check_rollback(self, invocation_id: str) -> None:
-        changed, known = set(), set()
-        for seq, data in self.store.entries(invocation_id):
-            entry = decode_entry(data, invocation_id=invocation_id, seq=seq)
-            if isinstance(entry, StateSet):
-                changed.add(entry.name)
-                if entry.prior:
-                    known.add(entry.name)
-        if changed - known:
-            raise RollbackImpossible(
-                f"invocation {invocation_id!r} cannot be cancelled with rollback: its changes to state "
-                f"{', '.join(map(repr, sorted(changed - known)))} were journaled by a version that did not record "
-                "the values before them; cancel it without rollback and set those names by hand"
-            )
 
     # -- children and streams -------------------------------------------------------------------
 
