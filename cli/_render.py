@@ -13,7 +13,18 @@ from typing import Any
 import click
 import msgspec
 
-from journal import Entry, ErrorInfo, InvocationRecord, Status, decode_value, entry_view, kind_of, name_of
+from journal import (
+    Entry,
+    ErrorInfo,
+    InvocationRecord,
+    Status,
+    decode_value,
+    entry_view,
+    from_us,
+    iso_from_us,
+    kind_of,
+    name_of,
+)
 
 MIN_WIDTH = 80
 _STATUS_COLOURS = {
@@ -75,11 +86,7 @@ def error_json(error: ErrorInfo | None) -> dict[str, Any] | None:
     return {"type": error.type, "message": error.message, "terminal": error.terminal}
 
 
-def iso(us: int | None) -> str | None:
-    if us is None:
-        return None
-    moment = datetime.datetime.fromtimestamp(us / 1e6, datetime.UTC)
-    return moment.isoformat().replace("+00:00", "Z")
+iso = iso_from_us  # every time in --json and in tables
 
 
 # -- human units ---------------------------------------------------------------------------------
@@ -125,8 +132,7 @@ def clock(us: int) -> str:
 
 def when(us: int) -> str:
     """An absolute UTC time plus its age: `2024-05-01 12:00:03 UTC (3m05s ago)`."""
-    moment = datetime.datetime.fromtimestamp(us / 1e6, datetime.UTC)
-    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({age(us)})"
+    return f"{from_us(us):%Y-%m-%d %H:%M:%S} UTC ({age(us)})"
 
 
 def status(value: Status | str) -> Styled:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import sys
@@ -12,7 +11,7 @@ from typing import Any, NoReturn
 import anyio
 import click
 
-from journal import InvocationRecord, Status, UnencodableValue, encode_value
+from journal import InvocationRecord, Status, UnencodableValue, encode_value, iso_from_us
 from runtime import Engine, Outcome, load_handler
 from runtime.errors import HandlerNotFound
 
@@ -174,9 +173,9 @@ def _child_wait_help(outcome: Outcome, waits_on: InvocationRecord, db: str | Non
             f"  {resume}",
         ])
     if waits_on.wake_at is not None:
-        wake = datetime.datetime.fromtimestamp(waits_on.wake_at / 1e6, datetime.UTC)
+        wake = iso_from_us(waits_on.wake_at)
         return "\n".join([
-            f"{head}, which is suspended on a durable timer until {wake.isoformat().replace('+00:00', 'Z')}.",
+            f"{head}, which is suspended on a durable timer until {wake}.",
             "Continue the parent after that time (it runs the child first), or keep `journal worker` running:",
             f"  {resume}",
         ])

@@ -75,6 +75,8 @@ from ._tables import TableDelete as TableDelete
 from ._tables import TableDeletePrefix as TableDeletePrefix
 from ._tables import TablePut as TablePut
 from ._tables import Tables as Tables
+from ._time import from_us as from_us
+from ._time import iso_from_us as iso_from_us
 
 __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
@@ -84,7 +86,7 @@ __all__ = (
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",
     "Problem", "check", "compact", "entry_view", "export", "trim",
-    "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "kind_of",
+    "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
     "lease_is_live", "name_of", "validate_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables",
 )

@@ -17,6 +17,7 @@ from ._files import COMPACT_TMP, test_pause
 from ._lmdb import LmdbStore, exclusive
 from ._records import FINISHED, InvocationRecord, Status
 from ._store import Store
+from ._time import iso_from_us
 from .errors import CorruptEntry, StoreBusy, StoreError
 
 
@@ -177,7 +178,7 @@ def _check_one(store: Store, record: InvocationRecord, indexed: dict[Status, set
 
 def entry_view(entry: Entry, seq: int) -> dict[str, Any]:
     """An entry as plain data for `show --json` and `export`: seq, kind, name, at, and its fields."""
-    out: dict[str, Any] = {"seq": seq, "kind": kind_of(entry), "name": name_of(entry), "at": _iso(entry.at)}
+    out: dict[str, Any] = {"seq": seq, "kind": kind_of(entry), "name": name_of(entry), "at": iso_from_us(entry.at)}
     for field in entry.__struct_fields__:
         if field in ("name", "at"):
             continue
@@ -191,7 +192,7 @@ def entry_view(entry: Entry, seq: int) -> dict[str, Any]:
             if field == "error":
                 value = dict(zip(("type", "message", "terminal"), value, strict=False)) if isinstance(value, list) else value
         elif field in ("until",):
-            value = _iso(value)
+            value = iso_from_us(value)
         elif field == "digest":
             value = f"{value:016x}"
         out[field] = value
@@ -207,12 +208,6 @@ def export(store: Store, invocation_id: str) -> Iterator[dict[str, Any]]:
             yield {"seq": seq, "kind": "corrupt", "name": None, "at": None, "error": str(exc)}
 
 
-def _iso(us: int | None) -> str | None:
-    if us is None:
-        return None
-    import datetime
-
-    return datetime.datetime.fromtimestamp(us / 1e6, datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 __all__ = ("Problem", "check", "compact", "entry_view", "export", "trim")

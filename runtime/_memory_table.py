@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from journal import TableDelete, TablePut
+from journal import TableDelete, TablePut, from_us
 from journal.errors import JournalError
 
 TABLE = "lg_memory"
@@ -92,8 +92,6 @@ def split_key(raw: bytes) -> tuple[tuple[str, ...], str]:
     return tuple(_unescape_parts(raw[:pos])), _unescape_parts(raw[pos + 2:])[0]
 
 
-def _datetime(us: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(us / 1e6, datetime.UTC)
 
 
 class MemoryTable:
@@ -206,7 +204,7 @@ class MemoryTable:
                 renew.append(TablePut(TABLE, raw_key, _enc.encode(stored)))
             namespace, key = split_key(raw_key)
             out.append(MemoryItem(namespace, key, _value_dec.decode(stored.value),
-                                  _datetime(stored.created_at), _datetime(stored.updated_at)))
+                                  from_us(stored.created_at), from_us(stored.updated_at)))
         if renew:
             # A refreshed deadline need not survive an OS crash: losing it only ages the item.
             self.store.table_write(renew, durable=False)

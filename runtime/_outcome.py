@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from journal import ErrorInfo, InvocationRecord, Status, decode_value
+from journal import ErrorInfo, InvocationRecord, Status, decode_value, from_us
 
 from ._handlers import _by_path
 from ._steps import return_type as _return_type
@@ -42,7 +42,7 @@ class Outcome(msgspec.Struct, kw_only=True):
             result = decode_value(record.result, result_type)
         wake = None
         if record.wake_at is not None:
-            wake = datetime.datetime.fromtimestamp(record.wake_at / 1e6, datetime.UTC)
+            wake = from_us(record.wake_at)
         return cls(
             id=record.id, status=record.status, result=result, error=record.error,
             waiting=record.waiting, wake_at=wake, divergence=record.divergence,
