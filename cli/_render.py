@@ -83,7 +83,7 @@ def to_json(data: Any, *, pretty: bool = True) -> str:
 def error_json(error: ErrorInfo | None) -> dict[str, Any] | None:
     if error is None:
         return None
-    return {"type": error.type, "message": error.message, "terminal": error.terminal}
+    return msgspec.structs.asdict(error)
 
 
 iso = iso_from_us  # every time in --json and in tables
