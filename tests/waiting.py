@@ -9,10 +9,11 @@ deadline only bounds a hang; a passing test never reaches it.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import IO
+from typing import IO, Any
 
 import anyio
 
@@ -22,13 +23,28 @@ DEADLINE = 60.0
 _CHECK_EVERY = 0.005
 
 
-def wait_until(predicate: Callable[[], object], what: str, *, timeout: float = DEADLINE) -> None:
-    """Block until `predicate()` is true; fail naming `what` after `timeout` seconds."""
+def wait_until(predicate: Callable[[], object], what: str, *, timeout: float = DEADLINE) -> Any:
+    """Block until `predicate()` is true and return its value; fail naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not (value := predicate()):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(_CHECK_EVERY)
+    return value
+
+
+def wait_while_alive(proc: subprocess.Popen, predicate: Callable[[], object], what: str, *,
+                     timeout: float = DEADLINE) -> None:
+    """`wait_until`, failing at once if `proc` exits first: it will never get there then."""
+
+    def reached() -> bool:
+        if predicate():
+            return True
+        if proc.poll() is not None:
+            raise AssertionError(f"the process exited with {proc.returncode} before {what}")
+        return False
+
+    wait_until(reached, what, timeout=timeout)
 
 
 async def until(predicate: Callable[[], object], what: str, *, timeout: float = DEADLINE) -> None:

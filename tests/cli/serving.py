@@ -7,13 +7,14 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+from ..waiting import wait_until
 
 HERE = Path(__file__).parent
 AGENTS = HERE / "serve_agents.py"
@@ -22,15 +23,8 @@ _URL = re.compile(r"serving on (http://\S+) ")
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "the condition") -> Any:
-    """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+    """The value of `condition` once it is truthy (`wait_until`, with this module's deadline)."""
+    return wait_until(condition, what, timeout=timeout)
 
 
 class Server:

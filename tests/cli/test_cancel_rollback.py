@@ -2,6 +2,7 @@
 
 import json
 
+from ..waiting import wait_while_alive
 from .conftest import target
 
 
@@ -35,7 +36,6 @@ def test_a_cancel_with_rollback_killed_in_its_compensation_rolls_back_once_resum
     import os
     import signal
     import subprocess
-    import time
 
     assert sh("run", target("turn"), "--input", '"hi"', "--key", "t", "--id", "a").returncode == 0
     before = json.loads(sh("state", "t", "--json").stdout)
@@ -46,11 +46,7 @@ def test_a_cancel_with_rollback_killed_in_its_compensation_rolls_back_once_resum
     proc = subprocess.Popen(sh.argv("cancel", "b", "--rollback"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, cwd=tmp_path, env=sh.env)
     try:
-        deadline = time.monotonic() + 30
-        while not marker.exists():  # the compensating step has started
-            assert proc.poll() is None, f"journal cancel exited with {proc.returncode} before its compensation"
-            assert time.monotonic() < deadline, "the compensating step never started"
-            time.sleep(0.02)
+        wait_while_alive(proc, marker.exists, "the compensating step started")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     finally:

@@ -5,25 +5,17 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from ..waiting import wait_until
 from .conftest import AGENTS, loads, target
 
 
 @pytest.fixture
 def db(postgres_url):
     return postgres_url
-
-
-def _wait_for(condition, what, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)  # re-check a condition another process changes
 
 
 def test_run_inspect_and_maintain_on_postgres(journal, log):
@@ -115,7 +107,7 @@ def test_a_sigkilled_workers_invocations_are_finished_by_the_other(journal, sh, 
                for _ in range(2)]
     try:
         # Each invocation blocks in its step `wait` on its first run, so all four are held.
-        _wait_for(lambda: all(os.path.exists(tmp_path / f"marker{i}") for i in range(4)), "four steps in flight")
+        wait_until(lambda: all(os.path.exists(tmp_path / f"marker{i}") for i in range(4)), "four steps in flight")
         with PostgresStore(db) as store:
             held = {f"s{i}": store.lease(f"s{i}").pid for i in range(4)}
         victim = workers[0] if list(held.values()).count(workers[0].pid) else workers[1]
@@ -124,7 +116,7 @@ def test_a_sigkilled_workers_invocations_are_finished_by_the_other(journal, sh, 
         victim.wait()
         # The survivor takes over only the dead worker's invocations, which find their
         # marker and finish; its own stay blocked in their step: none runs in two places.
-        _wait_for(lambda: {r["id"] for r in loads(journal("ls", "--json").stdout)
+        wait_until(lambda: {r["id"] for r in loads(journal("ls", "--json").stdout)
                            if r["status"] == "completed"} == orphans, "the dead worker's invocations to finish")
         for i in range(4):
             lines = Path(logs[i]).read_text().splitlines()

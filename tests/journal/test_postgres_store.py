@@ -11,6 +11,7 @@ import pytest
 from journal import Append, PostgresStore, Status, open_store
 from journal.errors import FormatVersionError, InvocationBusy, StoreError
 
+from ..waiting import wait_until
 from .helpers import T0, acquire, append, create, step
 
 HOLDER = """
@@ -51,14 +52,14 @@ def test_the_owner_of_a_lease_whose_session_ended_loses_it_at_once(store, postgr
             holder.kill()
             holder.wait()
         holder.stdout.close()
-    deadline = time.monotonic() + 10
-    while True:  # the server notices the closed connection on its own schedule
+    def claimed():
         try:
-            epoch, record = acquire(store, owner="me", now=T0 + 2)
-            break
+            return acquire(store, owner="me", now=T0 + 2)
         except InvocationBusy:
-            if time.monotonic() > deadline:
-                raise
+            return None
+
+    # The server notices the closed connection on its own schedule.
+    epoch, record = wait_until(claimed, "the server to release the dead session's lock", timeout=10)
     assert epoch == 2 and record.status == Status.RUNNING
 
 

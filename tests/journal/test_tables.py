@@ -13,6 +13,8 @@ import pytest
 from journal import LmdbStore, MemoryStore, PostgresStore, TableDelete, TableDeletePrefix, TablePut, Tables
 from journal.errors import StoreError
 
+from ..waiting import wait_while_alive
+
 KEYS = [b"a", b"a\x00", b"a\x00\x01", b"a\x01", b"a\xff", b"a\xff\xff", b"ab", b"b", b"\xff\xff"]
 
 
@@ -169,12 +171,7 @@ def test_a_killed_writer_leaves_whole_batches(tmp_path):
     """)
     proc = subprocess.Popen([sys.executable, "-c", script])
     try:
-        import time
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert proc.poll() is None, "the writer died"
-            assert time.monotonic() < deadline, "the writer never reached 200 batches"
-            time.sleep(0.01)
+        wait_while_alive(proc, ready.exists, "the writer reached 200 batches")
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 from opentelemetry import trace
@@ -22,6 +21,7 @@ from opentelemetry.util._once import Once
 from journal import LmdbStore, Status, decode_entry
 from runtime import Engine
 
+from ..waiting import wait_while_alive
 from . import otel_handlers as h
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -181,10 +181,7 @@ def test_a_resume_after_kill_9_joins_the_original_trace(tmp_path, spans):
     files = {"entered": str(tmp_path / "entered"), "go": str(tmp_path / "go")}
     proc = subprocess.Popen([sys.executable, "-c", CRASHING, str(db), str(spans_file), json.dumps(files)],
                             env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
-    deadline = time.monotonic() + 30
-    while not os.path.exists(files["entered"]):
-        assert proc.poll() is None and time.monotonic() < deadline, "the handler never reached step two"
-        time.sleep(0.01)
+    wait_while_alive(proc, lambda: os.path.exists(files["entered"]), "the handler reached step two")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     before = [json.loads(line) for line in spans_file.read_text().splitlines()]
