@@ -353,7 +353,8 @@ class Engine:
         ids += self.store.due_timers(now)
         seen: set[str] = set()
         busy = self._active | self._running
-        ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]
+        # `seen.add` returns None: the idiom keeps each id's first occurrence, in order.
+        ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]  # type: ignore[func-returns-value]
         if self.handlers is not None:  # others are left for a worker that was given their handler
             ids = [i for i in ids if (r := self.store.get(i)) is not None and r.handler in self.handlers]
         return ids

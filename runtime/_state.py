@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from journal import Committer, Store
 
     from ._machine import Machine
+    from ._replayer import R
 
     class _Shell(Protocol):
         """What `State` needs from the context it belongs to (see runtime/_invocation.py)."""
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
         _store: Store
         _committer: Committer
 
-        async def _claim(self, kind: type, name: str | None = None) -> tuple[int, int, Any]: ...
+        async def _claim(self, kind: type[R], name: str | None = None) -> tuple[int, int, R | None]: ...
         async def _commit(self, seq: int, entry: Any) -> None: ...
         async def _deliver_cancel(self, seq: int, prev: int) -> None: ...
         def _deliver_cancel_sync(self, seq: int, prev: int) -> None: ...
