@@ -3,7 +3,7 @@ in-memory implementations, the group-commit append path, and maintenance (trim, 
 check, export). Knows nothing about handlers or the command line."""
 
 import importlib
-from typing import TYPE_CHECKING
+import typing
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES as DEFAULT_MAX_ENTRY_BYTES
 from ._codec import UnencodableValue as UnencodableValue
@@ -96,7 +96,7 @@ __all__ = (
 # store (`journal ls`, `journal show`) does without.
 _LAZY = {"Committer": "._committer", "Durability": "._committer"}
 
-if TYPE_CHECKING:  # a type checker sees them as ordinary exports
+if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._committer import Committer as Committer
     from ._committer import Durability as Durability
 

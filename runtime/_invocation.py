@@ -127,7 +127,7 @@ class InvocationContext(Composition, Context):
 
     # -- durable operations ----------------------------------------------------------------
 
-    async def run(
+    async def run(  # type: ignore[override]  # accepts every call Context.run's overloads describe
         self,
         name: str,
         fn: Callable[..., Any],
