@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import TypeVar, TypeVarTuple, overload
 
 import anyio
 import anyio.lowlevel
@@ -38,6 +38,7 @@ from ._records import InvocationRecord
 from ._store import Acquire, Append, Continue, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 class Durability(str, enum.Enum):
@@ -111,7 +112,7 @@ class Committer:
         """Commit `op` at once, without waiting for an fsync (the `async` mode's whole path)."""
         return self.store.apply_one(op)
 
-    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+    async def read(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """`fn(*args)`, a store call: on a thread for a blocking store, here for a local one."""
         if not self.blocking:
             return fn(*args)
