@@ -51,8 +51,8 @@ class Context(abc.ABC):
         return Memory(self)
 
     # For type checkers: the result is what `fn` returns (awaited if `fn` is async), or the
-    # `type=` given; `fn`'s positional arguments are checked against its signature, and so
-    # are its keyword arguments when no `retry`/`timeout` is given beside them.
+    # `type=` given. `fn`'s positional arguments are always checked against its signature;
+    # a keyword argument only when it fills a parameter without a default (ARCHITECTURE.md).
     @overload
     async def run(
         self, name: str, fn: Callable[..., object], *args: Any, retry: RetryPolicy | None = None,

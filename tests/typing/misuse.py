@@ -2,8 +2,8 @@
 
 Each line marked `# error: CODE` must be reported by `mypy --strict` with that error code,
 and nothing else may be: if an annotation of `journal` or `runtime` decays to `Any`, the
-mistakes go unreported and the test fails. (A keyword argument for `fn` that has a default
-is checked only when no `retry`/`timeout` is passed beside it: see `Context.run`.)"""
+mistakes go unreported and the test fails. (A keyword argument for one of `fn`'s
+parameters that has a default is not checked: see `Context.run`.)"""
 
 from __future__ import annotations
 
