@@ -3,6 +3,7 @@ in-memory implementations, the group-commit append path, and maintenance (trim, 
 check, export). Knows nothing about handlers or the command line."""
 
 import importlib
+import typing
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES as DEFAULT_MAX_ENTRY_BYTES
 from ._codec import UnencodableValue as UnencodableValue
@@ -94,6 +95,10 @@ __all__ = (
 # Imported on first use: the append path brings in anyio and asyncio, which reading a
 # store (`journal ls`, `journal show`) does without.
 _LAZY = {"Committer": "._committer", "Durability": "._committer"}
+
+if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
+    from ._committer import Committer as Committer
+    from ._committer import Durability as Durability
 
 
 def __getattr__(name: str) -> object:

@@ -20,7 +20,7 @@ DEFAULT_MAX_ENTRY_BYTES = 64 * 1024 * 1024
 _encoder = msgspec.msgpack.Encoder()
 _entry_decoder = msgspec.msgpack.Decoder(Entry)
 _any_decoder = msgspec.msgpack.Decoder()
-_typed_decoders: dict[Any, msgspec.msgpack.Decoder] = {}
+_typed_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
 
 
 class UnencodableValue(TypeError):

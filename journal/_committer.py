@@ -28,15 +28,17 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar, TypeVarTuple, overload
 
 import anyio
 import anyio.lowlevel
 
 from ._flusher import Flusher
-from ._store import Op, Store
+from ._records import InvocationRecord
+from ._store import Acquire, Append, Continue, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 class Durability(str, enum.Enum):
@@ -52,10 +54,11 @@ class _Batch:
     """Operations committed in one transaction and made durable by one fsync."""
 
     __slots__ = ("ops", "results", "done", "durable")
+    durable: bool  # set by the leader when it opens the batch
 
     def __init__(self) -> None:
         self.ops: list[Op | None] = []  # None: a flush, which only needs the fsync
-        self.results: list[Any] = []
+        self.results: list[OpResult | BaseException] = []
         self.done = anyio.Event()  # one event for the whole batch, not one per operation
 
 
@@ -73,7 +76,17 @@ class Committer:
             store.start_background_sync(0.1)
         self.batches = 0  # how many transactions+fsyncs the sync path made (for benchmarks)
 
-    async def submit(self, op: Op, *, durable: bool | None = None) -> Any:
+    # The result of each kind of operation, as `Store.apply_one` gives it.
+    @overload
+    async def submit(self, op: Acquire, *, durable: bool | None = None) -> tuple[int, InvocationRecord]: ...
+    @overload
+    async def submit(
+        self, op: SetStatus | Resolve | RequestCancel | Continue, *, durable: bool | None = None
+    ) -> InvocationRecord: ...
+    @overload
+    async def submit(self, op: Append | Renew, *, durable: bool | None = None) -> InvocationRecord | None: ...
+
+    async def submit(self, op: Op, *, durable: bool | None = None) -> OpResult:
         """Commit `op`; return its result or raise its error. Durable per the mode unless `durable` says."""
         if durable is None:
             durable = self.durability is not Durability.ASYNC
@@ -88,11 +101,18 @@ class Committer:
         """Whether `commit_now` may be called from the loop (`async` mode on a local store)."""
         return self.durability is Durability.ASYNC and not self.blocking
 
-    def commit_now(self, op: Op) -> Any:
+    @overload
+    def commit_now(self, op: Acquire) -> tuple[int, InvocationRecord]: ...
+    @overload
+    def commit_now(self, op: SetStatus | Resolve | RequestCancel | Continue) -> InvocationRecord: ...
+    @overload
+    def commit_now(self, op: Append | Renew) -> InvocationRecord | None: ...
+
+    def commit_now(self, op: Op) -> OpResult:
         """Commit `op` at once, without waiting for an fsync (the `async` mode's whole path)."""
         return self.store.apply_one(op)
 
-    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+    async def read(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """`fn(*args)`, a store call: on a thread for a blocking store, here for a local one."""
         if not self.blocking:
             return fn(*args)
@@ -105,7 +125,7 @@ class Committer:
         if self.durability is not Durability.ASYNC:
             _unwrap(await self._group(None))  # shares the next group commit's fsync
 
-    async def _group(self, op: Op | None, durable: bool = True) -> Any:
+    async def _group(self, op: Op | None, durable: bool = True) -> OpResult | BaseException:
         batch = self._filling
         if batch is not None:  # its leader commits it
             batch.durable = batch.durable or durable
@@ -144,7 +164,7 @@ class Committer:
         return batch.results[0]
 
 
-def _unwrap(result: Any) -> Any:
+def _unwrap(result: OpResult | BaseException) -> OpResult:
     if isinstance(result, BaseException):
         raise result
     return result

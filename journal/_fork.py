@@ -23,8 +23,7 @@ import msgspec
 
 from ._codec import decode_entry, encode_entry
 from ._entries import NIL, TERMINAL_KINDS, Entry, Promise, Started, Step, kind_of
-from ._kvstore import HOST
-from ._records import InvocationRecord, Status
+from ._records import HOST, InvocationRecord, Status
 from ._store import Acquire, Append, Store, Transition
 from .errors import InvocationConflict, InvocationNotFound, JournalError
 
@@ -106,7 +105,9 @@ def fork(
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    return results[1]
+    forked = results[1]
+    assert isinstance(forked, InvocationRecord)  # an Append with a transition returns the record
+    return forked
 
 
 def _replace_value(source_id: str, seq: int, entry: Entry, raw: bytes) -> Entry:

@@ -19,11 +19,12 @@ Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
 from __future__ import annotations
 
 import abc
+import builtins
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import msgspec
 
@@ -31,7 +32,7 @@ from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._entries import NIL
 from ._ids import validate_id
 from ._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
-from ._store import Acquire, Append, Continue, Op, Renew, RequestCancel, Resolve, SetStatus, Store, Transition
+from ._store import Acquire, Append, Continue, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store, Transition
 from .errors import (
     CorruptEntry,
     InvocationBusy,
@@ -85,7 +86,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def lease_is_live(lease: Lease | None, now_us: int) -> bool:
+def lease_is_live(lease: Lease | None, now_us: int) -> TypeGuard[Lease]:
     """Whether a lease still protects its owner (a dead owner on this host loses it at once)."""
     if lease is None or not lease.owner:
         return False
@@ -155,7 +156,7 @@ class KVStore(abc.ABC):
                     out.append(record)
             return out
 
-    def entries(self, invocation_id: str, start: int = 0) -> list[tuple[int, bytes]]:
+    def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]:
         id_bytes = validate_id(invocation_id)
         prefix = id_bytes + b"\x00"
         with self._read() as txn:
@@ -189,7 +190,7 @@ class KVStore(abc.ABC):
         with self._read() as txn:
             return {k[len(prefix):].decode(): bytes(v) for k, v in txn.scan("state", prefix)}
 
-    def key_queue(self, key: str) -> list[str]:
+    def key_queue(self, key: str) -> builtins.list[str]:
         prefix = validate_id(key, "key") + b"\x00"
         with self._read() as txn:
             return [k[len(prefix) + 8:].decode() for k, _ in txn.scan("keyq", prefix)]
@@ -200,7 +201,7 @@ class KVStore(abc.ABC):
                 return int.from_bytes(key[:8], "big")
         return None
 
-    def due_timers(self, now_us: int) -> list[str]:
+    def due_timers(self, now_us: int) -> builtins.list[str]:
         out = []
         with self._read() as txn:
             for key, _ in txn.scan("timers", b""):
@@ -231,11 +232,11 @@ class KVStore(abc.ABC):
 
         return self._transact(work)
 
-    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
         return self._transact(lambda txn: self._apply_all(txn, ops))
 
-    def _apply_all(self, txn: _Txn, ops: Sequence[Op]) -> list[Any]:
-        results: list[Any] = []
+    def _apply_all(self, txn: _Txn, ops: Sequence[Op]) -> builtins.list[OpResult | BaseException]:
+        results: list[OpResult | BaseException] = []
         for op in ops:
             try:
                 results.append(_APPLY[type(op)](self, txn, op))
@@ -321,7 +322,7 @@ class KVStore(abc.ABC):
                     "one key run one at a time, in arrival order; it runs when that one finishes"
                 )
         lease = _get_lease(txn, id_bytes)
-        if self._lease_live(txn, lease, op.now_us) and lease.owner != op.owner:
+        if lease is not None and self._lease_live(txn, lease, op.now_us) and lease.owner != op.owner:
             raise InvocationBusy(
                 f"invocation {op.id!r} is being run by process {lease.pid} on {lease.host} "
                 f"(lease epoch {lease.epoch}); wait for it, or for its lease to expire"
@@ -384,7 +385,7 @@ class KVStore(abc.ABC):
         return record
 
 
-_APPLY = {
+_APPLY: dict[type[Any], Callable[[KVStore, _Txn, Any], OpResult]] = {
     Append: KVStore._apply_append,
     Continue: KVStore._apply_continue,
     Acquire: KVStore._apply_acquire,
@@ -412,6 +413,7 @@ def _owned_id(invocation_id: str) -> bytes:
 
 
 def _queue_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
+    assert record.key is not None  # only keyed invocations are queued
     return record.key.encode() + b"\x00" + record.queued_at.to_bytes(8, "big") + id_bytes
 
 
@@ -438,6 +440,7 @@ def _check_has_key(record: InvocationRecord) -> None:
 def _write_state(txn: _Txn, id_bytes: bytes, invocation_id: str, changes: list[tuple[str, bytes | None]]) -> None:
     record = _require_record(txn, id_bytes, invocation_id)
     _check_has_key(record)
+    assert record.key is not None  # _check_has_key raised otherwise
     prefix = record.key.encode() + b"\x00"
     for name, raw in changes:
         if raw is None:

@@ -12,7 +12,7 @@ import errno
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
@@ -21,8 +21,11 @@ from ._files import check_files, hold_open_lock, make_store_dir, release_exclusi
 from ._kvstore import TABLES, KVStore, _Txn, check_lease
 from ._lmdb_tables import LmdbTables
 from ._records import Lease
-from ._store import Append, Op
+from ._store import Append, Op, OpResult
 from .errors import DiskFull, FormatVersionError, JournalError, StoreError
+
+if TYPE_CHECKING:
+    from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
 
 T = TypeVar("T")
 
@@ -36,7 +39,7 @@ def default_path() -> str:
 
 
 # LMDB forbids opening one environment twice in a process; stores on one path share it.
-_shared: dict[str, tuple[lmdb.Environment, dict[str, object], int, int | None]] = {}
+_shared: dict[str, tuple[lmdb.Environment, dict[str, _Db], int, int | None]] = {}
 _shared_lock = threading.Lock()
 _GENERIC = object()  # `_append_one` leaves the operation to the generic path
 
@@ -44,7 +47,7 @@ _GENERIC = object()  # `_append_one` leaves the operation to the generic path
 class _LmdbTxn(_Txn):
     __slots__ = ("_txn", "_dbs")
 
-    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, object]) -> None:
+    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, _Db]) -> None:
         self._txn = txn
         self._dbs = dbs
 
@@ -79,7 +82,7 @@ class _Reading(_LmdbTxn):
 
     __slots__ = ()
 
-    def __init__(self, env: lmdb.Environment, dbs: dict[str, object]) -> None:
+    def __init__(self, env: lmdb.Environment, dbs: dict[str, _Db]) -> None:
         try:
             txn = env.begin()
         except lmdb.MapResizedError:
@@ -97,6 +100,8 @@ class _Reading(_LmdbTxn):
 
 class LmdbStore(LmdbTables, KVStore):
     """A journal store in the directory `path` (created private to its owner)."""
+
+    path: str
 
     def __init__(self, path: str | os.PathLike[str], *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
                  readonly: bool = False, map_size: int = _INITIAL_MAP_SIZE) -> None:
@@ -143,7 +148,7 @@ class LmdbStore(LmdbTables, KVStore):
     def _read(self) -> _Reading:
         return _Reading(self._env, self._dbs)
 
-    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[OpResult | BaseException]:
         if len(ops) == 1 and ops[0].__class__ is Append:
             result = self._append_one(ops[0])
             if result is not _GENERIC:
@@ -307,7 +312,7 @@ def _nearly_full(path: str) -> bool:
     return st.f_bavail * st.f_frsize < 8 * 1024 * 1024
 
 
-def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, object]]:
+def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, _Db]]:
     with _shared_lock:
         if path in _shared:
             env, dbs, count, lock_fd = _shared[path]
@@ -328,7 +333,7 @@ def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environ
         return env, dbs
 
 
-def _open_env(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, object]]:
+def _open_env(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, _Db]]:
     # Checked under the open lock: no compaction swaps the files between the check and the map.
     check_files(path, create=not readonly)
     for _attempt in range(100):

@@ -9,7 +9,7 @@ dirties one B-tree, which keeps the fsync after it small. A batch is one write t
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import lmdb
@@ -110,7 +110,7 @@ def _prefix(table: str) -> bytes:
     return check_table(table).encode() + b"\x00"
 
 
-def _backward(cursor: lmdb.Cursor, prefix: bytes, start: bytes | None):
+def _backward(cursor: lmdb.Cursor[bytes], prefix: bytes, start: bytes | None) -> Iterator[tuple[bytes, bytes]]:
     """Position `cursor` on the last key <= `start` (or the last key with `prefix`), then walk back."""
     target = start if start is not None else prefix_end(prefix)
     if target is None:

@@ -73,7 +73,7 @@ def _still_needed(store: Store, record: InvocationRecord) -> bool:
         parent = store.get(record.parent)
         if parent is not None and not parent.finished:
             return True
-    nxt = record
+    nxt: InvocationRecord | None = record
     while nxt is not None and nxt.continued_as is not None:
         nxt = store.get(nxt.continued_as)
     return nxt is not None and nxt is not record and not nxt.finished

@@ -42,7 +42,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._ids import validate_id
@@ -52,6 +52,9 @@ from ._postgres_tables import PostgresTables
 from ._records import InvocationRecord, Lease
 from ._store import Acquire, Append, Op
 from .errors import FormatVersionError, InvocationBusy, JournalError, StoreError
+
+if TYPE_CHECKING:
+    import psycopg
 
 T = TypeVar("T")
 
@@ -90,7 +93,7 @@ _LOCKED = {"invocations": 1, "leases": 2}  # tables whose rows a write transacti
 class _PgTxn(_Txn):
     __slots__ = ("_cur", "notify", "_write")
 
-    def __init__(self, cursor: Any, *, write: bool = False) -> None:
+    def __init__(self, cursor: psycopg.Cursor[Any], *, write: bool = False) -> None:
         self._cur = cursor
         self.notify = False
         self._write = write
@@ -173,6 +176,7 @@ class _PgTxn(_Txn):
             "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
             "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
             "AND classid = %s::int::oid AND objid = %s::int::oid AND objsubid = 2)", (classid, objid)).fetchone()
+        assert row is not None  # EXISTS gives one row
         return bool(row[0])
 
 
@@ -206,6 +210,7 @@ class PostgresStore(PostgresTables, KVStore):
     """A journal store in a PostgreSQL database named by a libpq URL (`postgresql://...`)."""
 
     blocking = True
+    path: str
 
     def __init__(self, url: str, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
         try:
@@ -226,8 +231,8 @@ class PostgresStore(PostgresTables, KVStore):
         self._sync_commit: bool | None = None
         self._writer = self._connect(autocommit=False)
         self._reader = self._connect(autocommit=True)
-        self._life = None  # holds the owners' session advisory locks; opened on first acquire
-        self._listener = None
+        self._life: psycopg.Connection[Any] | None = None  # holds the owners' session advisory locks; opened on first acquire
+        self._listener: psycopg.Connection[Any] | None = None
         try:
             self._create_schema()
         except BaseException:
@@ -237,7 +242,7 @@ class PostgresStore(PostgresTables, KVStore):
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.path)!r})"
 
-    def _connect(self, *, autocommit: bool) -> Any:
+    def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
         try:
             conn = self._psycopg.connect(self.path, autocommit=autocommit)
         except self._psycopg.Error as exc:
@@ -406,6 +411,7 @@ class PostgresStore(PostgresTables, KVStore):
     def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
         data = txn.get("leases", id_bytes)
         lease = check_lease(data, invocation_id, epoch)
+        assert data is not None  # check_lease raised otherwise
         if len(self._fenced) >= 4096:
             self._fenced.clear()
         self._fenced[id_bytes] = (epoch, bytes(data))

@@ -33,9 +33,11 @@ class PostgresTables:
         if limit == 0:
             return []
         low, high = name + prefix, prefix_end(name + prefix)  # a name ends in NUL: there is a bound
+        args: list[bytes | int | None]
         where, args = "k >= %s AND k < %s", [low, high]
         if start is not None:
-            where, args = ("k >= %s AND k <= %s", [low, name + start]) if reverse else (
+            # mypy infers the lists in a conditional expression without the declared type
+            where, args = ("k >= %s AND k <= %s", [low, name + start]) if reverse else (  # type: ignore[assignment]
                 "k >= %s AND k < %s", [name + start, high])
         sql = f"SELECT k, v FROM {TABLE} WHERE {where} ORDER BY k {'DESC' if reverse else 'ASC'}"
         if limit is not None:

@@ -12,8 +12,9 @@ makes its calls from a worker thread, never from the event loop (`journal.call`)
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, overload, runtime_checkable
 
 import msgspec
 
@@ -119,7 +120,13 @@ OpResult = InvocationRecord | tuple[int, InvocationRecord] | None
 
 @runtime_checkable
 class Store(Protocol):
-    path: str | None
+    if TYPE_CHECKING:
+        # Read-only to the runtime, so a backend may declare it `str`. Only for the checker:
+        # a store that subclasses the protocol still assigns `self.path` in its __init__.
+        @property
+        def path(self) -> str | None: ...
+    else:
+        path: str | None
     max_entry_bytes: int
     blocking: bool  # calls wait on the network: keep them off the event loop
 
@@ -136,7 +143,7 @@ class Store(Protocol):
 
     def list(self, status: Status | None = None) -> list[InvocationRecord]: ...
 
-    def entries(self, invocation_id: str, start: int = 0) -> list[tuple[int, bytes]]: ...
+    def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]: ...
 
     def entry_count(self, invocation_id: str) -> int: ...
 
@@ -148,15 +155,15 @@ class Store(Protocol):
 
     def resolution(self, invocation_id: str, name: str) -> Resolution | None: ...
 
-    def due_timers(self, now_us: int) -> list[str]: ...
+    def due_timers(self, now_us: int) -> builtins.list[str]: ...
 
     def state(self, key: str) -> dict[str, bytes]:
         """The durable state of key (thread) `key`: name -> raw msgpack value."""
 
-    def key_queue(self, key: str) -> list[str]:
+    def key_queue(self, key: str) -> builtins.list[str]:
         """Unfinished invocations of `key` in the order they run (the first one runs now)."""
 
-    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[OpResult | BaseException]:
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
         """Run `ops` in one transaction. `durable=False`: the caller will not ask for this
         commit to be durable (`async`); a store whose commits are durable by themselves
         (PostgreSQL's synchronous_commit) may then commit without waiting for the disk."""
@@ -168,7 +175,7 @@ class Store(Protocol):
     @overload
     def apply_one(self, op: Append | Renew) -> InvocationRecord | None: ...
 
-    def apply_one(self, op: Op) -> Any:
+    def apply_one(self, op: Op) -> OpResult:
         """`apply` of one operation: its result, or its error raised."""
         (result,) = self.apply([op])
         if isinstance(result, BaseException):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -113,7 +113,7 @@ class MemoryTables:
 
     def _table(self, table: str) -> _SortedTable:
         check_table(table)
-        tables = self.__dict__.setdefault("_user_tables", {})
+        tables: dict[str, _SortedTable] = self.__dict__.setdefault("_user_tables", {})
         found = tables.get(table)
         if found is None:
             found = tables[table] = _SortedTable()
@@ -129,6 +129,7 @@ class MemoryTables:
         check_scan(prefix, start, limit)
         with self._lock:
             t = self._table(table)
+            keys: Iterable[bytes]
             if reverse:
                 end = prefix_end(prefix)
                 hi = bisect.bisect_right(t.keys, start) if start is not None else (

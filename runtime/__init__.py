@@ -2,9 +2,10 @@
 (start, resume, resolve, cancel, recover, serve), retries, leases, and testing helpers.
 Handlers import everything they need from here."""
 
+from journal import default_path as default_path
+
 from ._context import Context as Context
 from ._engine import Engine as Engine
-from ._engine import default_path as default_path
 from ._handlers import handler_path as handler_path
 from ._handlers import load_handler as load_handler
 from ._memory import Memory as Memory

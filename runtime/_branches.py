@@ -41,7 +41,7 @@ _ORIGIN: Position = (0, 0, 0, None, 0)
 _branch: ContextVar[Position] = ContextVar("journal_branch", default=_ORIGIN)
 
 
-def position_after(prev: int, tag: str, name: str | None, call_digest: int | None) -> int:
+def position_after(prev: int, tag: str | int | None, name: str | None, call_digest: int | None) -> int:
     text = f"{prev}\x00{tag}\x00{name}\x00{call_digest}"
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 2
 
@@ -74,7 +74,7 @@ def _spawned(inherited: Position | None) -> Position | None:
 # -- asyncio: a task factory -------------------------------------------------------------------
 
 
-def _wrap_factory(previous: Callable[..., Any] | None) -> Callable[..., Any]:
+def _wrap_factory(previous: Callable[..., asyncio.Future[Any]] | None) -> Callable[..., Any]:
     def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
         given = kwargs.get("context")
         start = _spawned(given.get(_branch, _ORIGIN) if given is not None else _branch.get())
@@ -106,7 +106,7 @@ def _install_trio() -> None:
     import trio
 
     if _trio_installed is None:
-        class _Spawns(trio.abc.Instrument):  # type: ignore[misc]
+        class _Spawns(trio.abc.Instrument):
             def task_spawned(self, task: Any) -> None:
                 # Runs in the spawning task, before the new one starts.
                 start = _spawned(task.context.get(_branch, _ORIGIN))

@@ -19,6 +19,7 @@ from ._suspend import Suspend
 
 if TYPE_CHECKING:
     from ._machine import Machine
+    from ._replayer import R
 
 
 CHILD_PREFIX = "child:"  # the promise a parent awaits in ctx.call: settled when the child finishes
@@ -43,7 +44,7 @@ _fence: ContextVar[_Fence | None] = ContextVar("journal_select_fence", default=N
 
 
 def _first_error(group: BaseExceptionGroup) -> BaseException:
-    leaves = [group]
+    leaves: list[BaseException] = [group]
     while leaves and isinstance(leaves[0], BaseExceptionGroup):
         leaves = list(leaves[0].exceptions) + leaves[1:]
     return next((e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())), leaves[0])
@@ -55,7 +56,7 @@ class Composition:
     _spawner: Any
     machine: Machine
 
-    async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
+    async def _claim(self, kind: type[R], name: str | None = None, call_digest: int | None = None) -> tuple[int, int, R | None]:
         raise NotImplementedError
 
     async def _deliver_cancel(self, seq: int, prev: int, at: int | None = None) -> None:

@@ -7,15 +7,20 @@ import datetime
 import random
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, TypeVarTuple, overload
 
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeForm  # PEP 747: `type=` takes any type expression (a union too)
+
     from ._memory import Memory
     from ._state import State
 
 T = TypeVar("T")
+U = TypeVar("U")
+P = ParamSpec("P")
+Ts = TypeVarTuple("Ts")
 
 
 class Context(abc.ABC):
@@ -45,17 +50,42 @@ class Context(abc.ABC):
 
         return Memory(self)
 
-    @abc.abstractmethod
+    # For type checkers: the result is what `fn` returns (awaited if `fn` is async), or the
+    # `type=` given. `fn`'s positional arguments are always checked against its signature;
+    # a keyword argument only when it fills a parameter without a default (ARCHITECTURE.md).
+    @overload
+    async def run(
+        self, name: str, fn: Callable[..., object], *args: Any, retry: RetryPolicy | None = None,
+        type: TypeForm[U], timeout: float | None = None, **kwargs: Any,
+    ) -> U: ...
+    @overload
+    async def run(
+        self, name: str, fn: Callable[[*Ts], Awaitable[T]], *args: *Ts, retry: RetryPolicy | None = None,
+        type: None = None, timeout: float | None = None, **kwargs: Any,
+    ) -> T: ...
+    @overload
+    async def run(
+        self, name: str, fn: Callable[[*Ts], T], *args: *Ts, retry: RetryPolicy | None = None,
+        type: None = None, timeout: float | None = None, **kwargs: Any,
+    ) -> T: ...
+    @overload
+    async def run(self, name: str, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T: ...
+    @overload
+    async def run(self, name: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    # mypy cannot match `*args: *Ts` with `*args: Any`, and a keyword named retry, type or
+    # timeout is always the step's own option, never one of `fn`'s.
+    @abc.abstractmethod  # type: ignore[misc]
     async def run(
         self,
         name: str,
-        fn: Callable[..., T | Awaitable[T]],
+        fn: Callable[..., Any],
         *args: Any,
         retry: RetryPolicy | None = None,
         type: Any = None,
         timeout: float | None = None,
         **kwargs: Any,
-    ) -> T:
+    ) -> Any:
         """Run `fn(*args, **kwargs)` once as the durable step `name` and return its result.
 
         The result is journaled and returned as decoded from the journal (typed by `fn`'s
@@ -81,6 +111,11 @@ class Context(abc.ABC):
     async def sleep(self, seconds: float) -> None:
         """A durable timer: after a restart it waits only for the time that is left."""
 
+    @overload
+    async def promise(self, name: str, *, type: TypeForm[T], timeout: float | None = None) -> T: ...
+    @overload
+    async def promise(self, name: str, *, type: None = None, timeout: float | None = None) -> Any: ...
+
     @abc.abstractmethod
     async def promise(self, name: str, *, type: Any = None, timeout: float | None = None) -> Any:
         """Wait for the value delivered to promise `name` from outside.
@@ -98,6 +133,16 @@ class Context(abc.ABC):
     def patched(self, change_id: str) -> bool:
         """True on new executions, False when replaying a journal recorded before `change_id`."""
 
+    @overload
+    async def call(self, target: Callable[..., Awaitable[object]] | str, input: Any = None, *, id: str | None = None,
+                   key: str | None = None, type: TypeForm[T]) -> T: ...
+    @overload
+    async def call(self, target: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
+                   key: str | None = None, type: None = None) -> T: ...
+    @overload
+    async def call(self, target: str, input: Any = None, *, id: str | None = None, key: str | None = None,
+                   type: None = None) -> Any: ...
+
     @abc.abstractmethod
     async def call(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
                    type: Any = None) -> Any:
@@ -112,11 +157,11 @@ class Context(abc.ABC):
         It is left pending for a worker (`journal worker`) to run."""
 
     @abc.abstractmethod
-    async def gather(self, *aws: Awaitable[Any]) -> list[Any]:
+    async def gather(self, *aws: Awaitable[T]) -> list[T]:
         """Run context operations concurrently and return their results in argument order."""
 
     @abc.abstractmethod
-    async def select(self, *aws: Awaitable[Any]) -> tuple[int, Any]:
+    async def select(self, *aws: Awaitable[T]) -> tuple[int, T]:
         """Run operations concurrently; return `(index, result)` of the first to finish and cancel
         the rest. The winner is journaled, so replay picks the same one."""
 

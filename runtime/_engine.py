@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import uuid as _uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import anyio
 
@@ -46,6 +46,8 @@ from ._park import park, park_if_unloadable
 from ._replayer import Replayer
 from ._requests import check_rollback, refuse_child_promise, waiting_for
 from .errors import HandlerNotFound, TerminalError
+
+T = TypeVar("T")
 
 
 class Engine:
@@ -151,6 +153,13 @@ class Engine:
         if created:
             await self.committer.flush()
         return record
+
+    @overload
+    async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
+                  key: str | None = None, lax_input: bool = False) -> Outcome[T]: ...
+    @overload
+    async def run(self, handler: str, input: Any = None, *, id: str | None = None,
+                  key: str | None = None, lax_input: bool = False) -> Outcome: ...
 
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False) -> Outcome:
@@ -353,7 +362,8 @@ class Engine:
         ids += self.store.due_timers(now)
         seen: set[str] = set()
         busy = self._active | self._running
-        ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]
+        # `seen.add` returns None: the idiom keeps each id's first occurrence, in order.
+        ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]  # type: ignore[func-returns-value]
         if self.handlers is not None:  # others are left for a worker that was given their handler
             ids = [i for i in ids if (r := self.store.get(i)) is not None and r.handler in self.handlers]
         return ids

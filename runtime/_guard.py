@@ -94,7 +94,7 @@ def _targets() -> list[tuple[Any, str, str, tuple[str, str]]]:
     ]
     for name in sorted(random.__all__):
         fn = getattr(random, name, None)
-        if getattr(fn, "__self__", None) is random._inst and name not in _NOT_RANDOM:  # type: ignore[attr-defined]
+        if getattr(fn, "__self__", None) is random._inst and name not in _NOT_RANDOM:
             targets.append((random, name, f"random.{name}()", (_RANDOM_INSTEAD[0].format(name=name), _RANDOM_INSTEAD[1])))
     return targets
 

@@ -26,7 +26,7 @@ NO_INPUT = object()
 
 def handler_path(fn: Callable[..., Any]) -> str:
     """The import path recorded in entry 0, so any process can load the handler again."""
-    existing = getattr(fn, "__journal_path__", None)
+    existing: str | None = getattr(fn, "__journal_path__", None)
     if existing:
         return existing
     module = getattr(fn, "__module__", None)
@@ -77,8 +77,9 @@ def load_handler(path: str) -> Callable[..., Any]:
     # File targets are recorded by absolute path so a process started elsewhere finds them.
     canonical = f"{os.path.abspath(target)}:{attr}" if module.__name__.startswith("_journal_file_") else path
     obj.__journal_path__ = canonical
-    _by_path[path] = _by_path[canonical] = obj
-    return obj
+    handler: Callable[..., Any] = obj
+    _by_path[path] = _by_path[canonical] = handler
+    return handler
 
 
 _OWN_PACKAGES = frozenset({"journal", "runtime", "cli"})

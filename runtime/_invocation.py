@@ -44,7 +44,7 @@ from ._clock import from_us, now_us
 from ._composition import Composition, _fence
 from ._context import Context
 from ._machine import EndOfJournal, Machine
-from ._replayer import Replayer
+from ._replayer import R, Replayer
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._state import State
 from ._step_info import _current
@@ -127,7 +127,7 @@ class InvocationContext(Composition, Context):
 
     # -- durable operations ----------------------------------------------------------------
 
-    async def run(
+    async def run(  # type: ignore[override]  # accepts every call Context.run's overloads describe
         self,
         name: str,
         fn: Callable[..., Any],
@@ -349,7 +349,7 @@ class InvocationContext(Composition, Context):
 
     # -- internals -------------------------------------------------------------------------
 
-    async def _claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
+    async def _claim(self, kind: type[R], name: str | None = None, call_digest: int | None = None) -> tuple[int, int, R | None]:
         """Claim this operation from the machine: `(seq, prev, recorded entry or None to run live)`."""
         try:
             found = self.machine.claim(kind, name, call_digest)

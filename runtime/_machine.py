@@ -19,14 +19,14 @@ import itertools
 import random as _random
 import uuid as _uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from journal import PRIOR_SET, CancelReceived, Patched, StateSet, encode_entry
 from journal.errors import LeaseLost
 
 from ._branches import _branch, branch_token, position_after, spawn_token
 from ._clock import now_us
-from ._replayer import Replayer
+from ._replayer import R, Replayer
 from .errors import Cancelled, NondeterminismError, TerminalError
 
 _serials = itertools.count(1)
@@ -108,12 +108,12 @@ class Machine:
             token = branch_token(spawn_token(parent, spawned), index)
         _branch.set((self.serial, seq, token, old if spawned else None, 0))
 
-    def _advance(self, seq: int, prev: int, kind: type, name: str | None, call_digest: int | None) -> None:
+    def _advance(self, seq: int, prev: int, kind: type[R], name: str | None, call_digest: int | None) -> None:
         _branch.set((self.serial, seq, position_after(prev, kind.__struct_config__.tag, name, call_digest), None, 0))
 
     # -- claims ----------------------------------------------------------------------------
 
-    def claim(self, kind: type, name: str | None = None, call_digest: int | None = None) -> tuple[int, int, Any]:
+    def claim(self, kind: type[R], name: str | None = None, call_digest: int | None = None) -> tuple[int, int, R | None]:
         """Claim the calling branch's next operation: `(seq, prev, recorded entry or None to run live)`.
 
         Raises what stopped the execution, `NondeterminismError` when the journal holds
@@ -138,9 +138,10 @@ class Machine:
         if recorded is not None and recorded.__class__ is CancelReceived:
             self.cancel_reason = self.cancel_reason or recorded.reason
             self.raise_cancelled(seq)
-        return seq, last, recorded
+        # A recorded CancelReceived raised above (mypy does not narrow on `__class__ is`).
+        return seq, last, recorded  # type: ignore[return-value]
 
-    def _went_live(self, seq: int, last: int, kind: type, name: str | None, call_digest: int | None) -> None:
+    def _went_live(self, seq: int, last: int, kind: type[R], name: str | None, call_digest: int | None) -> None:
         if self.replay_only:
             terminal = self.replayer.terminal()
             if terminal is not None:
@@ -169,7 +170,7 @@ class Machine:
         if self.on_halt is not None:
             self.on_halt()
 
-    def patched(self, change_id: str) -> tuple[int, int] | None | bool:
+    def patched(self, change_id: str) -> tuple[int, int] | bool:
         """`ctx.patched(change_id)`: the same answer every time within an execution (the first
         one decides). Returns a bool, or `(seq, prev)` when the caller must journal the patch."""
         known = self._patches.get(change_id)
@@ -280,7 +281,7 @@ class Machine:
     def cancel_entry(self, prev: int, at: int | None = None) -> CancelReceived:
         return CancelReceived(now_us() if at is None else at, self.cancel_reason or "", prev)
 
-    def raise_cancelled(self, seq: int) -> None:
+    def raise_cancelled(self, seq: int) -> NoReturn:
         self.cancel_delivered = True
         self._cancel_seen = True
         raise Cancelled(f"invocation {self.invocation_id!r} was cancelled (at seq {seq})")
@@ -320,7 +321,7 @@ class Machine:
         return _uuid.UUID(bytes=raw, version=4)
 
 
-def _describe(kind: type, name: str | None, call_digest: int | None) -> str:
-    tag = kind.__struct_config__.tag
+def _describe(kind: type[R], name: str | None, call_digest: int | None) -> str:
+    tag = str(kind.__struct_config__.tag)
     text = tag if name is None else f"{tag} {name!r}"
     return text if call_digest is None else f"{text} (args digest {call_digest:016x})"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Iterable, Sequence
+from types import EllipsisType
 from typing import Any
 
 import msgspec
@@ -109,7 +110,7 @@ class MemoryTable:
         return found[0] if found else None
 
     def put(self, namespace: Sequence[str], key: str, value: dict[str, Any] | None, *,
-            ttl: float | None | type[Ellipsis] = ...) -> None:
+            ttl: float | None | EllipsisType = ...) -> None:
         self.write([(tuple(namespace), key, value, ttl)])
 
     def write(self, changes: Iterable[tuple[tuple[str, ...], str, dict[str, Any] | None, Any]]) -> None:
@@ -215,7 +216,7 @@ def _match(namespace: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
     return len(namespace) >= len(pattern) and all(p == "*" or n == p for n, p in zip(namespace, pattern, strict=False))
 
 
-def matches(value: Any, condition: Any) -> bool:
+def matches(value: object, condition: object) -> bool:
     """Whether a stored value matches a filter (the comparison rules of LangGraph's stores)."""
     if isinstance(condition, dict):
         if any(k.startswith("$") for k in condition):
@@ -229,9 +230,9 @@ def matches(value: Any, condition: Any) -> bool:
 
 def _operator(value: Any, op: str, operand: Any) -> bool:
     if op == "$eq":
-        return value == operand
+        return bool(value == operand)
     if op == "$ne":
-        return value != operand
+        return bool(value != operand)
     if op in ("$gt", "$gte", "$lt", "$lte"):
         try:
             a, b = float(value), float(operand)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
@@ -23,10 +23,20 @@ class Event(msgspec.Struct, kw_only=True):
     at: int
 
 
-class Outcome(msgspec.Struct, kw_only=True):
+if TYPE_CHECKING:  # PEP 696: a bare `Outcome` is `Outcome[Any]` (typing.TypeVar has no default before 3.13)
+    from typing_extensions import TypeVar as _TypeVar
+
+    T = _TypeVar("T", default=Any)
+else:
+    T = TypeVar("T")
+
+
+class Outcome(msgspec.Struct, Generic[T], kw_only=True):
+    """`Outcome[T]`: `T` is what the handler returns (`Engine.run` of a handler `-> T`)."""
+
     id: str
     status: Status
-    result: Any = None
+    result: T | None = None
     error: ErrorInfo | None = None
     waiting: str | None = None
     wake_at: datetime.datetime | None = None
@@ -34,7 +44,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     continued_as: str | None = None
 
     @classmethod
-    def of(cls, record: InvocationRecord, result_type: Any = Any) -> Outcome:
+    def of(cls, record: InvocationRecord, result_type: Any = Any) -> Outcome[Any]:
         result = None
         if record.status == Status.COMPLETED and record.continued_as is None:
             if result_type is Any:
@@ -49,10 +59,10 @@ class Outcome(msgspec.Struct, kw_only=True):
             continued_as=record.continued_as,
         )
 
-    def value(self) -> Any:
+    def value(self) -> T:
         """The result of a completed invocation; otherwise raise saying where it stands."""
         if self.status == Status.COMPLETED:
-            return self.result
+            return self.result  # type: ignore[return-value]  # completed: it holds the handler's T
         if self.error is not None:
             raise TerminalError(f"invocation {self.id!r} {self.status}: {self.error.message}", type_name=self.error.type)
         raise TerminalError(f"invocation {self.id!r} is {self.status}, not completed")

@@ -24,9 +24,37 @@ entry; it never reports a divergence against them, since they may be its sibling
 
 from __future__ import annotations
 
-from journal import TERMINAL_KINDS, CancelReceived, Entry, Started, kind_of, name_of
+from typing import TypeGuard, TypeVar, cast
+
+from journal import (
+    TERMINAL_KINDS,
+    Called,
+    CancelReceived,
+    Emitted,
+    Entry,
+    Now,
+    Patched,
+    Promise,
+    Selected,
+    Sleep,
+    Started,
+    StateGot,
+    StateKeys,
+    StateSet,
+    Step,
+    kind_of,
+    name_of,
+)
 
 from .errors import NondeterminismError
+
+# The entries that a handler's operations record (every one carries `prev`): all that
+# follow entry 0 (`Started`) except an invocation's terminal entry.
+Recorded = (
+    Step | Now | Sleep | Promise | Emitted | Patched | CancelReceived | StateGot | StateSet | StateKeys
+    | Called | Selected
+)
+R = TypeVar("R", bound=Recorded)
 
 _LIKELY_CAUSE = (
     "Likely cause: the handler's code changed since this invocation was recorded (a step renamed, "
@@ -42,8 +70,8 @@ def describe(kind: str, name: str | None, digest: int | None = None) -> str:
     return text
 
 
-def _tag(kind: type) -> str:
-    return kind.__struct_config__.tag
+def _tag(kind: type[R]) -> str:
+    return str(kind.__struct_config__.tag)
 
 
 class Replayer:
@@ -51,7 +79,9 @@ class Replayer:
 
     def __init__(self, invocation_id: str, entries: dict[int, Entry]) -> None:
         self.invocation_id = invocation_id
-        self._entries = {s: e for s, e in entries.items() if s > 0 and not isinstance(e, TERMINAL_KINDS)}
+        self._entries = cast(  # entry 0 is the only `Started` (journal/_entries.py)
+            dict[int, Recorded],
+            {s: e for s, e in entries.items() if s > 0 and not isinstance(e, TERMINAL_KINDS)})
         self._start = entries.get(0)
         self._terminal = next((e for e in entries.values() if isinstance(e, TERMINAL_KINDS)), None)
         self._unclaimed = set(self._entries)
@@ -85,7 +115,7 @@ class Replayer:
         """True once every recorded entry was claimed: operations from now on run live."""
         return not self._unclaimed
 
-    def recorded(self, seq: int) -> Entry | None:
+    def recorded(self, seq: int) -> Recorded | None:
         return self._entries.get(seq)
 
     def goes_on_from(self, position: int) -> bool:
@@ -93,14 +123,14 @@ class Replayer:
         the recorded run got past whatever stood there (a timer that ended, for one)."""
         return bool(self._by_prev.get(position))
 
-    def recorded_of(self, kind: type) -> list[tuple[int, Entry]]:
+    def recorded_of(self, kind: type[R]) -> list[tuple[int, R]]:
         """Every recorded entry of `kind`, claimed or not, in seq order."""
         return [(seq, entry) for seq, entry in sorted(self._entries.items()) if type(entry) is kind]
 
     # -- claiming --------------------------------------------------------------------------
 
-    def claim(self, last: int, kind: type, name: str | None = None, digest: int | None = None, *,
-              after: int | None = None, legacy: int | None = None) -> tuple[int, Entry | None]:
+    def claim(self, last: int, kind: type[R], name: str | None = None, digest: int | None = None, *,
+              after: int | None = None, legacy: int | None = None) -> tuple[int, R | CancelReceived | None]:
         """Claim a seq for an operation whose branch stands at position `last` (`after` is the
         real seq it claimed last, where the next live seq goes; `legacy` see the module doc).
 
@@ -119,11 +149,12 @@ class Replayer:
                 raise self._report(candidates[0], self._entries[candidates[0]], kind, name, digest)
             if legacy is not None:
                 for seq in self._by_prev.get(legacy, ()):
-                    if seq in self._unclaimed and _matches(self._entries[seq], kind, name, digest):
-                        return self._take(seq, self._entries[seq])
+                    entry = self._entries[seq]
+                    if seq in self._unclaimed and _matches(entry, kind, name, digest):
+                        return self._take(seq, entry)
         return self.claim_live(last if after is None else after)
 
-    def claim_recorded(self, last: int, kind: type, name: str | None = None, legacy: int | None = None) -> int | None:
+    def claim_recorded(self, last: int, kind: type[Recorded], name: str | None = None, legacy: int | None = None) -> int | None:
         """Claim the recorded entry after `last` that matches, if there is one; never goes live."""
         for prev in (last, legacy):
             for seq in self._by_prev.get(prev, ()) if prev is not None else ():
@@ -149,7 +180,7 @@ class Replayer:
         self._live.add(self._top)
         return self._top
 
-    def _take(self, seq: int, entry: Entry) -> tuple[int, Entry]:
+    def _take(self, seq: int, entry: R) -> tuple[int, R]:
         self._unclaimed.discard(seq)
         self.claims += 1
         return seq, entry
@@ -167,7 +198,7 @@ class Replayer:
             [f"{len(left)} recorded entr{'y' if len(left) == 1 else 'ies'} from seq {left[0]} on were not replayed"],
         )
 
-    def _report(self, seq: int, entry: Entry, kind: type, name: str | None, digest: int | None) -> NondeterminismError:
+    def _report(self, seq: int, entry: Entry, kind: type[R], name: str | None, digest: int | None) -> NondeterminismError:
         held_digest = getattr(entry, "digest", None)
         held = describe(kind_of(entry), name_of(entry), held_digest if digest is not None else None)
         diffs = []
@@ -195,7 +226,7 @@ class Replayer:
         return NondeterminismError("\n".join(lines), invocation_id=self.invocation_id, seq=seq)
 
 
-def _matches(entry: Entry, kind: type, name: str | None, digest: int | None) -> bool:
+def _matches(entry: Recorded, kind: type[R], name: str | None, digest: int | None) -> TypeGuard[R]:
     return (
         type(entry) is kind
         and name_of(entry) == name

@@ -8,7 +8,7 @@ key's state in the same transaction as their entry.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import msgspec
 
@@ -27,12 +27,18 @@ from journal import (
 from ._clock import now_us
 from .errors import TerminalError
 
+T = TypeVar("T")
+D = TypeVar("D")
+
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from typing_extensions import TypeForm  # PEP 747: `type=` takes any type expression
 
     from journal import Committer, Store
 
     from ._machine import Machine
+    from ._replayer import R
 
     class _Shell(Protocol):
         """What `State` needs from the context it belongs to (see runtime/_invocation.py)."""
@@ -41,7 +47,7 @@ if TYPE_CHECKING:
         _store: Store
         _committer: Committer
 
-        async def _claim(self, kind: type, name: str | None = None) -> tuple[int, int, Any]: ...
+        async def _claim(self, kind: type[R], name: str | None = None) -> tuple[int, int, R | None]: ...
         async def _commit(self, seq: int, entry: Any) -> None: ...
         async def _deliver_cancel(self, seq: int, prev: int) -> None: ...
         def _deliver_cancel_sync(self, seq: int, prev: int) -> None: ...
@@ -66,6 +72,13 @@ class State:
         if name in self._overlay:
             return self._overlay[name]
         return self._ctx._store.state(self._require_key("get")).get(name)
+
+    @overload
+    async def get(self, name: str, *, type: TypeForm[T]) -> T | None: ...
+    @overload
+    async def get(self, name: str, default: D, *, type: TypeForm[T]) -> T | D: ...
+    @overload
+    async def get(self, name: str, default: Any = None, *, type: None = None) -> Any: ...
 
     async def get(self, name: str, default: Any = None, *, type: Any = None) -> Any:
         """The value of `name`, decoded as `type`, or `default` if it is not set."""

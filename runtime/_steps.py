@@ -24,7 +24,7 @@ PLAIN = frozenset({bytes, str, int, float, bool, dict, list, tuple, type(None)})
 _bare_digests: dict[str, int] = {}
 
 
-def step_digest(name: str, args: tuple, kwargs: dict) -> int:
+def step_digest(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     """`digest(name, args, kwargs)`, remembered by name for steps called without arguments."""
     if args or kwargs:
         return digest(name, args, kwargs)
@@ -68,7 +68,7 @@ def return_type(fn: Callable[..., Any]) -> Any:
 
 
 async def attempts(
-    step: tuple[str, int, str, int, int], fn: Callable[..., Any], args: tuple, kwargs: dict,
+    step: tuple[str, int, str, int, int], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     policy: RetryPolicy, timeout: float | None, failure: Exception | None = None,
 ) -> tuple[Any, ErrorInfo | None, int]:
     """Run the step's attempts under its policy and deadline: `(value, error, attempts)`.
@@ -104,7 +104,7 @@ async def attempts(
         return None, ErrorInfo(type(failure).__qualname__, message, True), attempt
 
 
-async def call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+async def call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     result = fn(*args, **kwargs)
     if inspect.isawaitable(result):
         result = await result

@@ -67,7 +67,7 @@ class NondeterminismError(JournalError):
     def __init__(self, message: str, *, invocation_id: str, seq: int) -> None:
         super().__init__(message)
         self.invocation_id = invocation_id
-        self.seq = seq
+        self.seq: int | None = seq  # None in a DeterminismViolation
 
 
 class DeterminismViolation(NondeterminismError):
@@ -81,7 +81,7 @@ class DeterminismViolation(NondeterminismError):
     def __init__(self, message: str, *, invocation_id: str, call: str) -> None:
         JournalError.__init__(self, message)
         self.invocation_id = invocation_id
-        self.seq: int | None = None
+        self.seq = None
         self.call = call
 
 

@@ -13,6 +13,7 @@ LangGraph's own savers, so a super-step costs one small batch, whatever the stat
 from __future__ import annotations
 
 import asyncio
+import builtins
 import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
@@ -36,6 +37,8 @@ from journal import TableDelete, TableDeletePrefix, TablePut
 from journal.errors import JournalError
 
 from ._keys import open_tables, part, parts, split
+
+_TableOp = TablePut | TableDelete | TableDeletePrefix
 
 CHECKPOINTS, WRITES, BLOBS, RUNS = "lg_checkpoints", "lg_writes", "lg_blobs", "lg_runs"
 _IDX_OFFSET = 1 << 31  # special writes have negative indexes; they sort first
@@ -200,10 +203,10 @@ class JournalSaver(BaseCheckpointSaver[str]):
                    task_path: str = "") -> None:
         self._write(self._writes_ops(config, writes, task_id, task_path), fsync=False)
 
-    def _write(self, ops: list[Any], fsync: bool = True) -> None:
+    def _write(self, ops: builtins.list[_TableOp], fsync: bool = True) -> None:
         self.store.table_write(ops, durable=fsync and self.durable)
 
-    async def _awrite(self, ops: list[Any], fsync: bool = True) -> None:
+    async def _awrite(self, ops: builtins.list[_TableOp], fsync: bool = True) -> None:
         if getattr(self.store, "blocking", False):  # PostgreSQL: the whole transaction waits on the network
             await asyncio.to_thread(self.store.table_write, ops, durable=fsync and self.durable)
             return
@@ -213,12 +216,12 @@ class JournalSaver(BaseCheckpointSaver[str]):
             await asyncio.to_thread(self.store.sync)
 
     def _put_ops(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                 new_versions: ChannelVersions) -> list[Any]:
+                 new_versions: ChannelVersions) -> builtins.list[_TableOp]:
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
-        copy = dict(checkpoint)
+        copy: dict[str, Any] = dict(checkpoint)
         values = copy.pop("channel_values", {})
-        ops: list[Any] = []
+        ops: list[_TableOp] = []
         for channel, version in new_versions.items():
             type_, value = self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")
             ops.append(TablePut(BLOBS, parts(thread_id, ns, channel, str(version)), _enc.encode(_Blob(type_, value))))
@@ -234,10 +237,10 @@ class JournalSaver(BaseCheckpointSaver[str]):
         return ops
 
     def _writes_ops(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                    task_path: str) -> list[Any]:
+                    task_path: str) -> builtins.list[_TableOp]:
         conf = config["configurable"]
         prefix = parts(str(conf["thread_id"]), conf.get("checkpoint_ns", ""), conf["checkpoint_id"], task_path, task_id)
-        ops = []
+        ops: list[_TableOp] = []
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
             type_, data = self.serde.dumps_typed(value)
@@ -271,20 +274,20 @@ class JournalSaver(BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         self._write(self._thread_delete_ops(str(thread_id)))
 
-    def _thread_delete_ops(self, thread_id: str) -> list[Any]:
+    def _thread_delete_ops(self, thread_id: str) -> builtins.list[_TableOp]:
         prefix = part(thread_id)
-        ops: list[Any] = [TableDeletePrefix(t, prefix) for t in (CHECKPOINTS, WRITES, BLOBS)]
+        ops: list[_TableOp] = [TableDeletePrefix(t, prefix) for t in (CHECKPOINTS, WRITES, BLOBS)]
         for key, raw in self.store.table_scan(CHECKPOINTS, prefix):
             ops.extend(self._run_index_delete(key, raw))
         return ops
 
     @staticmethod
-    def _run_index_delete(key: bytes, raw: bytes) -> list[Any]:
+    def _run_index_delete(key: bytes, raw: bytes) -> builtins.list[_TableOp]:
         run_id = _saved_dec.decode(raw).run_id
         return [] if run_id is None else [TableDelete(RUNS, part(run_id) + key)]
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        ops: list[Any] = []
+        ops: list[_TableOp] = []
         for run_id in run_ids:
             for key, _ in self.store.table_scan(RUNS, part(str(run_id))):
                 (_, thread_id, ns), rest = split(key, 3)
@@ -298,7 +301,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source, target = part(str(source_thread_id)), part(str(target_thread_id))
-        ops: list[Any] = []
+        ops: list[_TableOp] = []
         for table in (CHECKPOINTS, WRITES, BLOBS):
             for key, value in self.store.table_scan(table, source):
                 ops.append(TablePut(table, target + key[len(source):], value))
@@ -312,17 +315,17 @@ class JournalSaver(BaseCheckpointSaver[str]):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         if strategy not in ("keep_latest", "delete"):
             raise CheckpointError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-        ops: list[Any] = []
+        ops: list[_TableOp] = []
         for thread_id in map(str, thread_ids):
             ops += self._thread_delete_ops(thread_id) if strategy == "delete" else self._keep_latest_ops(thread_id)
         if ops:
             self._write(ops)
 
-    def _keep_latest_ops(self, thread_id: str) -> list[Any]:
+    def _keep_latest_ops(self, thread_id: str) -> builtins.list[_TableOp]:
         """Delete every checkpoint but the newest of each namespace, with their writes, and
         every blob the kept checkpoints do not use."""
         latest: dict[str, tuple[bytes, bytes]] = {}
-        ops: list[Any] = []
+        ops: list[_TableOp] = []
         # Backwards: the first checkpoint met in each namespace is its newest.
         for key, raw in self.store.table_scan(CHECKPOINTS, part(thread_id), reverse=True):
             (_, ns), rest = split(key, 2)

@@ -61,9 +61,9 @@ class JournalStore(BaseStore):
                 found = self.table.get(op.namespace, op.key, refresh_ttl=op.refresh_ttl)
                 results.append(None if found is None else Item(**_fields(found)))
             elif isinstance(op, SearchOp):
-                found = self.table.search(op.namespace_prefix, filter=op.filter, limit=op.limit,
-                                          offset=op.offset, refresh_ttl=op.refresh_ttl)
-                results.append([SearchItem(**_fields(i)) for i in found])
+                hits = self.table.search(op.namespace_prefix, filter=op.filter, limit=op.limit,
+                                         offset=op.offset, refresh_ttl=op.refresh_ttl)
+                results.append([SearchItem(**_fields(i)) for i in hits])
             elif isinstance(op, ListNamespacesOp):
                 results.append(self._list_namespaces(op))
             elif isinstance(op, PutOp):

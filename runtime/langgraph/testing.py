@@ -26,19 +26,21 @@ assert report.passed_all_base()
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ("SyncApi",)
 
+V = TypeVar("V", int, float, str)  # a checkpointer's channel version type, as LangGraph's
 
-class SyncApi(BaseCheckpointSaver):
+
+class SyncApi(BaseCheckpointSaver[V]):
     """A checkpointer whose `a*` methods call `inner`'s sync methods (and nothing else)."""
 
-    def __init__(self, inner: BaseCheckpointSaver) -> None:
+    def __init__(self, inner: BaseCheckpointSaver[V]) -> None:
         super().__init__(serde=inner.serde)
-        self.inner = inner
+        self.inner: BaseCheckpointSaver[V] = inner
 
     async def aget_tuple(self, config: Any) -> Any:
         return self.inner.get_tuple(config)
@@ -67,5 +69,5 @@ class SyncApi(BaseCheckpointSaver):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self.inner.prune(thread_ids, strategy=strategy)
 
-    def get_next_version(self, current: Any, channel: None = None) -> Any:
+    def get_next_version(self, current: V | None, channel: None = None) -> V:
         return self.inner.get_next_version(current, channel)

@@ -14,6 +14,7 @@
   fixtures.
 """
 
+import typing
 from typing import Any
 
 from .._guard import determinism_guard as determinism_guard
@@ -29,6 +30,12 @@ from ._crash import Reject as Reject
 from ._replay import replay_journal as replay_journal
 
 _STRATEGIES = ("crash_points", "crash_schedules", "promise_timings", "step_failures")
+
+if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
+    from ._strategies import crash_points as crash_points
+    from ._strategies import crash_schedules as crash_schedules
+    from ._strategies import promise_timings as promise_timings
+    from ._strategies import step_failures as step_failures
 
 __all__ = (
     "CrashPoint", "DeterminismCheckFailed", "DeterminismReport", "DeterminismViolation", "Failure",

@@ -14,6 +14,7 @@ promises resolved when awaited), so a failing example is reported in its smalles
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from hypothesis import strategies as st
 
@@ -49,5 +50,6 @@ def step_failures(names: Iterable[str], *, max_times: int = 3, terminal: bool = 
 
 def promise_timings(names: Iterable[str], *, max_write: int = 20) -> st.SearchStrategy[dict[str, PromiseTiming]]:
     """When each promise is resolved: when awaited, before the start, or after a given journal write."""
-    timing: st.SearchStrategy[PromiseTiming] = st.sampled_from(["waiting", "start"]) | st.integers(1, max_write)
+    when: list[Literal["waiting", "start"]] = ["waiting", "start"]
+    timing: st.SearchStrategy[PromiseTiming] = st.sampled_from(when) | st.integers(1, max_write)
     return st.fixed_dictionaries({name: timing for name in sorted(set(names))})
