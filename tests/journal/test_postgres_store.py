@@ -123,3 +123,50 @@ def test_a_store_of_another_format_version_is_refused_untouched(store, postgres_
 def test_an_unreachable_server_is_a_clear_error():
     with pytest.raises(StoreError, match="cannot connect"):
         PostgresStore("postgresql://nobody@/none?host=/nonexistent-dir&connect_timeout=2")
+
+
+def _no_thread_path(store):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the batch went to the thread's path")
+    store.apply = refuse
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_batch_of_steps_commits_from_the_event_loop_in_one_statement(store, anyio_backend):
+    create(store)
+    create(store, "inv-2")
+    epoch, _ = acquire(store)
+    epoch2, _ = acquire(store, "inv-2")
+    _no_thread_path(store)
+    results = await store.apply_async([Append("inv-1", epoch, [(1, step("a"))]),
+                                       Append("inv-2", epoch2, [(1, step("b"))]),
+                                       Append("inv-1", epoch, [(2, step("c"))])])
+    assert results == [None, None, None]
+    assert [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]
+    assert [seq for seq, _ in store.entries("inv-2")] == [0, 1]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_step_on_the_event_loop_after_a_takeover_is_refused_by_the_lease(store, postgres_url, anyio_backend):
+    from journal.errors import LeaseLost
+
+    create(store)
+    epoch, _ = acquire(store, ttl_us=1_000)
+    with PostgresStore(postgres_url) as other:  # the lease expired: another process takes over
+        acquire(other, owner="them", now=T0 + 10_000)
+    results = await store.apply_async([Append("inv-1", epoch, [(1, step("late"))])])
+    assert isinstance(results[0], LeaseLost)
+    assert [seq for seq, _ in store.entries("inv-1")] == [0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_other_batches_are_left_to_the_thread(store, anyio_backend):
+    create(store)
+    epoch, _ = acquire(store)
+    # A claim, and an append of two entries, are not plain steps: nothing is done here.
+    assert await store.apply_async([Append("inv-1", epoch, [(1, step("a")), (2, step("b"))])]) is None
+    assert await store.apply_async([Append("inv-1", epoch + 1, [(1, step("a"))])]) is None
+    assert [seq for seq, _ in store.entries("inv-1")] == [0]
