@@ -148,7 +148,7 @@ def dbos(url: str) -> dict:
 
 
 def measure(reps: int, parent: str, log: Callable[[str], None]) -> dict[str, list[float]]:
-    from tests.pgserver import PgServer  # the same throwaway server the tests use
+    from .pgserver import PgServer  # the same throwaway server the tests use
 
     server = PgServer(fsync=True).start()
     samples: dict[str, list[float]] = {}

@@ -49,7 +49,7 @@ async def _asyncpg(url: str, sync: str) -> float:
 
 def main() -> None:
     sys.path.insert(0, ".")
-    from tests.pgserver import PgServer
+    from .pgserver import PgServer
 
     server = PgServer(fsync=True).start()
     try:

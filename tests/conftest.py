@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from .pgserver import PgServer, find_bin_dir
+from bench.pgserver import PgServer, find_bin_dir
 
 
 def _unavailable(reason: str) -> None:
