@@ -241,7 +241,7 @@ class KVStore(abc.ABC):
         results: list[Any] = []
         for op in ops:
             try:
-                results.append(_APPLY[type(op)](self, txn, op))
+                results.append(getattr(self, _APPLY[type(op)])(txn, op))  # a backend's override counts
             except JournalError as exc:
                 results.append(exc)
         return results
@@ -388,13 +388,13 @@ class KVStore(abc.ABC):
 
 
 _APPLY = {
-    Append: KVStore._apply_append,
-    Continue: KVStore._apply_continue,
-    Acquire: KVStore._apply_acquire,
-    Renew: KVStore._apply_renew,
-    SetStatus: KVStore._apply_set_status,
-    Resolve: KVStore._apply_resolve,
-    RequestCancel: KVStore._apply_request_cancel,
+    Append: "_apply_append",
+    Continue: "_apply_continue",
+    Acquire: "_apply_acquire",
+    Renew: "_apply_renew",
+    SetStatus: "_apply_set_status",
+    Resolve: "_apply_resolve",
+    RequestCancel: "_apply_request_cancel",
 }
 
 

@@ -124,11 +124,18 @@ class _PgTxn(_Txn):
 
     def claim(self, id_bytes: bytes) -> bool:
         """Lock the invocation's record and lease rows unless another transaction holds one
-        (another worker claiming it, or its owner appending): False then. A row that does not
-        exist yet is no obstacle."""
+        (another worker claiming it, or its owner appending): False then. For a row that does
+        not exist yet (a pending invocation has no lease), the lock `get` takes on its key is
+        tried instead of waited for: claims never wait, so a batch of them cannot deadlock
+        with another worker's."""
         for table in ("invocations", "leases"):
-            if self._cur.execute(_CLAIM[table], (id_bytes,)).fetchone() is None and (
-                    self._cur.execute(_SQL[table]["get"], (id_bytes,)).fetchone() is not None):
+            if self._cur.execute(_CLAIM[table], (id_bytes,)).fetchone() is not None:
+                continue
+            if self._cur.execute(_SQL[table]["get"], (id_bytes,)).fetchone() is not None:
+                return False  # locked by another transaction
+            row = self._cur.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)",
+                                    (_LOCKED[table], zlib.crc32(id_bytes) & 0x7FFFFFFF)).fetchone()
+            if not row[0]:
                 return False
         return True
 
@@ -536,9 +543,13 @@ class PostgresStore(PostgresTables, KVStore):
             with self._guard():
                 self._listener = self._connect(autocommit=True)
                 self._listener.execute(f"LISTEN {CHANNEL}")
-        with self._guard():
+        try:
             for _ in self._listener.notifies(timeout=timeout, stop_after=1):
                 pass
+        except self._psycopg.Error as exc:
+            if self._closed:  # closed from another thread while this one waited: nothing to wait for
+                return
+            raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
 
     def close(self) -> None:
         if self._closed:

@@ -170,3 +170,23 @@ async def test_other_batches_are_left_to_the_thread(store, anyio_backend):
     assert await store.apply_async([Append("inv-1", epoch, [(1, step("a")), (2, step("b"))])]) is None
     assert await store.apply_async([Append("inv-1", epoch + 1, [(1, step("a"))])]) is None
     assert [seq for seq, _ in store.entries("inv-1")] == [0]
+
+
+def test_a_claim_skips_an_invocation_whose_rows_another_transaction_holds(store, postgres_url):
+    import psycopg
+
+    from journal import Acquire
+
+    create(store)
+    with psycopg.connect(postgres_url) as other:  # another worker in the middle of claiming it
+        other.execute("SELECT 1 FROM journal.invocations WHERE k = %s FOR UPDATE", (b"inv-1",))
+        outcome = []
+        claimer = threading.Thread(target=lambda: outcome.extend(
+            store.apply([Acquire("inv-1", "me", "here", 1, 30_000_000, T0)])), daemon=True)
+        claimer.start()
+        # It gives up at once, rather than waiting for the other transaction to end.
+        wait_until(lambda: outcome, "the claim to return while the other transaction still holds the row")
+        other.rollback()
+    assert isinstance(outcome[0], InvocationBusy) and "being claimed" in str(outcome[0])
+    epoch, _ = acquire(store)  # free again: claimed at once
+    assert epoch == 1
