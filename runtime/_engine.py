@@ -405,8 +405,7 @@ class Engine:
                     tg.start_soon(one, invocation_id)
                 if idle_exit and not ids and not self._active:
                     return
-                # With idle_exit the last turn to end decides at once whether anything is left,
-                # rather than the wait for new work timing out.
+                # idle_exit: the last turn to end decides at once (no wait for new work to time out)
                 await (first_of(self._idle, settled.wait) if idle_exit else self._idle())
 
     async def _idle(self) -> None:
@@ -472,6 +471,8 @@ class Engine:
                 max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
                 always_replay=self.always_replay, key=started.key, spawner=self,
             )
+            if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
+                ctx.state.preload(await self._read(self.store.state, started.key))
             if self.on_step is not None:
                 hook = self.on_step
                 ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
