@@ -1,9 +1,9 @@
 """The PostgreSQL store: the same rules as LMDB (`_kvstore`), for workers on many hosts.
 
-Every rule lives in `KVStore`; this module only opens transactions. Each of its tables
-(`journal.entries`, `journal.leases`, ...) holds `(k bytea PRIMARY KEY, v bytea)` with
-the keys LMDB uses, and `bytea` sorts byte by byte, so range scans come back in the
-order the rules expect. Entries stay msgspec bytes.
+Every rule lives in `KVStore`; this module only opens transactions. The tables, where
+every row of one invocation is keyed by its `invocation_id` first, and the transaction
+that maps the rules' keys onto their columns are in `_postgres_rows.py`. Entries stay
+msgspec bytes.
 
 Writes are READ COMMITTED with the rows they decide on locked: inside a write transaction,
 reading an invocation's record or lease locks that row (`FOR UPDATE`), and reading one
@@ -11,15 +11,16 @@ that does not exist yet takes a transaction advisory lock on its key and reads a
 two workers that read the same lease cannot both take it, two creators of one id cannot
 both create it, and every append checks the lease epoch in its own transaction. Every
 operation reads its invocation's record or lease first, so operations on one invocation
-run one after another. Claiming is `FOR UPDATE SKIP LOCKED`, in a savepoint that a lost
-claim rolls back, and each claim commits in a transaction of its own: inside a batch of
-steps, two workers' claims deadlocked (measured: 435 against 2,320 steps/s with two
-worker processes). A batch's plain step appends go out as one pipeline of single-statement
-inserts, each checking the lease bytes that last passed the epoch check. (SERIALIZABLE
-was tried first: its page-level predicate locks made unrelated invocations abort each
-other under load.) A deadlock between two batches is retried whole. Each call is one
-transaction on one connection, so this store is synchronous and `blocking`: the runtime
-calls it from a thread, never from the loop.
+run one after another. Claiming is `FOR UPDATE SKIP LOCKED` (and a tried, never awaited,
+lock for a row not yet created), in a savepoint that a lost claim rolls back; the claims
+of a batch commit in a transaction of their own, apart from its steps. A batch of plain
+steps is one statement (`_postgres_rows.fast_append_sql`), which checks each step's
+lease bytes (those that last passed the epoch check) in the statement itself and commits
+by itself; on asyncio it is sent from the event loop on a connection of its own
+(`apply_async`), without waiting in a thread. (SERIALIZABLE was tried first: its
+page-level predicate locks made unrelated invocations abort each other under load.) A
+deadlock between two batches is retried whole. Every other call is one transaction on
+one connection, synchronous and `blocking`: the runtime calls it from a thread.
 
 A dead owner is detected when its database session ends: a store holds a session-level
 advisory lock for each owner that acquires a lease through it, and a lease whose owner's
@@ -41,7 +42,6 @@ import asyncio
 import functools
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -50,7 +50,18 @@ import anyio.to_thread
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._ids import validate_id
-from ._kvstore import TABLES, KVStore, _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
+from ._kvstore import KVStore, _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
+from ._postgres_rows import (
+    DDL,
+    FORMAT_VERSION,
+    LOCK_CLASS,
+    SCHEMA,
+    PgTxn,
+    fast_append_args,
+    fast_append_sql,
+    inserted_keys,
+    owner_lock_key,
+)
 from ._postgres_tables import CREATE as CREATE_TABLES
 from ._postgres_tables import PostgresTables
 from ._records import InvocationRecord, Lease
@@ -59,160 +70,14 @@ from .errors import FormatVersionError, InvocationBusy, JournalError, StoreError
 
 T = TypeVar("T")
 
-FORMAT_VERSION = 1
-SCHEMA = "journal"
 CHANNEL = "journal_runnable"
 _RETRIES = 50
 # The ordered key-value tables of `journal.Tables` (checkpoints, memory) share one more
 # `(k bytea PRIMARY KEY, v bytea)` table, created in `_create_schema` (`_postgres_tables.py`).
-_LOCK_CLASS = 0x6A6F  # high half of the advisory lock keys of owners ("jo")
 
 
 def is_postgres_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
-
-
-def _upper(prefix: bytes) -> bytes | None:
-    """The least key greater than every key starting with `prefix` (None: no bound)."""
-    p = bytearray(prefix)
-    while p and p[-1] == 0xFF:
-        p.pop()
-    if not p:
-        return None
-    p[-1] += 1
-    return bytes(p)
-
-
-def owner_lock_key(owner: str) -> tuple[int, int]:
-    """The advisory lock `(classid, objid)` that a live owner's session holds."""
-    return _LOCK_CLASS, zlib.crc32(owner.encode()) & 0x7FFFFFFF
-
-
-_LOCKED = {"invocations": 1, "leases": 2}  # tables whose rows a write transaction locks when it reads them
-
-
-class _PgTxn(_Txn):
-    __slots__ = ("_cur", "notify", "_write", "leases")
-
-    def __init__(self, cursor: Any, *, write: bool = False) -> None:
-        self._cur = cursor
-        self.notify = False
-        self._write = write
-        self.leases: dict[bytes, bytes] = {}  # lease rows written: what `append_fast` may check against
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        if not self._write or table not in _LOCKED:
-            row = self._cur.execute(_SQL[table]["get"], (key,)).fetchone()
-            return None if row is None else row[0]
-        row = self._cur.execute(_SQL[table]["get_locked"], (key,)).fetchone()
-        if row is None:
-            # Nothing to lock yet: lock the key itself, then look again (a new statement sees
-            # whatever a creator holding that lock committed before releasing it).
-            self._cur.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
-                              (_LOCKED[table], zlib.crc32(key) & 0x7FFFFFFF))
-            row = self._cur.execute(_SQL[table]["get_locked"], (key,)).fetchone()
-        return None if row is None else row[0]
-
-    def savepoint(self, *, rollback: bool = False, release: bool = False) -> None:
-        self._cur.execute("ROLLBACK TO SAVEPOINT claim" if rollback else
-                          "RELEASE SAVEPOINT claim" if release else "SAVEPOINT claim")
-
-    def peek(self, table: str, key: bytes) -> bytes | None:
-        """Read a row without locking it, even in a write transaction."""
-        row = self._cur.execute(_SQL[table]["get"], (key,)).fetchone()
-        return None if row is None else row[0]
-
-    def claim(self, id_bytes: bytes) -> bool:
-        """Lock the invocation's record and lease rows unless another transaction holds one
-        (another worker claiming it, or its owner appending): False then. For a row that does
-        not exist yet (a pending invocation has no lease), the lock `get` takes on its key is
-        tried instead of waited for: claims never wait, so a batch of them cannot deadlock
-        with another worker's."""
-        for table in ("invocations", "leases"):
-            if self._cur.execute(_CLAIM[table], (id_bytes,)).fetchone() is not None:
-                continue
-            if self._cur.execute(_SQL[table]["get"], (id_bytes,)).fetchone() is not None:
-                return False  # locked by another transaction
-            row = self._cur.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)",
-                                    (_LOCKED[table], zlib.crc32(id_bytes) & 0x7FFFFFFF)).fetchone()
-            if not row[0]:
-                return False
-        return True
-
-    def append_fast(self, rows: list[tuple[bytes, bytes, bytes, bytes]]) -> set[bytes]:
-        """Insert entries `(entry key, data, lease key, lease bytes)`, each only while its
-        invocation's lease row still holds exactly those bytes; the keys inserted. One
-        statement for the batch: one round trip, and, outside a transaction block, its own
-        transaction and commit."""
-        sql = _FAST_APPEND.get(len(rows))
-        if sql is None:
-            sql = _fast_append_sql(len(rows))
-            if len(_FAST_APPEND) < 64:  # the common batch sizes; psycopg prepares each after a few uses
-                _FAST_APPEND[len(rows)] = sql
-        args = [value for row in rows for value in row]
-        return {bytes(key) for (key,) in self._cur.execute(sql, args).fetchall()}
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        self._cur.execute(_SQL[table]["put"], (key, value))
-        if table == "leases":
-            self.leases[key] = value
-        if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
-            self.notify = True
-
-    def insert(self, table: str, key: bytes, value: bytes) -> bool:
-        return self._cur.execute(_SQL[table]["insert"], (key, value)).rowcount == 1
-
-    def delete(self, table: str, key: bytes) -> None:
-        self._cur.execute(_SQL[table]["delete"], (key,))
-
-    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        low = start if start is not None and start > prefix else prefix
-        high = _upper(prefix)
-        if high is None:
-            rows = self._cur.execute(_SQL[table]["scan_from"], (low,)).fetchall()
-        else:
-            rows = self._cur.execute(_SQL[table]["scan"], (low, high)).fetchall()
-        return iter(rows)
-
-    def owner_alive(self, owner: str) -> bool:
-        classid, objid = owner_lock_key(owner)
-        row = self._cur.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND classid = %s::int::oid AND objid = %s::int::oid AND objsubid = 2)", (classid, objid)).fetchone()
-        return bool(row[0])
-
-
-
-def _statements(table: str) -> dict[str, str]:
-    t = f"{SCHEMA}.{table}"
-    return {
-        "get": f"SELECT v FROM {t} WHERE k = %s",
-        "get_locked": f"SELECT v FROM {t} WHERE k = %s FOR UPDATE",
-        "put": f"INSERT INTO {t} (k, v) VALUES (%s, %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-        "insert": f"INSERT INTO {t} (k, v) VALUES (%s, %s) ON CONFLICT (k) DO NOTHING",
-        "delete": f"DELETE FROM {t} WHERE k = %s",
-        "scan": f"SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k",
-        "scan_from": f"SELECT k, v FROM {t} WHERE k >= %s ORDER BY k",
-    }
-
-
-_SQL = {table: _statements(table) for table in TABLES}
-_CLAIM = {table: f"SELECT 1 FROM {SCHEMA}.{table} WHERE k = %s FOR UPDATE SKIP LOCKED"
-          for table in ("invocations", "leases")}
-# The lease row is locked (FOR KEY SHARE) for the rest of the transaction, so an Acquire,
-# which reads it FOR UPDATE, waits for this append to commit, as it would for the generic
-# path. The rows of a batch go in one statement, a VALUES list: one round trip however
-# many steps the batch holds. (A pipeline of one INSERT per row measured slower, and an
-# `unnest` of arrays 3x slower.)
-def _fast_append_sql(rows: int) -> str:
-    values = ", ".join(["(%s::bytea, %s::bytea, %s::bytea, %s::bytea)"] * rows)
-    return (f"INSERT INTO {SCHEMA}.entries (k, v) SELECT x.k, x.v FROM (VALUES {values}) AS x (k, v, lk, lv) "
-            f"WHERE EXISTS (SELECT 1 FROM {SCHEMA}.leases l WHERE l.k = x.lk AND l.v = x.lv FOR KEY SHARE) "
-            "ON CONFLICT (k) DO NOTHING RETURNING k")
-
-
-_FAST_APPEND: dict[int, str] = {}
 
 
 class PostgresStore(PostgresTables, KVStore):
@@ -262,22 +127,28 @@ class PostgresStore(PostgresTables, KVStore):
         return conn
 
     def _create_schema(self) -> None:
+        """Create the schema on first use; refuse one of another format untouched (its version
+        is read before any table is created, so an older layout is never half-upgraded)."""
         with self._write_lock, self._guard(), self._writer.transaction():
             conn = self._writer
-            conn.execute("SELECT pg_advisory_xact_lock(%s::int, 0)", (_LOCK_CLASS,))  # one creator at a time
+            conn.execute("SELECT pg_advisory_xact_lock(%s::int, 0)", (LOCK_CLASS,))  # one creator at a time
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-            for table in TABLES:
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} (k bytea PRIMARY KEY, v bytea NOT NULL)")
-            conn.execute(CREATE_TABLES)
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.meta (k bytea PRIMARY KEY, v bytea NOT NULL)")
             row = conn.execute(f"SELECT v FROM {SCHEMA}.meta WHERE k = 'format'").fetchone()
-            if row is None:
+            found = bytes(row[0]) if row is not None else None
+            if found is None:
+                for statement in DDL:
+                    conn.execute(statement)
+                conn.execute(CREATE_TABLES)
                 conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES ('format', %s)", (str(FORMAT_VERSION).encode(),))
-        found = bytes(row[0]) if row is not None else str(FORMAT_VERSION).encode()
-        if found != str(FORMAT_VERSION).encode():
+        if found is not None and found != str(FORMAT_VERSION).encode():
+            version = found.decode(errors="replace")
+            older = version.isdigit() and int(version) < FORMAT_VERSION
             raise FormatVersionError(
-                f"the store at {redact_url(self.path)} has format version {found.decode(errors='replace')}, but this "
-                f"version of journal reads format {FORMAT_VERSION}; open it with the journal release that "
-                "wrote it (nothing was changed)"
+                f"the store at {redact_url(self.path)} has format version {version}, but this version of journal "
+                f"reads format {FORMAT_VERSION}; open it with the journal release that wrote it (nothing was "
+                "changed)" + (", or give this release a new database (format 2 keys every row of an invocation "
+                              "by its id; see docs/operations.md)" if older else "")
             )
 
     @contextmanager
@@ -291,7 +162,7 @@ class PostgresStore(PostgresTables, KVStore):
     def _read(self) -> Iterator[_Txn]:
         with self._read_lock, self._guard():
             with self._reader.cursor() as cur:
-                yield _PgTxn(cur)
+                yield PgTxn(cur)
 
     def _transact(self, work: Callable[[_Txn], T]) -> T:
         return self._write(work, durable=True)
@@ -312,7 +183,7 @@ class PostgresStore(PostgresTables, KVStore):
                             conn.execute("SET synchronous_commit = " + ("on" if durable else "off"))
                             self._sync_commit = durable
                         with conn.cursor() as cur:
-                            txn = _PgTxn(cur, write=True)
+                            txn = PgTxn(cur, write=True)
                             if not block:
                                 return work(txn)
                             cur.execute("BEGIN")
@@ -374,7 +245,7 @@ class PostgresStore(PostgresTables, KVStore):
             return results
 
         def work(txn: _Txn) -> list[Any]:
-            assert isinstance(txn, _PgTxn)
+            assert isinstance(txn, PgTxn)
             inserted = txn.append_fast(rows) if rows else set()
             done = {i for i, row in zip(where, rows, strict=True) if row[0] in inserted}
             if not done:
@@ -386,7 +257,7 @@ class PostgresStore(PostgresTables, KVStore):
         return self._write(work, durable=durable)
 
     async def apply_async(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any] | None:
-        """A batch of plain steps on the event loop: the one statement of `_PgTxn.append_fast`
+        """A batch of plain steps on the event loop: the one statement of `PgTxn.append_fast`
         on an asyncio connection of this store's, so the step waits for its commit without a
         thread hop each way (measured: 60-80 us a step on a small VM). None (nothing done) for
         any other batch, under another event loop than the first, or when the statement
@@ -397,8 +268,7 @@ class PostgresStore(PostgresTables, KVStore):
         conn = await self._loop_writer()
         if conn is None:
             return None
-        sql = _fast_append_sql(len(rows)) if len(rows) not in _FAST_APPEND else _FAST_APPEND[len(rows)]
-        args = [value for row in rows for value in row]
+        sql, args = fast_append_sql(len(rows)), fast_append_args(rows)
         errors = self._psycopg.errors
         async with self._aio_lock:
             try:
@@ -406,7 +276,7 @@ class PostgresStore(PostgresTables, KVStore):
                     await conn.execute("SET synchronous_commit = " + ("on" if durable else "off"))
                     self._aio_sync_commit = durable
                 cur = await conn.execute(sql, args)
-                inserted = {bytes(key) for (key,) in await cur.fetchall()}
+                inserted = inserted_keys(await cur.fetchall())
             except (errors.SerializationFailure, errors.DeadlockDetected):
                 return None  # rolled back; the thread's path retries it
             except self._psycopg.Error as exc:
@@ -451,7 +321,7 @@ class PostgresStore(PostgresTables, KVStore):
         """The steps of a batch that one statement can append (instead of a lease read and an
         insert per step): appends of one entry whose lease bytes are those that last passed
         `_check_epoch` for their epoch (the same rule's verdict, as for LMDB's cache). Their
-        rows for `_PgTxn.append_fast`, and their positions in `ops`."""
+        rows for `PgTxn.append_fast`, and their positions in `ops`."""
         rows, where = [], []
         for i, op in enumerate(ops):
             if not (op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
@@ -471,7 +341,7 @@ class PostgresStore(PostgresTables, KVStore):
         holds (another worker claiming it, or its owner appending) is skipped at once rather
         than waited for, which would hold up this worker's whole batch; the worker looks
         again when the database next wakes it."""
-        assert isinstance(txn, _PgTxn)
+        assert isinstance(txn, PgTxn)
         id_bytes = validate_id(op.id)
         # A failed claim must not hold the rows until this batch commits (the owner's next
         # append would wait for it): first look without locking; the rule runs again under lock.
@@ -534,7 +404,7 @@ class PostgresStore(PostgresTables, KVStore):
     def _lease_live(self, txn: _Txn, lease: Lease | None, now_us: int) -> bool:
         if not lease_is_live(lease, now_us):
             return False
-        assert isinstance(txn, _PgTxn)
+        assert isinstance(txn, PgTxn)
         return txn.owner_alive(lease.owner)
 
     def wait_for_work(self, timeout: float) -> None:

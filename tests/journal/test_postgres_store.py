@@ -179,7 +179,7 @@ def test_a_claim_skips_an_invocation_whose_rows_another_transaction_holds(store,
 
     create(store)
     with psycopg.connect(postgres_url) as other:  # another worker in the middle of claiming it
-        other.execute("SELECT 1 FROM journal.invocations WHERE k = %s FOR UPDATE", (b"inv-1",))
+        other.execute("SELECT 1 FROM journal.invocations WHERE invocation_id = %s FOR UPDATE", (b"inv-1",))
         outcome = []
         claimer = threading.Thread(target=lambda: outcome.extend(
             store.apply([Acquire("inv-1", "me", "here", 1, 30_000_000, T0)])), daemon=True)
@@ -190,3 +190,31 @@ def test_a_claim_skips_an_invocation_whose_rows_another_transaction_holds(store,
     assert isinstance(outcome[0], InvocationBusy) and "being claimed" in str(outcome[0])
     epoch, _ = acquire(store)  # free again: claimed at once
     assert epoch == 1
+
+
+def test_every_row_of_one_invocation_is_keyed_by_its_id_first(store):
+    rows = store._writer.execute("""
+        SELECT c.relname, array_agg(a.attname ORDER BY k.ord)
+        FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+        CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+        WHERE n.nspname = 'journal' AND i.indisprimary GROUP BY c.relname""").fetchall()
+    keys = {table: list(columns) for table, columns in rows}
+    for table in ("invocations", "entries", "leases", "promises", "status", "timers"):
+        assert keys[table][0] == "invocation_id", (table, keys[table])
+
+
+def test_a_store_of_the_earlier_key_value_layout_is_refused_untouched(postgres_url):
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA journal")
+        for table in ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq"):
+            conn.execute(f"CREATE TABLE journal.{table} (k bytea PRIMARY KEY, v bytea NOT NULL)")
+        conn.execute("INSERT INTO journal.meta VALUES ('format', '1')")
+    with pytest.raises(FormatVersionError, match="format version 1.*new database"):
+        PostgresStore(postgres_url)
+    with psycopg.connect(postgres_url) as conn:
+        columns = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'journal' "
+                               "AND table_name = 'entries' ORDER BY ordinal_position").fetchall()
+    assert [c for (c,) in columns] == ["k", "v"]
