@@ -263,7 +263,11 @@ class PostgresStore(PostgresTables, KVStore):
         any other batch, under another event loop than the first, or when the statement
         conflicted: the caller runs `apply` on a thread then."""
         rows, where = self._fast_rows(ops)
-        if not rows or len(rows) != len(ops) or self._closed:
+        if self._closed:
+            return None
+        if not rows or len(rows) != len(ops):
+            if self._aio is None:  # connect now, with the claim that precedes the first steps, not in a step
+                await self._loop_writer()
             return None
         conn = await self._loop_writer()
         if conn is None:
