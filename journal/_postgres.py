@@ -38,15 +38,12 @@ Wake-ups: a transaction that makes an invocation runnable (pending, or a timer) 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
-
-import anyio.to_thread
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._ids import validate_id
@@ -107,8 +104,8 @@ class PostgresStore(PostgresTables, KVStore):
         self._life = None  # holds the owners' session advisory locks; opened on first acquire
         self._listener = None
         self._aio: Any = None  # the asyncio connection of `apply_async`, and its loop
-        self._aio_loop: asyncio.AbstractEventLoop | None = None
-        self._aio_lock: asyncio.Lock | None = None
+        self._aio_loop: Any = None
+        self._aio_lock: Any = None
         self._aio_sync_commit: bool | None = None
         try:
             self._create_schema()
@@ -292,6 +289,8 @@ class PostgresStore(PostgresTables, KVStore):
         # renewed or lost lease), on a thread.
         rest = [i for i, row in zip(where, rows, strict=True) if row[0] not in inserted]
         results: list[Any] = [None] * len(ops)
+        import anyio.to_thread  # not at import time: `journal ls` imports no event loop
+
         again = await anyio.to_thread.run_sync(functools.partial(self.apply, [ops[i] for i in rest], durable=durable))
         for i, result in zip(rest, again, strict=True):
             results[i] = result
@@ -300,6 +299,8 @@ class PostgresStore(PostgresTables, KVStore):
     async def _loop_writer(self) -> Any:
         """This store's asyncio connection, opened on first use; None off asyncio or under
         another loop than the one it was opened on (a connection belongs to one loop)."""
+        import asyncio
+
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # trio
