@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._ids import validate_id
@@ -54,9 +54,6 @@ from ._postgres_rows import (
     LOCK_CLASS,
     SCHEMA,
     PgTxn,
-    fast_append_args,
-    fast_append_sql,
-    inserted_keys,
     owner_lock_key,
 )
 from ._postgres_tables import CREATE as CREATE_TABLES
@@ -64,6 +61,9 @@ from ._postgres_tables import PostgresTables
 from ._records import InvocationRecord, Lease
 from ._store import Acquire, Append, Op
 from .errors import FormatVersionError, InvocationBusy, JournalError, StoreError
+
+if TYPE_CHECKING:
+    from ._postgres_loop import LoopWriter
 
 T = TypeVar("T")
 
@@ -103,10 +103,7 @@ class PostgresStore(PostgresTables, KVStore):
         self._reader = self._connect(autocommit=True)
         self._life = None  # holds the owners' session advisory locks; opened on first acquire
         self._listener = None
-        self._aio: Any = None  # the asyncio connection of `apply_async`, and its loop
-        self._aio_loop: Any = None
-        self._aio_lock: Any = None
-        self._aio_sync_commit: bool | None = None
+        self._aio: LoopWriter | None = None  # the connection of `apply_async`
         try:
             self._create_schema()
         except BaseException:
@@ -255,8 +252,9 @@ class PostgresStore(PostgresTables, KVStore):
 
     async def apply_async(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any] | None:
         """A batch of plain steps on the event loop: the one statement of `PgTxn.append_fast`
-        on an asyncio connection of this store's, so the step waits for its commit without a
-        thread hop each way (measured: 60-80 us a step on a small VM). None (nothing done) for
+        on a connection of this store's that the loop drives (`_postgres_loop.py`), so the
+        step waits for its commit without a thread hop each way (measured: 60-80 us a step
+        on a small VM). None (nothing done) for
         any other batch, under another event loop than the first, or when the statement
         conflicted: the caller runs `apply` on a thread then."""
         rows, where = self._fast_rows(ops)
@@ -266,23 +264,20 @@ class PostgresStore(PostgresTables, KVStore):
             if self._aio is None:  # connect now, with the claim that precedes the first steps, not in a step
                 await self._loop_writer()
             return None
-        conn = await self._loop_writer()
-        if conn is None:
+        writer = await self._loop_writer()
+        if writer is None:
             return None
-        sql, args = fast_append_sql(len(rows)), fast_append_args(rows)
         errors = self._psycopg.errors
-        async with self._aio_lock:
+        async with writer.lock:
             try:
-                if self._aio_sync_commit is not durable:
-                    await conn.execute("SET synchronous_commit = " + ("on" if durable else "off"))
-                    self._aio_sync_commit = durable
-                cur = await conn.execute(sql, args)
-                inserted = inserted_keys(await cur.fetchall())
+                done = await writer.append([(row[2], int.from_bytes(row[0][-4:], "big"), row[1], row[3])
+                                            for row in rows], durable=durable)
             except (errors.SerializationFailure, errors.DeadlockDetected):
                 return None  # rolled back; the thread's path retries it
             except self._psycopg.Error as exc:
                 self._drop_loop_writer()
                 raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
+        inserted = {entry_key(i, seq) for i, seq in done}
         if len(inserted) == len(rows):
             return [None] * len(ops)
         # What the statement did not insert goes through the rules, which say why (rarely: a
@@ -296,9 +291,9 @@ class PostgresStore(PostgresTables, KVStore):
             results[i] = result
         return results
 
-    async def _loop_writer(self) -> Any:
-        """This store's asyncio connection, opened on first use; None off asyncio or under
-        another loop than the one it was opened on (a connection belongs to one loop)."""
+    async def _loop_writer(self) -> LoopWriter | None:
+        """This store's connection for the event loop, opened on first use; None off asyncio
+        or under another loop than the one it was opened on (a connection belongs to one loop)."""
         import asyncio
 
         try:
@@ -306,21 +301,23 @@ class PostgresStore(PostgresTables, KVStore):
         except RuntimeError:  # trio
             return None
         if self._aio is not None:
-            return self._aio if self._aio_loop is loop else None
+            return self._aio if self._aio.loop is loop else None
+        from ._postgres_loop import LoopWriter
+
         try:
-            conn = await self._psycopg.AsyncConnection.connect(self.path, autocommit=True)
+            writer = await LoopWriter.open(self.path)
         except self._psycopg.Error as exc:
             raise StoreError(f"cannot connect to the journal store at {redact_url(self.path)}: {exc}") from None
         if self._aio is not None or self._closed:  # another task connected meanwhile, or the store closed
-            conn.pgconn.finish()
+            writer.close()
             return await self._loop_writer()
-        self._aio, self._aio_loop, self._aio_lock, self._aio_sync_commit = conn, loop, asyncio.Lock(), None
-        return conn
+        self._aio = writer
+        return writer
 
     def _drop_loop_writer(self) -> None:
-        conn, self._aio, self._aio_loop = self._aio, None, None
-        if conn is not None:
-            conn.pgconn.finish()  # closes the socket at once, from any thread and without the loop
+        writer, self._aio = self._aio, None
+        if writer is not None:
+            writer.close()
 
     def _fast_rows(self, ops: Sequence[Op]) -> tuple[list[tuple[bytes, bytes, bytes, bytes]], list[int]]:
         """The steps of a batch that one statement can append (instead of a lease read and an

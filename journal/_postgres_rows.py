@@ -166,8 +166,13 @@ _CLAIM = {table: f"SELECT 1 FROM {SCHEMA}.{table} WHERE invocation_id = %s FOR U
 # path. The rows of a batch go in one statement, a VALUES list: one round trip however
 # many steps the batch holds. (A pipeline of one INSERT per row measured slower, and an
 # `unnest` of arrays 3x slower.)
-def _fast_append_sql(rows: int) -> str:
-    values = ", ".join(["(%s::bytea, %s::integer, %s::bytea, %s::bytea)"] * rows)
+def _fast_append_sql(rows: int, *, numbered: bool = False) -> str:
+    """`numbered`: `$1, $2, ...` placeholders, for libpq itself (`_postgres_loop.py`),
+    rather than psycopg's `%s`; the types are then given when the statement is prepared."""
+    if numbered:
+        values = ", ".join(f"(${4 * i + 1}, ${4 * i + 2}, ${4 * i + 3}, ${4 * i + 4})" for i in range(rows))
+    else:
+        values = ", ".join(["(%s::bytea, %s::integer, %s::bytea, %s::bytea)"] * rows)
     return (f"INSERT INTO {SCHEMA}.entries (invocation_id, seq, v) SELECT x.i, x.s, x.v "
             f"FROM (VALUES {values}) AS x (i, s, v, lv) WHERE EXISTS (SELECT 1 FROM {SCHEMA}.leases l "
             "WHERE l.invocation_id = x.i AND l.v = x.lv FOR KEY SHARE) "

@@ -218,3 +218,19 @@ def test_a_store_of_the_earlier_key_value_layout_is_refused_untouched(postgres_u
         columns = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'journal' "
                                "AND table_name = 'entries' ORDER BY ordinal_position").fetchall()
     assert [c for (c,) in columns] == ["k", "v"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_lost_connection_of_the_event_loop_is_an_error_then_opened_again(store, postgres_url, anyio_backend):
+    import psycopg
+
+    create(store)
+    epoch, _ = acquire(store)
+    assert await store.apply_async([Append("inv-1", epoch, [(1, step("a"))])]) == [None]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:  # the server ends that session
+        admin.execute("SELECT pg_terminate_backend(%s)", (store._aio._pg.backend_pid,))
+    with pytest.raises(StoreError, match="PostgreSQL error"):
+        await store.apply_async([Append("inv-1", epoch, [(2, step("b"))])])
+    assert await store.apply_async([Append("inv-1", epoch, [(2, step("b"))])]) == [None]
+    assert [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]
