@@ -211,9 +211,9 @@ class PostgresStore(PostgresTables, KVStore):
                 self._hold_owner_lock(op.owner)
         if len(ops) > 1 and any(op.__class__ is Acquire for op in ops) and not all(
                 op.__class__ is Acquire for op in ops):
-            # Claims go in transactions of their own: a claim holds the invocation's rows
-            # only until its own commit, never for the length of a batch of steps, so
-            # workers claiming at once do not wait on (or deadlock with) each other's batches.
+            # The claims go in a transaction of their own: they hold their invocations' rows
+            # only until it commits, never for the length of a batch of steps. (Claims never
+            # wait for a lock, so claims of two workers do not deadlock either.)
             results: list[Any] = [None] * len(ops)
             rest = [i for i, op in enumerate(ops) if op.__class__ is not Acquire]
             claims = [i for i, op in enumerate(ops) if op.__class__ is Acquire]
@@ -232,7 +232,7 @@ class PostgresStore(PostgresTables, KVStore):
                 return [None] * len(ops)
             # What the statement did not insert goes through the rules, which say why.
             rest = [i for i, row in zip(where, rows, strict=True) if row[0] not in inserted]
-            results: list[Any] = [None] * len(ops)
+            results = [None] * len(ops)
             for i, result in zip(rest, self._write(lambda txn: self._apply_all(txn, [ops[i] for i in rest]),
                                                    durable=durable), strict=True):
                 results[i] = result
