@@ -300,6 +300,8 @@ class PostgresStore(PostgresTables, KVStore):
             loop = asyncio.get_running_loop()
         except RuntimeError:  # trio
             return None
+        if self._aio is not None and self._aio.loop.is_closed():  # its loop is gone: a new loop gets its own
+            self._drop_loop_writer()
         if self._aio is not None:
             return self._aio if self._aio.loop is loop else None
         from ._postgres_loop import LoopWriter

@@ -234,3 +234,18 @@ async def test_a_lost_connection_of_the_event_loop_is_an_error_then_opened_again
         await store.apply_async([Append("inv-1", epoch, [(2, step("b"))])])
     assert await store.apply_async([Append("inv-1", epoch, [(2, step("b"))])]) == [None]
     assert [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]
+
+
+def test_a_store_used_by_one_event_loop_after_another_sends_steps_from_the_new_one(store):
+    import anyio
+
+    create(store)
+    epoch, _ = acquire(store)
+
+    async def one_step(seq):
+        return await store.apply_async([Append("inv-1", epoch, [(seq, step(str(seq)))])])
+
+    assert anyio.run(one_step, 1) == [None]
+    first = store._aio
+    assert anyio.run(one_step, 2) == [None]
+    assert store._aio is not first and [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]
