@@ -275,8 +275,8 @@ async def test_serve_with_idle_exit_returns_when_the_last_invocation_ends_withou
             with anyio.fail_after(DEADLINE):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(lambda: engine.serve(idle_exit=True))
-                    await until(lambda: "last" in engine._active and engine.store.get("last").status
-                                == Status.RUNNING, "the worker to run the invocation")
+                    await until(lambda: engine.store.get("last").status == Status.RUNNING,
+                                "the worker to run the invocation")
                     gate.set()
         finally:
             released.set()
