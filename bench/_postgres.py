@@ -72,8 +72,8 @@ def w2_processes(url: str, workers: int) -> dict:
         for proc in procs:
             proc.stdin.write(b"go\n")
             proc.stdin.flush()
-        # Until the last invocation completes, not until the workers exit: an idle worker
-        # looks again only once a second before `--until-idle` lets it go.
+        # Until the last invocation completes, not until the workers exit (process exit is
+        # not part of the work).
         while len(store.list(Status.COMPLETED)) < W2_INVOCATIONS:
             assert time.perf_counter() - started < 600, "the workers never finished"
             time.sleep(0.005)  # sampling the store: the figure's resolution
@@ -148,7 +148,7 @@ def dbos(url: str) -> dict:
 
 
 def measure(reps: int, parent: str, log: Callable[[str], None]) -> dict[str, list[float]]:
-    from tests.pgserver import PgServer  # the same throwaway server the tests use
+    from .pgserver import PgServer  # the same throwaway server the tests use
 
     server = PgServer(fsync=True).start()
     samples: dict[str, list[float]] = {}

@@ -28,6 +28,7 @@ from ._common import (
     json_option,
     open_store,
     out,
+    store_path,
     suggest,
 )
 from ._inspect import require
@@ -53,6 +54,15 @@ def _replay_one(store: Any, invocation_id: str, target: str | None) -> dict[str,
     except Exception as exc:  # the handler module or its input decoding failed outside any step
         return {**result, "status": "error", "message": f"the handler raised {type(exc).__name__}: {exc}"}
     return {**result, "checked": report.checked, "finished": report.finished, "seq": report.stopped_at}
+
+
+def _started_here(db: str | None, store: Any, invocation_id: str) -> str | None:
+    """The handler `journal run` started the invocation with from here, if the store still records it."""
+    from . import _started_here as here
+
+    noted = here.handler_for(store_path(db), invocation_id)
+    record = store.get(invocation_id)
+    return noted if record is not None and record.handler == noted else None
 
 
 def _replay_line(r: dict[str, Any]) -> str:
@@ -95,12 +105,18 @@ def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db:
     """
     if every == bool(invocation_ids):
         raise fail("name the invocations to replay, or pass --all (not both)")
-    if target is None and is_postgres(db):
-        raise fail("on PostgreSQL the handler is not read from the database: pass --handler TARGET")
     importable_cwd()
     with open_store(db) as store:
         ids = [r.id for r in store.list()] if every else [require(store, i).id for i in invocation_ids]
-        results = [_replay_one(store, i, target) for i in ids]
+        if target is None and is_postgres(db):
+            # The handler is not read from the database: only one `journal run` started from
+            # this host (and this user) is replayed without --handler, with the code it ran.
+            results = [_replay_one(store, i, noted) if (noted := _started_here(db, store, i)) is not None else
+                       {"id": i, "status": "error", "seq": None, "checked": 0, "finished": False,
+                        "message": "on PostgreSQL the handler is not read from the database, and `journal run` "
+                                   "did not start it from this host: pass --handler TARGET"} for i in ids]
+        else:
+            results = [_replay_one(store, i, target) for i in ids]
     if as_json:
         click.echo(render.to_json(results))
     else:

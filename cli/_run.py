@@ -349,6 +349,10 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
             hint = "" if given else "; pass it with --input JSON or --input-file PATH"
             raise fail(f"bad input: {exc}{hint}") from None
         chosen.append(record.id)
+        if is_postgres(db) and record.handler == getattr(fn, "__journal_path__", None):
+            from . import _started_here  # so that `resume` and `replay` from here need no --handler
+
+            _started_here.note(store_path(db), record.id, record.handler)
         if record.key is not None:
             note = await wait_for_turn(engine, record, db)
             if note is not None:
@@ -374,7 +378,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 @click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
               help="Run this code (path/to/file.py:function or package.module:function) instead of the handler "
                    "the journal names; NAME=TARGET gives the code for invocations recorded as NAME (repeatable). "
-                   "Required on PostgreSQL.")
+                   "Required on PostgreSQL, unless `journal run` started it from this host.")
 @json_option
 @edge
 def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, handler_specs: tuple[str, ...],
@@ -396,9 +400,12 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     """
     from ._workers import parse_handlers
 
+    noted = None
     if is_postgres(db) and not handler_specs:
-        raise fail("on PostgreSQL the handler is not read from the database: pass --handler NAME=TARGET "
-                   "(the name the invocation records; `journal show ID` prints it)")
+        from ._started_here import required
+
+        noted = required(store_path(db), invocation_id)
+        handler_specs = (noted,)  # the code this user's `journal run` imported here
     importable_cwd()
     handlers = parse_handlers(handler_specs) if handler_specs else None
     # A lone TARGET is the code to run, whatever name the journal records; NAME=TARGET pairs
@@ -413,6 +420,9 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
 
     async def work(engine: Engine) -> Outcome:
         record = engine.store.require(invocation_id)
+        if noted is not None and record.handler != noted:
+            raise fail(f"invocation {invocation_id} now records handler {render.safe(record.handler)!r}, not "
+                       f"{render.safe(noted)!r}, which `journal run` started it with here: pass --handler NAME=TARGET")
         if record.key is not None and not record.finished:
             note = await wait_for_turn(engine, record, db)
             if note is not None:

@@ -11,7 +11,8 @@ Durability (DESIGN.md, semantics 4):
          `sync`.
 
 A store whose calls wait on the network (`store.blocking`, PostgreSQL) is never called
-from the event loop: each batch's transaction runs on the flusher's thread, and its commit
+from the event loop: each batch's transaction runs on the flusher's thread (or, when the
+store can, on the loop without blocking it: `Store.apply_async`), and its commit
 is the durable step (`synchronous_commit`), so there is no separate fsync; `async`
 operations are batched the same way and committed without waiting for the WAL flush.
 `read` runs any other store call off the loop for such a store.
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar, TypeVarTuple, overload
 
 import anyio
@@ -147,8 +148,10 @@ class Committer:
             try:
                 ops = [o for o in batch.ops if o is not None]
                 if self.blocking:
-                    results = iter(await self._flusher.call(
-                        functools.partial(self.store.apply, ops, durable=batch.durable)))
+                    done: Sequence[OpResult | BaseException] | None = await self.store.apply_async(ops, durable=batch.durable) if ops else []
+                    if done is None:
+                        done = await self._flusher.call(functools.partial(self.store.apply, ops, durable=batch.durable))
+                    results = iter(done)
                 else:
                     results = iter(self.store.apply(ops) if ops else ())
                     await self._flusher.run(alone=len(batch.ops) == 1)

@@ -115,6 +115,9 @@ class KVStore(abc.ABC):
     def start_background_sync(self, interval: float) -> None:  # noqa: B027 - nothing to flush, as sync()
         pass
 
+    async def apply_async(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any] | None:
+        return None  # a local store's `apply` is quick enough to call from the loop
+
     def wait_for_work(self, timeout: float) -> None:
         time.sleep(timeout)  # nothing to listen to: the caller polls
 
@@ -239,7 +242,7 @@ class KVStore(abc.ABC):
         results: list[OpResult | BaseException] = []
         for op in ops:
             try:
-                results.append(_APPLY[type(op)](self, txn, op))
+                results.append(getattr(self, _APPLY[type(op)])(txn, op))  # a backend's override counts
             except JournalError as exc:
                 results.append(exc)
         return results
@@ -385,14 +388,14 @@ class KVStore(abc.ABC):
         return record
 
 
-_APPLY: dict[type[Any], Callable[[KVStore, _Txn, Any], OpResult]] = {
-    Append: KVStore._apply_append,
-    Continue: KVStore._apply_continue,
-    Acquire: KVStore._apply_acquire,
-    Renew: KVStore._apply_renew,
-    SetStatus: KVStore._apply_set_status,
-    Resolve: KVStore._apply_resolve,
-    RequestCancel: KVStore._apply_request_cancel,
+_APPLY: dict[type[Op], str] = {
+    Append: "_apply_append",
+    Continue: "_apply_continue",
+    Acquire: "_apply_acquire",
+    Renew: "_apply_renew",
+    SetStatus: "_apply_set_status",
+    Resolve: "_apply_resolve",
+    RequestCancel: "_apply_request_cancel",
 }
 
 

@@ -168,6 +168,14 @@ class Store(Protocol):
         commit to be durable (`async`); a store whose commits are durable by themselves
         (PostgreSQL's synchronous_commit) may then commit without waiting for the disk."""
 
+    async def apply_async(
+        self, ops: Sequence[Op], *, durable: bool = True
+    ) -> builtins.list[OpResult | BaseException] | None:
+        """`apply` without leaving the event loop, for a `blocking` store that can wait on the
+        network asynchronously; None if it cannot for this batch (nothing was done), and the
+        caller then runs `apply` on a thread. The default always says None."""
+        return None
+
     @overload
     def apply_one(self, op: Acquire) -> tuple[int, InvocationRecord]: ...
     @overload

@@ -44,3 +44,15 @@ async def beside(helper: Callable[..., Coroutine[Any, Any, None]], *args: Any) -
         yield
     finally:
         task.cancel()
+
+
+async def first_of(*waits: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    """Wait until the first of `waits` returns; cancel the others."""
+    async with anyio.create_task_group() as tg:
+
+        async def one(wait: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+            await wait()
+            tg.cancel_scope.cancel()
+
+        for wait in waits:
+            tg.start_soon(one, wait)

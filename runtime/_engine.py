@@ -34,7 +34,7 @@ from journal._lmdb import default_path
 from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 
 from . import _otel
-from ._beside import beside
+from ._beside import beside, first_of
 from ._branches import _ORIGIN, _branch
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
@@ -403,16 +403,20 @@ class Engine:
                 pass
             finally:
                 self._active.discard(invocation_id)
+                if not self._active:
+                    settled.set()
 
         async with anyio.create_task_group() as tg:
             while True:
+                settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
                 ids = await self._read(self.runnable)
                 for invocation_id in ids:
                     self._active.add(invocation_id)
                     tg.start_soon(one, invocation_id)
                 if idle_exit and not ids and not self._active:
                     return
-                await self._idle()
+                # idle_exit: the last turn to end decides at once (no wait for new work to time out)
+                await (first_of(self._idle, settled.wait) if idle_exit else self._idle())
 
     async def _idle(self) -> None:
         """Wait for work: a blocking store (PostgreSQL) wakes us with a NOTIFY when something
@@ -477,6 +481,8 @@ class Engine:
                 max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
                 always_replay=self.always_replay, key=started.key, spawner=self,
             )
+            if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
+                ctx.state.preload(await self._read(self.store.state, started.key))
             if self.on_step is not None:
                 hook = self.on_step
                 ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)

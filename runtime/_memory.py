@@ -7,14 +7,17 @@ are the ones LangGraph graphs see through `runtime.langgraph.JournalStore` on th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._memory_table import MemoryItem, MemoryTable, check_namespace
 from .errors import TerminalError
 
 if TYPE_CHECKING:
     from ._context import Context
+
+T = TypeVar("T")
 
 
 class Memory:
@@ -39,8 +42,13 @@ class Memory:
         return await self._ctx.run(f"memory.get {self._where(ns, key)}", self._get, list(ns), key,
                                    type=MemoryItem | None)
 
-    def _get(self, ns: list[str], key: str) -> MemoryItem | None:
-        return self._table().get(ns, key)
+    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        # The table's calls wait on the network for PostgreSQL: they run where the committer
+        # runs store calls (a thread for such a store, in place for a local one).
+        return await self._ctx._committer.read(fn, *args)  # type: ignore[attr-defined,no-any-return]
+
+    async def _get(self, ns: list[str], key: str) -> MemoryItem | None:
+        return await self._off_loop(self._table().get, ns, key)
 
     async def put(self, namespace: Sequence[str], key: str, value: dict[str, Any], *,
                   ttl: float | None = None) -> None:
@@ -48,15 +56,15 @@ class Memory:
         ns = check_namespace(namespace)
         await self._ctx.run(f"memory.put {self._where(ns, key)}", self._put, list(ns), key, value, ttl)
 
-    def _put(self, ns: list[str], key: str, value: dict[str, Any], ttl: float | None) -> None:
-        self._table().put(ns, key, value, ttl=ttl)
+    async def _put(self, ns: list[str], key: str, value: dict[str, Any], ttl: float | None) -> None:
+        await self._off_loop(functools.partial(self._table().put, ns, key, value, ttl=ttl))
 
     async def delete(self, namespace: Sequence[str], key: str) -> None:
         ns = check_namespace(namespace)
         await self._ctx.run(f"memory.delete {self._where(ns, key)}", self._delete, list(ns), key)
 
-    def _delete(self, ns: list[str], key: str) -> None:
-        self._table().delete(ns, key)
+    async def _delete(self, ns: list[str], key: str) -> None:
+        await self._off_loop(self._table().delete, ns, key)
 
     async def search(self, namespace_prefix: Sequence[str], *, filter: dict[str, Any] | None = None,
                      limit: int = 10, offset: int = 0) -> list[MemoryItem]:
@@ -65,14 +73,17 @@ class Memory:
         return await self._ctx.run(f"memory.search {self._where(ns)}", self._search, list(ns), filter, limit, offset,
                                    type=list[MemoryItem])
 
-    def _search(self, ns: list[str], filter: dict[str, Any] | None, limit: int, offset: int) -> list[MemoryItem]:
-        return self._table().search(ns, filter=filter, limit=limit, offset=offset)
+    async def _search(self, ns: list[str], filter: dict[str, Any] | None, limit: int,
+                      offset: int) -> list[MemoryItem]:
+        return await self._off_loop(functools.partial(self._table().search, ns, filter=filter, limit=limit,
+                                                      offset=offset))
 
     async def list_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
                               max_depth: int | None = None, limit: int = 100) -> list[tuple[str, ...]]:
         return await self._ctx.run("memory.list_namespaces", self._list, prefix and list(prefix),
                                    suffix and list(suffix), max_depth, limit, type=list[tuple[str, ...]])
 
-    def _list(self, prefix: list[str] | None, suffix: list[str] | None, max_depth: int | None,
-              limit: int) -> list[tuple[str, ...]]:
-        return self._table().list_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit)
+    async def _list(self, prefix: list[str] | None, suffix: list[str] | None, max_depth: int | None,
+                    limit: int) -> list[tuple[str, ...]]:
+        return await self._off_loop(functools.partial(self._table().list_namespaces, prefix=prefix, suffix=suffix,
+                                                      max_depth=max_depth, limit=limit))

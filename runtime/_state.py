@@ -59,6 +59,13 @@ class State:
         self._ctx = ctx
         self._key = key
         self._overlay: dict[str, bytes | None] = {}  # changes made by this execution so far
+        # The key's state as this execution began, read off the event loop for a store that
+        # waits on the network: `set` is synchronous. Only this execution changes it meanwhile
+        # (a key's invocations run one at a time), and its changes are in the overlay.
+        self._snapshot: dict[str, bytes] | None = None
+
+    def preload(self, values: dict[str, bytes]) -> None:
+        self._snapshot = values
 
     def _require_key(self, what: str) -> str:
         if self._key is None:
@@ -71,6 +78,8 @@ class State:
     def _current(self, name: str) -> bytes | None:
         if name in self._overlay:
             return self._overlay[name]
+        if self._snapshot is not None:
+            return self._snapshot.get(name)
         return self._ctx._store.state(self._require_key("get")).get(name)
 
     @overload

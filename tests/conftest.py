@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from .pgserver import PgServer, find_bin_dir
+from bench.pgserver import PgServer, find_bin_dir
 
 
 def _unavailable(reason: str) -> None:
@@ -35,3 +35,10 @@ def pg_server():
 def postgres_url(pg_server):
     """A fresh, empty database on the session's server: its postgresql:// URL."""
     return pg_server.new_database()
+
+
+@pytest.fixture(autouse=True)
+def _private_state_home(tmp_path_factory, monkeypatch):
+    """What the `journal` command notes for this user (`cli/_started_here.py`) goes to a
+    directory of the test's own, never to the real home directory."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))

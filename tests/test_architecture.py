@@ -62,7 +62,8 @@ def _imported_packages(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize(("package", "forbidden"), [("journal", {"runtime", "cli"}), ("runtime", {"cli"})])
+@pytest.mark.parametrize(("package", "forbidden"), [("journal", {"runtime", "cli"}), ("runtime", {"cli"}),
+                                                   ("bench", {"tests"})])
 def test_packages_import_only_downwards(package: str, forbidden: set[str]):
     upward = {
         str(path.relative_to(ROOT)): sorted(_imported_packages(path) & forbidden)

@@ -10,7 +10,7 @@ import importlib.resources
 import math
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import anyio
@@ -33,6 +33,7 @@ from ._guard import DEFAULT_MAX_BODY, authorized, checked_id, read_json
 from ._openapi import OPENAPI
 
 _STATIC = importlib.resources.files(__package__) / "static"
+T = TypeVar("T")
 _MAX_WAIT = 300.0
 _MAX_LIMIT = 1000
 _REMEMBERED = 10_000
@@ -86,8 +87,13 @@ class Service:
             await self.stopping.wait()
         return not self.stopping.is_set()
 
-    def require(self, invocation_id: str) -> Any:
-        record = self.store.get(checked_id(invocation_id))
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)`, which reads the store: off the event loop when the store waits on the
+        network (PostgreSQL), so one slow query never holds up the other requests and the workers."""
+        return await self.engine.committer.read(fn, *args)
+
+    async def require(self, invocation_id: str) -> Any:
+        record = await self.read(self.store.get, checked_id(invocation_id))
         if record is None:
             raise ApiError(404, "InvocationNotFound", f"no invocation {invocation_id!r}; GET /invocations lists them")
         return record
@@ -112,16 +118,17 @@ def create_app(service: Service) -> Starlette:
             checked_id(body.id)
         if body.key is not None:
             checked_id(body.key, "key")
-        # Nothing awaits between this look-up and the creation in `start`, so in this process
-        # the answer (201 or 200) cannot go stale.
-        existing = s.store.get(body.id) if body.id is not None else None
+        # On a local store nothing awaits between this look-up and the creation in `start`, so in
+        # this process the answer (201 or 200) cannot go stale; on PostgreSQL another request or
+        # host may create it meanwhile, and this one then attaches to it as `start` says.
+        existing = await s.read(s.store.get, body.id) if body.id is not None else None
         if existing is not None and existing.handler != body.handler:
             return _conflict(existing, f"invocation {body.id!r} exists for handler {existing.handler!r}, "
                              f"not {body.handler!r}; choose another id")
         try:
             record = await s.engine.start(body.handler, body.input, id=body.id, key=body.key, lax_input=True)
         except InvocationConflict as exc:
-            return _conflict(s.store.get(body.id), str(exc))  # type: ignore[arg-type]
+            return _conflict(await s.read(s.store.get, body.id), str(exc))  # type: ignore[arg-type]
         except ValueError as exc:
             raise ApiError(422, "InvalidInput", str(exc)) from None
         return JSONResponse({"id": record.id, "status": record.status.value},
@@ -139,36 +146,37 @@ def create_app(service: Service) -> Starlette:
                                    + ", ".join(x.value for x in Status)) from None
         limit = _number(q.get("limit"), "limit", 1, _MAX_LIMIT, default=100, integer=True)
         key = q.get("key")
-        return JSONResponse(_views.page(s.store, list(dict.fromkeys(statuses)), key, int(limit), q.get("cursor")))
+        return JSONResponse(await s.read(_views.page, s.store, list(dict.fromkeys(statuses)), key, int(limit),
+                                         q.get("cursor")))
 
     async def show(request: Request) -> Response:
-        record = s.require(_param(request, "id"))
-        return JSONResponse({**_views.detail(s.store, record), "steps_here": s.steps_here(record.id)})
+        record = await s.require(_param(request, "id"))
+        return JSONResponse({**await s.read(_views.detail, s.store, record), "steps_here": s.steps_here(record.id)})
 
     async def entries(request: Request) -> Response:
-        record = s.require(_param(request, "id"))
+        record = await s.require(_param(request, "id"))
         after = _number(request.query_params.get("after"), "after", -1, math.inf, default=-1, integer=True)
-        return JSONResponse({"entries": _views.entries(s.store, record.id, int(after))})
+        return JSONResponse({"entries": await s.read(_views.entries, s.store, record.id, int(after))})
 
     async def result(request: Request) -> Response:
-        record = s.require(_param(request, "id"))
+        record = await s.require(_param(request, "id"))
         wait = _number(request.query_params.get("wait"), "wait", 0, _MAX_WAIT, default=0)
         with anyio.move_on_after(wait):
             while not record.finished and await s.pause():
-                record = s.require(record.id)
-        return JSONResponse(_views.result(s.require(record.id)))
+                record = await s.require(record.id)
+        return JSONResponse(_views.result(await s.require(record.id)))
 
     async def events(request: Request) -> Response:
-        record = s.require(_param(request, "id"))
+        record = await s.require(_param(request, "id"))
         return StreamingResponse(_events.stream(s, record.id), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def promise(request: Request) -> Response:
-        record = s.require(_param(request, "id"))
+        record = await s.require(_param(request, "id"))
         name = _param(request, "name")
         checked_id(name, "promise name")
         body = _convert(await read_json(request, s.max_body), PromiseRequest)
-        if not _promise_known(s, record, name):
+        if not await s.read(_promise_known, s, record, name):
             raise ApiError(404, "PromiseNotFound", _unknown_promise(record, name))
         if body.reject is not None:
             record = await s.engine.reject(record.id, name, body.reject)
@@ -177,13 +185,13 @@ def create_app(service: Service) -> Starlette:
         return JSONResponse({"id": record.id, "status": record.status.value})
 
     async def cancel(request: Request) -> Response:
-        record = s.require(_param(request, "id"))
+        record = await s.require(_param(request, "id"))
         outcome = await s.engine.cancel(record.id, run=False)  # the workers deliver it
         return JSONResponse({"id": outcome.id, "status": outcome.status.value}, status_code=202)
 
     async def key_state(request: Request) -> Response:
         key = checked_id(_param(request, "key"), "key")
-        return JSONResponse(state_json(key, s.store.state(key), s.store.key_queue(key)))
+        return JSONResponse(await s.read(lambda: state_json(key, s.store.state(key), s.store.key_queue(key))))
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "workers": s.workers})

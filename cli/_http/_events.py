@@ -35,11 +35,11 @@ async def stream(service: Service, invocation_id: str) -> AsyncIterator[bytes]:
     floor = -1  # every seq up to here was sent
     last_status: tuple[Any, ...] | None = None
     while True:
-        record = store.get(invocation_id)
+        record = await service.read(store.get, invocation_id)
         if record is None:  # trimmed while we watched
             yield _event("end", {"id": invocation_id, "status": None})
             return
-        for seq, data in store.entries(invocation_id, start=floor + 1):
+        for seq, data in await service.read(store.entries, invocation_id, floor + 1):
             if seq in delivered:
                 continue
             try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -345,11 +345,18 @@ class JournalSaver(BaseCheckpointSaver[str]):
     # -- async: the same operations, with fsyncs off the event loop ----------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if getattr(self.store, "blocking", False):  # PostgreSQL: the reads wait on the network
+            return await asyncio.to_thread(self.get_tuple, config)
         return self.get_tuple(config)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
-        for item in self.list(config, filter=filter, before=before, limit=limit):
+        items: Iterable[CheckpointTuple]
+        if getattr(self.store, "blocking", False):
+            items = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        else:
+            items = self.list(config, filter=filter, before=before, limit=limit)
+        for item in items:
             yield item
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,

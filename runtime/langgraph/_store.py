@@ -80,8 +80,9 @@ class JournalStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        if any(isinstance(op, PutOp) for op in ops):
-            return await asyncio.to_thread(self.batch, ops)  # its fsync stays off the event loop
+        if any(isinstance(op, PutOp) for op in ops) or getattr(self.db, "blocking", False):
+            # Its fsync (LMDB), or every call (PostgreSQL, over the network), stays off the event loop.
+            return await asyncio.to_thread(self.batch, ops)
         return self.batch(ops)
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:

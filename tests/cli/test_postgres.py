@@ -29,7 +29,9 @@ def test_run_inspect_and_maintain_on_postgres(journal, log):
     assert "hello" not in journal("tail", "p1").stdout and "c(b)" in journal("tail", "p1").stdout
     lines = journal("export", "p1", "--format", "jsonl").stdout.splitlines()
     assert len(lines) == 6
-    assert journal("replay", "p1").exit_code == 2  # the database does not choose the code
+    # `journal run` started it from here: replay and resume know its code without --handler
+    # (what the database records never chooses it).
+    assert journal("replay", "p1").exit_code == 0
     replayed = journal("replay", "p1", "--json", "--handler", target("pipeline"))
     assert replayed.exit_code == 0, replayed.stdout + replayed.stderr
     forked = journal("fork", "p1", "--at", "3", "--new-id", "p2")
@@ -126,3 +128,16 @@ def test_a_sigkilled_workers_invocations_are_finished_by_the_other(journal, sh, 
             if w.poll() is None:
                 w.send_signal(signal.SIGKILL)
                 w.wait()
+
+
+def test_only_what_journal_run_started_from_here_resumes_without_handler(journal, log, monkeypatch, tmp_path):
+    waiting = journal("run", target("approval"), "--input", json.dumps({"log": log.path, "topic": "pg"}),
+                      "--id", "h1")
+    assert waiting.exit_code == 3
+    assert journal("resolve", "h1", "approval", '{"approved": true, "by": "ann"}').exit_code == 0
+    # Another host (or user) did not start it: the database's handler name is not imported there.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "elsewhere"))
+    refused = journal("resume", "h1")
+    assert refused.exit_code == 2 and "did not start" in refused.stderr and "--handler" in refused.stderr
+    replayed = journal("replay", "h1", "--json")
+    assert replayed.exit_code == 2 and "--handler" in loads(replayed.stdout)[0]["message"]

@@ -123,3 +123,129 @@ def test_a_store_of_another_format_version_is_refused_untouched(store, postgres_
 def test_an_unreachable_server_is_a_clear_error():
     with pytest.raises(StoreError, match="cannot connect"):
         PostgresStore("postgresql://nobody@/none?host=/nonexistent-dir&connect_timeout=2")
+
+
+def _no_thread_path(store):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the batch went to the thread's path")
+    store.apply = refuse
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_batch_of_steps_commits_from_the_event_loop_in_one_statement(store, anyio_backend):
+    create(store)
+    create(store, "inv-2")
+    epoch, _ = acquire(store)
+    epoch2, _ = acquire(store, "inv-2")
+    _no_thread_path(store)
+    results = await store.apply_async([Append("inv-1", epoch, [(1, step("a"))]),
+                                       Append("inv-2", epoch2, [(1, step("b"))]),
+                                       Append("inv-1", epoch, [(2, step("c"))])])
+    assert results == [None, None, None]
+    assert [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]
+    assert [seq for seq, _ in store.entries("inv-2")] == [0, 1]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_step_on_the_event_loop_after_a_takeover_is_refused_by_the_lease(store, postgres_url, anyio_backend):
+    from journal.errors import LeaseLost
+
+    create(store)
+    epoch, _ = acquire(store, ttl_us=1_000)
+    with PostgresStore(postgres_url) as other:  # the lease expired: another process takes over
+        acquire(other, owner="them", now=T0 + 10_000)
+    results = await store.apply_async([Append("inv-1", epoch, [(1, step("late"))])])
+    assert isinstance(results[0], LeaseLost)
+    assert [seq for seq, _ in store.entries("inv-1")] == [0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_other_batches_are_left_to_the_thread(store, anyio_backend):
+    create(store)
+    epoch, _ = acquire(store)
+    # A claim, and an append of two entries, are not plain steps: nothing is done here.
+    assert await store.apply_async([Append("inv-1", epoch, [(1, step("a")), (2, step("b"))])]) is None
+    assert await store.apply_async([Append("inv-1", epoch + 1, [(1, step("a"))])]) is None
+    assert [seq for seq, _ in store.entries("inv-1")] == [0]
+
+
+def test_a_claim_skips_an_invocation_whose_rows_another_transaction_holds(store, postgres_url):
+    import psycopg
+
+    from journal import Acquire
+
+    create(store)
+    with psycopg.connect(postgres_url) as other:  # another worker in the middle of claiming it
+        other.execute("SELECT 1 FROM journal.invocations WHERE invocation_id = %s FOR UPDATE", (b"inv-1",))
+        outcome = []
+        claimer = threading.Thread(target=lambda: outcome.extend(
+            store.apply([Acquire("inv-1", "me", "here", 1, 30_000_000, T0)])), daemon=True)
+        claimer.start()
+        # It gives up at once, rather than waiting for the other transaction to end.
+        wait_until(lambda: outcome, "the claim to return while the other transaction still holds the row")
+        other.rollback()
+    assert isinstance(outcome[0], InvocationBusy) and "being claimed" in str(outcome[0])
+    epoch, _ = acquire(store)  # free again: claimed at once
+    assert epoch == 1
+
+
+def test_every_row_of_one_invocation_is_keyed_by_its_id_first(store):
+    rows = store._writer.execute("""
+        SELECT c.relname, array_agg(a.attname ORDER BY k.ord)
+        FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+        CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+        WHERE n.nspname = 'journal' AND i.indisprimary GROUP BY c.relname""").fetchall()
+    keys = {table: list(columns) for table, columns in rows}
+    for table in ("invocations", "entries", "leases", "promises", "status", "timers"):
+        assert keys[table][0] == "invocation_id", (table, keys[table])
+
+
+def test_a_store_of_the_earlier_key_value_layout_is_refused_untouched(postgres_url):
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA journal")
+        for table in ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq"):
+            conn.execute(f"CREATE TABLE journal.{table} (k bytea PRIMARY KEY, v bytea NOT NULL)")
+        conn.execute("INSERT INTO journal.meta VALUES ('format', '1')")
+    with pytest.raises(FormatVersionError, match="format version 1.*new database"):
+        PostgresStore(postgres_url)
+    with psycopg.connect(postgres_url) as conn:
+        columns = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'journal' "
+                               "AND table_name = 'entries' ORDER BY ordinal_position").fetchall()
+    assert [c for (c,) in columns] == ["k", "v"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_lost_connection_of_the_event_loop_is_an_error_then_opened_again(store, postgres_url, anyio_backend):
+    import psycopg
+
+    create(store)
+    epoch, _ = acquire(store)
+    assert await store.apply_async([Append("inv-1", epoch, [(1, step("a"))])]) == [None]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:  # the server ends that session
+        admin.execute("SELECT pg_terminate_backend(%s)", (store._aio._pg.backend_pid,))
+    with pytest.raises(StoreError, match="PostgreSQL error"):
+        await store.apply_async([Append("inv-1", epoch, [(2, step("b"))])])
+    assert await store.apply_async([Append("inv-1", epoch, [(2, step("b"))])]) == [None]
+    assert [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]
+
+
+def test_a_store_used_by_one_event_loop_after_another_sends_steps_from_the_new_one(store):
+    import anyio
+
+    create(store)
+    epoch, _ = acquire(store)
+
+    async def one_step(seq):
+        return await store.apply_async([Append("inv-1", epoch, [(seq, step(str(seq)))])])
+
+    assert anyio.run(one_step, 1) == [None]
+    first = store._aio
+    assert anyio.run(one_step, 2) == [None]
+    assert store._aio is not first and [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]

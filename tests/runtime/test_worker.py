@@ -253,3 +253,31 @@ async def test_the_lease_is_still_renewed_while_a_step_runs_after_the_watcher_fa
                 await _a_rival_cannot_take_over(db, owner.store, "lease")
                 checked.set()
         assert errors == ["reads fail"]
+
+
+async def test_serve_with_idle_exit_returns_when_the_last_invocation_ends_without_waiting_out_a_poll(
+        open_engine, monkeypatch):
+    import threading
+
+    gate = anyio.Event()
+
+    async def agent(ctx: Context) -> str:
+        await gate.wait()  # still running when the worker first finds nothing else to do
+        return await ctx.run("done", lambda: "done")
+
+    released = threading.Event()
+    # The wait for new work never ends by itself here (an hour's poll, a NOTIFY that never
+    # comes): only the end of the last invocation can let the worker go.
+    async with open_engine(poll_interval=3600) as engine:
+        monkeypatch.setattr(engine.store, "wait_for_work", lambda timeout: released.wait(3600))
+        await engine.start(agent, None, id="last")
+        try:
+            with anyio.fail_after(DEADLINE):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(lambda: engine.serve(idle_exit=True))
+                    await until(lambda: engine.store.get("last").status == Status.RUNNING,
+                                "the worker to run the invocation")
+                    gate.set()
+        finally:
+            released.set()
+        assert engine.store.get("last").status == Status.COMPLETED

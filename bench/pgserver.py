@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server for the tests and the benchmarks.
+"""A throwaway PostgreSQL server for the benchmarks and the tests (`tests/conftest.py` imports
+it from here, so that no benchmark depends on the test tree).
 
 Started from the machine's binaries (`initdb`, `pg_ctl`) in a temporary directory,
 listening only on a Unix socket there, and removed when stopped. PostgreSQL refuses to

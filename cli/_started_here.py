@@ -1,0 +1,86 @@
+"""What `journal run` started from this host, so that `resume` and `replay` on PostgreSQL
+need no `--handler` for it.
+
+On PostgreSQL the code to import is never read from the database: a database user need
+not be allowed to choose code for this host. An invocation that `journal run` started
+here is the exception: `run` notes its id and the handler it imported in a file of this
+user's (`$XDG_STATE_HOME/journal/started/`, private to the user, one file per database),
+and `resume` and `replay` import that handler, this user's own earlier choice, when the
+database still records it under that name. Nothing read from the database chooses code.
+A file or directory another user could write is ignored, as if nothing was noted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+from journal import redact_url
+
+from ._common import fail
+
+
+def _directory() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "journal" / "started"
+
+
+def _ledger(url: str) -> Path:
+    # One file per database, named by a digest of its URL (without its password).
+    return _directory() / (hashlib.sha256(redact_url(url).encode()).hexdigest()[:32] + ".jsonl")
+
+
+def note(url: str, invocation_id: str, handler: str) -> None:
+    """Record that this user's `journal run` started `invocation_id` with `handler`."""
+    path = _ledger(url)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (json.dumps([invocation_id, handler]) + "\n").encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # only a convenience: without it, `resume` asks for --handler
+
+
+def handler_for(url: str, invocation_id: str) -> str | None:
+    """The handler this user's `journal run` started `invocation_id` with here, if it did."""
+    path = _ledger(url)
+    if not (_private(path.parent) and _private(path)):
+        return None
+    found = None
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    noted_id, handler = json.loads(line)
+                except (ValueError, TypeError):
+                    continue  # a line cut short by a crash
+                if noted_id == invocation_id and isinstance(handler, str):
+                    found = handler
+    except OSError:
+        return None
+    return found
+
+
+def required(url: str, invocation_id: str) -> str:
+    """`handler_for`, or the error that asks for --handler."""
+    noted = handler_for(url, invocation_id)
+    if noted is None:
+        raise fail("on PostgreSQL the handler is not read from the database, and `journal run` did not start "
+                   "this invocation from this host: pass --handler NAME=TARGET (the name the invocation "
+                   "records; `journal show ID` prints it)")
+    return noted
+
+
+def _private(path: Path) -> bool:
+    """Owned by this user and writable by nobody else."""
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
