@@ -13,6 +13,7 @@ import time
 
 import anyio
 
+from cli._common import own_the_collector
 from journal import Status
 from runtime import Engine
 
@@ -75,7 +76,11 @@ def _memory_kib(field: str) -> int:
 
 async def _fleet(args: dict) -> dict:
     # W5: `n` invocations in flight at once in this process, from a fresh interpreter so that
-    # its peak memory is theirs.
+    # its peak memory is theirs. The collector is tuned as `journal worker` tunes it (the
+    # process is the engine's); "collector": "default" keeps CPython's thresholds, as a
+    # program embedding the library without tuning them would.
+    if args.get("collector", "worker") == "worker":
+        own_the_collector()
     async with Engine.open(args["db"], durability=args["mode"]) as engine:
         await engine.run(_agents.agent_turns, 1, id="warm-up")  # imports, caches, the first fsync
         try:  # restart the peak from here (Linux): the peak should be the fleet's, not start-up's

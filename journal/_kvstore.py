@@ -6,6 +6,8 @@ the append rule, lease fencing, status indexes, promise wake-ups) lives here, so
 cannot drift apart.
 
 Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
+    meta         b"format"              -> the format version (LMDB, PostgreSQL)
+                 b"cancel-requests"     -> u64 BE: cancel requests recorded so far
     invocations  id                     -> InvocationRecord
     entries      id 0x00 seq(u32 BE)    -> entry bytes
     leases       id                     -> Lease
@@ -45,6 +47,8 @@ from .errors import (
 T = TypeVar("T")
 
 TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq")
+
+_CANCELS = b"cancel-requests"  # in `meta`: a counter, bumped by every cancel request
 
 _enc = msgspec.msgpack.Encoder()
 _record_dec = msgspec.msgpack.Decoder(InvocationRecord)
@@ -193,6 +197,13 @@ class KVStore(abc.ABC):
         prefix = validate_id(key, "key") + b"\x00"
         with self._read() as txn:
             return [k[len(prefix) + 8:].decode() for k, _ in txn.scan("keyq", prefix)]
+
+    def cancel_requests_made(self) -> int:
+        """How many cancel requests this store has recorded, ever: a lease watcher that sees
+        it unchanged knows that none of its invocations was asked to cancel meanwhile."""
+        with self._read() as txn:
+            raw = txn.get("meta", _CANCELS)
+            return 0 if raw is None else int.from_bytes(raw, "big")
 
     def next_wake(self) -> int | None:
         with self._read() as txn:
@@ -373,6 +384,8 @@ class KVStore(abc.ABC):
             return record
         old = msgspec.structs.replace(record)
         record.cancel_requested = True
+        count = txn.get("meta", _CANCELS)
+        txn.put("meta", _CANCELS, ((0 if count is None else int.from_bytes(count, "big")) + 1).to_bytes(8, "big"))
         record.cancel_rollback = record.cancel_rollback or op.rollback
         record.updated_at = op.at
         if record.status in (Status.SUSPENDED, Status.DIVERGED):

@@ -34,13 +34,13 @@ from journal._lmdb import default_path
 from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 
 from . import _otel
-from ._beside import beside
 from ._branches import _ORIGIN, _branch
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._execution import Execution
 from ._handlers import load_handler, load_recorded, prepare_input, register
 from ._invocation import InvocationContext
+from ._leases import Leases
 from ._outcome import Event, Outcome
 from ._park import park, park_if_unloadable
 from ._replayer import Replayer
@@ -89,6 +89,7 @@ class Engine:
         self.on_park: Callable[[str, str], None] | None = None
         self._active: set[str] = set()  # scheduled by serve() in this process
         self._running: set[str] = set()  # executing in this process right now
+        self._leases = Leases(self.committer, lease_ttl, poll_interval)  # renewed by one task for all
 
     @classmethod
     @asynccontextmanager
@@ -473,10 +474,10 @@ class Engine:
             if record.cancel_requested:
                 ctx.request_cancel("cancel requested")
             ctx.machine.rollback = record.cancel_rollback
-            execution = Execution(ctx, epoch, committer=self.committer, lease_ttl=self.lease_ttl,
-                                  poll_interval=self.poll_interval, handler_for=self.handler_for)
+            execution = Execution(ctx, epoch, committer=self.committer, handler_for=self.handler_for)
             tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
-            async with beside(execution.watch):
+            self._leases.add(ctx, epoch)
+            try:
                 if tracing is None:
                     return await execution.drive(fn, started)
                 ctx.wrap_step = tracing.wrap_step
@@ -485,6 +486,8 @@ class Engine:
                     tracing.finish(outcome.status, await self._read(self.store.get, invocation_id),
                                    replayer.replayed)
                     return outcome
+            finally:
+                self._leases.remove(ctx)
         finally:
             self._running.discard(invocation_id)
 

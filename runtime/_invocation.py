@@ -90,7 +90,7 @@ class InvocationContext(Composition, Context):
         self._spawner = spawner  # the engine: starts and runs child invocations
         self.state = State(self, key)
         self._inflight = 0  # steps and timers in flight
-        self._wake = anyio.Event()  # set when cancellation or a stop is requested from outside
+        self._wake: anyio.Event | None = None  # made by the first wait (most executions never wait)
         self._quiescing: anyio.Event | None = None
         self.on_step: Callable[[str, str, float, bool], None] | None = None
         # Wraps each live step function (tracing, see runtime/_otel.py); None costs one test per step.
@@ -258,7 +258,7 @@ class InvocationContext(Composition, Context):
             await self._quiesce(own=1)
             raise Suspend(wake_at=until)
         with anyio.move_on_after((until - now) / 1e6):  # the durable timer itself, or a cancel request
-            await self._wake.wait()
+            await self._waker().wait()
         machine.raise_if_stopped()
         if machine.cancel_due:
             seq, prev, _ = await self._claim(CancelReceived)
@@ -312,7 +312,7 @@ class InvocationContext(Composition, Context):
             # look again every 50 ms until the deadline (this waits for a promise, it
             # decides nothing about replay).
             with anyio.move_on_after(min(left, 0.05)):
-                await self._wake.wait()
+                await self._waker().wait()
             self.machine.raise_if_stopped()
             if self.machine.cancel_reason is not None:
                 break
@@ -335,11 +335,22 @@ class InvocationContext(Composition, Context):
     def stop(self, error: Exception) -> None:
         """Stop the handler at its next context call with `error`; a wait in progress wakes for it."""
         self.machine.stop(error)
-        self._wake.set()
+        if self._wake is not None:
+            self._wake.set()
 
     def request_cancel(self, reason: str) -> None:
-        if self.machine.request_cancel(reason):
+        if self.machine.request_cancel(reason) and self._wake is not None:
             self._wake.set()
+
+    def _waker(self) -> anyio.Event:
+        """The event a wait wakes on when a cancel or a stop is requested from outside; one
+        requested before the first wait made it is already set."""
+        if self._wake is None:
+            self._wake = anyio.Event()
+            machine = self.machine
+            if machine.lost is not None or machine.broken is not None or machine.cancel_reason is not None:
+                self._wake.set()
+        return self._wake
 
     async def finish(self, entry: Any | None, transition: Transition) -> Any:
         """Commit the final entry (if any), everything buffered, and the status change, at once."""

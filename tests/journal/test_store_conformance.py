@@ -259,6 +259,15 @@ class StoreContract(abc.ABC):
         record = store.apply_one(RequestCancel("inv-1", T0 + 1))
         assert record.cancel_requested and record.status == Status.PENDING
 
+    def test_every_cancel_request_is_counted_so_a_watcher_knows_when_to_look(self, store):
+        create(store, "a")
+        create(store, "b")
+        assert store.cancel_requests_made() == 0
+        store.apply_one(RequestCancel("a", T0 + 1))
+        store.apply([RequestCancel("b", T0 + 2), RequestCancel("a", T0 + 3)])
+        assert store.cancel_requests_made() == 3
+        assert store.get("a").cancel_requested and store.get("b").cancel_requested
+
     def test_a_failed_op_in_a_batch_does_not_stop_the_others(self, store):
         create(store, "a")
         create(store, "b")
