@@ -235,6 +235,6 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
 
 def _first_leaf(exc: BaseException) -> BaseException:
     """The error a command should report from a task group's exception group."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
+    from runtime._groups import leaves  # only on this path: `journal --help` imports no runtime
+
+    return leaves(exc)[0]

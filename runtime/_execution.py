@@ -41,6 +41,7 @@ from journal.errors import EntryTooLarge, InvocationConflict, JournalError, Leas
 from ._branches import install as install_branches
 from ._clock import now_us
 from ._composition import ContinueAsNew
+from ._groups import leaves as _leaves
 from ._guard import _handler_scope
 from ._handlers import NO_INPUT, decode_input, load_recorded, prepare_input
 from ._invocation import InvocationContext, Restart
@@ -232,15 +233,6 @@ class Execution:
                     pass
             raise
         return Outcome.of(record)
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        out: list[BaseException] = []
-        for inner in exc.exceptions:
-            out += _leaves(inner)
-        return out
-    return [exc]
 
 
 def _error_info(leaves: list[BaseException]) -> ErrorInfo:

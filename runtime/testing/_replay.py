@@ -182,6 +182,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
 
 def _handler_ending(exc: BaseException) -> bool:
     """Whether `exc` is a way the handler itself ended (an error, a wait, continue-as-new, a stop)."""
+    endings = (Exception, EndOfJournal, Suspend, ContinueAsNew, anyio.get_cancelled_exc_class())
     if isinstance(exc, BaseExceptionGroup):
-        return all(_handler_ending(e) for e in exc.exceptions)
-    return isinstance(exc, (Exception, EndOfJournal, Suspend, ContinueAsNew, anyio.get_cancelled_exc_class()))
+        return exc.split(endings)[1] is None  # nothing else in the group
+    return isinstance(exc, endings)
