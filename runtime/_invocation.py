@@ -9,7 +9,6 @@ timer or a promise, suspending.
 from __future__ import annotations
 
 import datetime
-import inspect
 import random as _random
 import time
 import uuid as _uuid
@@ -27,7 +26,6 @@ from journal import (
     Committer,
     Durability,
     Emitted,
-    ErrorInfo,
     Now,
     Patched,
     Promise,
@@ -45,10 +43,18 @@ from ._composition import Composition, _fence
 from ._context import Context
 from ._machine import EndOfJournal, Machine
 from ._replayer import Replayer
-from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._retry import RetryPolicy
 from ._state import State
-from ._step_info import _current
-from ._steps import PLAIN, attempts, idempotency_key, rebuild_error, return_type, step_digest
+from ._steps import (
+    check_step,
+    idempotency_key,
+    rebuild_error,
+    replayed_result,
+    return_type,
+    run_step,
+    step_digest,
+    step_entry,
+)
 from ._suspend import Suspend
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
@@ -137,10 +143,7 @@ class InvocationContext(Composition, Context):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> Any:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"ctx.run needs a step name (a non-empty string) first, got {name!r}")
-        if not callable(fn):
-            raise TypeError(f"ctx.run({name!r}, fn, ...): fn must be callable, got {fn!r}")
+        check_step(name, fn)
         rtype = type if type is not None else return_type(fn)
         call_digest = step_digest(name, args, kwargs)
         machine = self.machine
@@ -150,23 +153,10 @@ class InvocationContext(Composition, Context):
             seq, prev, recorded = await self._claim(Step, name, call_digest)
         if recorded is not None:
             self._report(name, "replayed", 0.0, True)
-            if recorded.error is not None:
-                raise rebuild_error(recorded.error)
-            try:
-                return decode_value(recorded.value, rtype)
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                raise machine.replayer.divergence(
-                    seq, f"step {name!r} with a result that no longer fits its return type", f"step {name!r} "
-                    f"returning {getattr(rtype, '__name__', rtype)!s}", [f"decoding the recorded result: {exc}"],
-                ) from None
-        # The guards repeat each call's own first test: a step pays no coroutine call for
-        # what does not apply (the hot path of every live step).
-        if machine.cancel_reason is not None:
-            await self._deliver_cancel(seq, prev)
-        if machine.pending:
-            await self._flush_pending()  # what the step may depend on is durable before its side effect
-        if self._restarting:  # always-replay: a sibling's step ended this round; start no side effect in it
-            raise Restart()
+            return replayed_result(machine.replayer, seq, name, recorded, rtype)
+        # A step pays no coroutine call for what does not apply (the hot path of every live step).
+        if machine.cancel_reason is not None or machine.pending or self._restarting:
+            await self._before_side_effect(seq, prev)
         if self.wrap_step is not None:
             fn = self.wrap_step(fn)
         started = time.perf_counter() if self.on_step is not None else 0.0
@@ -175,46 +165,15 @@ class InvocationContext(Composition, Context):
             # The key is built from the branch's position, not the seq: after a crash,
             # concurrent branches may be handed other seqs, but each step keeps its key.
             step = (self._id, seq, name, 1, machine.token())  # the position the claim moved to
-            if timeout is None and retry is None:
-                # The hot path: one attempt, no deadline. A failure goes on to the retries.
-                published = _current.set(step)
-                failure: Exception | None = None
-                try:
-                    value = fn(*args, **kwargs)
-                    if value.__class__ not in PLAIN and inspect.isawaitable(value):  # (`type` is a parameter)
-                        value = await value
-                except Exception as exc:
-                    failure = exc
-                finally:
-                    _current.reset(published)
-                if failure is None:
-                    error, attempt = None, 1
-                else:  # outside the `except`: later attempts must not see this error as the one in flight
-                    value, error, attempt = await attempts(step, fn, args, kwargs, DEFAULT_RETRY, None, failure)
-            else:
-                value, error, attempt = await attempts(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
-            if error is not None:
-                await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev))
-                if self.on_step is not None:
-                    self._report(name, "failed", time.perf_counter() - started, False)
-                raise rebuild_error(error)
-            try:
-                raw = encode_value(value)
-                result = decode_value(raw, rtype)
-            except UnencodableValue as exc:
-                error = ErrorInfo("TerminalError", f"step {name!r} (seq {seq}) returned {exc}", True)
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                error = ErrorInfo("TerminalError", (
-                    f"step {name!r} (seq {seq}) returned a value that does not match its declared type "
-                    f"{getattr(rtype, '__name__', rtype)!s}: {exc}"), True)
-            if error is not None:
-                # The step ran; its failure is journaled like any terminal error, so replay
-                # raises it again without running the step, and the journal has no gap.
-                await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev))
-                raise rebuild_error(error)
-            await self._commit(seq, Step(name, call_digest, now_us(), raw, attempts=attempt, prev=prev))
-            if self.on_step is not None:
-                self._report(name, "live", time.perf_counter() - started, False)
+            value, failure, attempt = await run_step(step, fn, args, kwargs, retry, timeout)
+            entry, result = step_entry(name, call_digest, seq, prev, value, failure, attempt, rtype)
+            # A step that ran and failed is journaled like one that returned, so replay
+            # raises the error again without running the step, and the journal has no gap.
+            await self._commit(seq, entry)
+            if self.on_step is not None and (failure is not None or entry.error is None):
+                self._report(name, "live" if failure is None else "failed", time.perf_counter() - started, False)
+            if entry.error is not None:
+                raise rebuild_error(entry.error)
         finally:
             self._done_one()
         if self._always_replay and self._inflight == 0 and not self._exit_mode:
@@ -372,6 +331,16 @@ class InvocationContext(Composition, Context):
             fence.parked.set()
             await anyio.sleep_forever()
         return found
+
+    async def _before_side_effect(self, seq: int, prev: int) -> None:
+        """Before a live step runs: a cancel is delivered, what it may depend on is durable,
+        and in always-replay mode no side effect starts once a sibling's step ended the round."""
+        if self.machine.cancel_reason is not None:
+            await self._deliver_cancel(seq, prev)
+        if self.machine.pending:
+            await self._flush_pending()
+        if self._restarting:
+            raise Restart()
 
     def _deliver_cancel_sync(self, seq: int, prev: int) -> None:
         if self.machine.cancel_due:
