@@ -324,12 +324,12 @@ class InvocationContext(Composition, Context):
         try:
             found = self.machine.claim(kind, name, call_digest)
         except EndOfJournal:
-            await anyio.sleep_forever()  # replay-only: this branch would run live from here; it stops
+            await self._park()  # replay-only: this branch would run live from here; it stops
         fence = _fence.get()
         if found[2] is None and fence is not None:
             # A branch that lost a replayed select stops where its recorded path ends.
             fence.parked.set()
-            await anyio.sleep_forever()
+            await self._park()
         return found
 
     async def _before_side_effect(self, seq: int, prev: int) -> None:
@@ -341,6 +341,14 @@ class InvocationContext(Composition, Context):
             await self._flush_pending()
         if self._restarting:
             raise Restart()
+
+    async def _park(self) -> None:
+        """Stop the calling branch until it is cancelled (counted by the machine meanwhile)."""
+        self.machine.park(True)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.machine.park(False)
 
     def _deliver_cancel_sync(self, seq: int, prev: int) -> None:
         if self.machine.cancel_due:
