@@ -13,7 +13,6 @@ import time
 
 import anyio
 
-from cli._common import own_the_collector
 from journal import Status
 from runtime import Engine
 
@@ -80,6 +79,8 @@ async def _fleet(args: dict) -> dict:
     # process is the engine's); "collector": "default" keeps CPython's thresholds, as a
     # program embedding the library without tuning them would.
     if args.get("collector", "worker") == "worker":
+        from cli._common import own_the_collector  # here: the other workloads' start-up is measured
+
         own_the_collector()
     async with Engine.open(args["db"], durability=args["mode"]) as engine:
         await engine.run(_agents.agent_turns, 1, id="warm-up")  # imports, caches, the first fsync
