@@ -83,6 +83,12 @@ class Committer:
             return self.commit_now(op)
         return _unwrap(await self._group(op))
 
+    async def submit_batched(self, op: Op) -> Any:
+        """Commit `op` in the next group transaction, without waiting for a disk flush: an
+        operation that need not be durable (taking a lease) but that many tasks make at once,
+        so that they share one transaction instead of paying a commit each."""
+        return _unwrap(await self._group(op, durable=False))
+
     @property
     def commits_inline(self) -> bool:
         """Whether `commit_now` may be called from the loop (`async` mode on a local store)."""
@@ -131,7 +137,8 @@ class Committer:
                         functools.partial(self.store.apply, ops, durable=batch.durable)))
                 else:
                     results = iter(self.store.apply(ops) if ops else ())
-                    await self._flusher.run(alone=len(batch.ops) == 1)
+                    if batch.durable:  # a batch of acquires alone needs no flush
+                        await self._flusher.run(alone=len(batch.ops) == 1)
                 self.batches += 1
                 batch.results = [None if o is None else next(results) for o in batch.ops]
             except BaseException as exc:  # a failed commit or fsync fails every op in it

@@ -448,10 +448,9 @@ class Engine:
         # execution here reach this point meanwhile.
         self._running.add(invocation_id)
         try:
-            epoch, record = await self.committer.submit(
-                Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()),
-                durable=False,
-            )
+            # Invocations starting together (a worker's batch, a fleet) share one transaction.
+            epoch, record = await self.committer.submit_batched(
+                Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
             try:
                 entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
                            for seq, data in await self._read(self.store.entries, invocation_id)}
