@@ -18,7 +18,7 @@ from journal import ErrorInfo, Step, UnencodableValue, decode_value, digest, enc
 
 from ._branches import position_after
 from ._clock import now_us
-from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._retry import RetryPolicy
 from ._step_info import _current
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
@@ -89,28 +89,6 @@ def replayed_result(replayer: Any, seq: int, name: str, recorded: Step, rtype: A
             seq, f"step {name!r} with a result that no longer fits its return type", f"step {name!r} "
             f"returning {getattr(rtype, '__name__', rtype)!s}", [f"decoding the recorded result: {exc}"],
         ) from None
-
-
-async def run_step(step: tuple[str, int, str, int, int], fn: Callable[..., Any], args: tuple, kwargs: dict,
-                   retry: RetryPolicy | None, timeout: float | None) -> tuple[Any, ErrorInfo | None, int]:
-    """Run a live step's function: `(value, error, attempts)`."""
-    if timeout is not None or retry is not None:
-        return await attempts(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
-    # The common case: one attempt, no deadline, no coroutine call on the way. A failure
-    # goes on to the retries.
-    published = _current.set(step)
-    try:
-        value = fn(*args, **kwargs)
-        if value.__class__ not in PLAIN and inspect.isawaitable(value):  # (`type` is a parameter)
-            value = await value
-    except Exception as exc:
-        failure = exc
-    else:
-        return value, None, 1
-    finally:
-        _current.reset(published)
-    # Outside the `except`: later attempts must not see this error as the one in flight.
-    return await attempts(step, fn, args, kwargs, DEFAULT_RETRY, None, failure)
 
 
 def step_entry(name: str, call_digest: int, seq: int, prev: int, value: Any, error: ErrorInfo | None,
