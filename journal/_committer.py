@@ -34,7 +34,8 @@ import anyio
 import anyio.lowlevel
 
 from ._flusher import Flusher
-from ._store import Op, Store
+from ._records import InvocationRecord
+from ._store import Create, Op, Store
 
 T = TypeVar("T")
 
@@ -82,6 +83,19 @@ class Committer:
         if not durable:
             return self.commit_now(op)
         return _unwrap(await self._group(op))
+
+    async def create(self, record: InvocationRecord, started: bytes) -> InvocationRecord:
+        """`Store.create`, durable as the mode says: the invocation's record, the one it already had
+        if it exists with the same input (`InvocationConflict` for another one).
+
+        On a local store it goes through the group commit, so that invocations started
+        together (a fleet of agents) share one transaction and its fsync; a blocking store's
+        own transaction is durable at commit."""
+        if self.blocking:
+            record, _ = await self.read(self.store.create, record, started)
+            return record
+        record, _ = await self.submit(Create(record, started))
+        return record
 
     async def submit_batched(self, op: Op) -> Any:
         """Commit `op` in the next group transaction, without waiting for a disk flush: an

@@ -33,7 +33,7 @@ from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._entries import NIL
 from ._ids import validate_id
 from ._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
-from ._store import Acquire, Append, Continue, Op, Renew, RequestCancel, Resolve, SetStatus, Store, Transition
+from ._store import Acquire, Append, Continue, Create, Op, Renew, RequestCancel, Resolve, SetStatus, Store, Transition
 from .errors import (
     CorruptEntry,
     InvocationBusy,
@@ -226,21 +226,13 @@ class KVStore(abc.ABC):
         id_bytes = validate_id(record.id)
         if record.key is not None:
             validate_id(record.key, "key")
-        def work(txn: _Txn) -> tuple[InvocationRecord, bool]:
-            existing = _get_record(txn, id_bytes)
-            if existing is not None:
-                if existing.input_digest != record.input_digest or existing.handler != record.handler:
-                    raise InvocationConflict(
-                        f"invocation {record.id!r} already exists ({existing.status}, handler "
-                        f"{existing.handler}) and was started with a different "
-                        + ("input" if existing.handler == record.handler else f"handler than {record.handler}")
-                        + "; pick a new --id, or pass the same input to attach to it"
-                    )
-                return existing, False
-            _insert(txn, id_bytes, record, started)
-            return record, True
+        return self._transact(lambda txn: _create(txn, id_bytes, record, started))
 
-        return self._transact(work)
+    def _apply_create(self, txn: _Txn, op: Create) -> tuple[InvocationRecord, bool]:
+        id_bytes = validate_id(op.record.id)
+        if op.record.key is not None:
+            validate_id(op.record.key, "key")
+        return _create(txn, id_bytes, op.record, op.started)
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
         return self._transact(lambda txn: self._apply_all(txn, ops))
@@ -397,9 +389,25 @@ class KVStore(abc.ABC):
         return record
 
 
+def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
+    existing = _get_record(txn, id_bytes)
+    if existing is not None:
+        if existing.input_digest != record.input_digest or existing.handler != record.handler:
+            raise InvocationConflict(
+                f"invocation {record.id!r} already exists ({existing.status}, handler "
+                f"{existing.handler}) and was started with a different "
+                + ("input" if existing.handler == record.handler else f"handler than {record.handler}")
+                + "; pick a new --id, or pass the same input to attach to it"
+            )
+        return existing, False
+    _insert(txn, id_bytes, record, started)
+    return record, True
+
+
 _APPLY = {
     Append: KVStore._apply_append,
     Continue: KVStore._apply_continue,
+    Create: KVStore._apply_create,
     Acquire: KVStore._apply_acquire,
     Renew: KVStore._apply_renew,
     SetStatus: KVStore._apply_set_status,

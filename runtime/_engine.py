@@ -148,10 +148,7 @@ class Engine:
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
         trace = _otel.start_context(invocation_id, path) if _otel.enabled() else None
         started = encode_entry(Started(path, raw, at, key, input_digest, None, trace), self.store.max_entry_bytes)
-        record, created = await self._read(self.store.create, record, started)
-        if created:
-            await self.committer.flush()
-        return record
+        return await self.committer.create(record, started)
 
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False) -> Outcome:
@@ -285,8 +282,7 @@ class Engine:
         # Inside the parent's attempt (or step) span: the child joins the parent's trace.
         trace = _otel.start_context(child_id, path, parent=parent) if _otel.enabled() else None
         started = encode_entry(Started(path, raw, at, key, input_digest, parent, trace), self.store.max_entry_bytes)
-        await self._read(self.store.create, record, started)
-        await self.committer.flush()
+        await self.committer.create(record, started)
 
     async def _run_child(self, child_id: str, _outer: frozenset[str] = frozenset()) -> None:
         """Run an awaited child here if nobody else is running it; it may finish or suspend.
