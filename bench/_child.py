@@ -75,7 +75,13 @@ def _memory_kib(field: str) -> int:
 
 async def _fleet(args: dict) -> dict:
     # W5: `n` invocations in flight at once in this process, from a fresh interpreter so that
-    # its peak memory is theirs.
+    # its peak memory is theirs. The collector is tuned as `journal worker` tunes it (the
+    # process is the engine's); "collector": "default" keeps CPython's thresholds, as a
+    # program embedding the library without tuning them would.
+    if args.get("collector", "worker") == "worker":
+        from cli._common import own_the_collector  # here: the other workloads' start-up is measured
+
+        own_the_collector()
     async with Engine.open(args["db"], durability=args["mode"]) as engine:
         await engine.run(_agents.agent_turns, 1, id="warm-up")  # imports, caches, the first fsync
         try:  # restart the peak from here (Linux): the peak should be the fleet's, not start-up's

@@ -32,6 +32,7 @@ from ._common import (
     is_postgres,
     json_option,
     out,
+    own_the_collector,
     run_async,
     store_path,
     suggest,
@@ -277,6 +278,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
               *, started: float, show: bool, as_json: bool, create: bool = False,
               handlers: dict[str, Any] | None = None) -> NoReturn:
     """Run `work` and leave with the outcome's exit status (`run` and `resume` end alike)."""
+    own_the_collector()  # this process runs the invocation and nothing else
     async def work_and_wait(engine: Engine) -> tuple[Outcome, InvocationRecord | None]:
         outcome = await work(engine)
         waits_on = None

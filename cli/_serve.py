@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 import socket
@@ -15,7 +14,7 @@ import click
 
 from runtime import Engine
 
-from ._common import OK, Exit, db_option, echo_err, edge, fail, store_path
+from ._common import OK, Exit, db_option, echo_err, edge, fail, own_the_collector, store_path
 from ._run import Progress, importable_cwd, load
 
 DEFAULT_HTTP = "127.0.0.1:8420"
@@ -129,7 +128,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
     # youngest generation every 50,000 allocations instead of 700 gave 71-87 ms, and starts
     # went from 3,200-4,000/s to 4,400-5,100/s (`python -m bench.http_load`, 10,000
     # invocations, 200 clients, two pairs run alternately on an idle 2-core machine).
-    gc.set_threshold(50_000, 20, 100)
+    own_the_collector()
 
     async def main() -> None:
         # The engine runs only the handlers given here, and invocations record their NAME:

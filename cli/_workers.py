@@ -21,6 +21,7 @@ from ._common import (
     is_postgres,
     json_option,
     out,
+    own_the_collector,
     run_async,
     store_path,
     warn_store,
@@ -137,6 +138,7 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     warn_store(path)
     handlers = parse_handlers(handler_specs) if handler_specs else None
     steps = Progress(not quiet, prefix_ids=True)
+    own_the_collector()  # the worker's process is the engine's
     if not quiet:
         shown = redact_url(path)
         echo_err(f"worker on {shown} (pid {os.getpid()}, concurrency {concurrency}"

@@ -65,6 +65,7 @@ from ._records import Status as Status
 from ._store import Acquire as Acquire
 from ._store import Append as Append
 from ._store import Continue as Continue
+from ._store import Create as Create
 from ._store import OpResult as OpResult
 from ._store import Renew as Renew
 from ._store import RequestCancel as RequestCancel
@@ -82,7 +83,7 @@ from ._time import iso_from_us as iso_from_us
 __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
     "Acquire", "Append", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
-    "StateKeys", "StateSet", "Continue", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
+    "StateKeys", "StateSet", "Continue", "Create", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",

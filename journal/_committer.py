@@ -36,7 +36,7 @@ import anyio.lowlevel
 
 from ._flusher import Flusher
 from ._records import InvocationRecord
-from ._store import Acquire, Append, Continue, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store
+from ._store import Acquire, Append, Continue, Create, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -86,6 +86,8 @@ class Committer:
     ) -> InvocationRecord: ...
     @overload
     async def submit(self, op: Append | Renew, *, durable: bool | None = None) -> InvocationRecord | None: ...
+    @overload
+    async def submit(self, op: Create, *, durable: bool | None = None) -> tuple[InvocationRecord, bool]: ...
 
     async def submit(self, op: Op, *, durable: bool | None = None) -> OpResult:
         """Commit `op`; return its result or raise its error. Durable per the mode unless `durable` says."""
@@ -96,6 +98,27 @@ class Committer:
         if not durable:
             return self.commit_now(op)
         return _unwrap(await self._group(op))
+
+    async def create(self, record: InvocationRecord, started: bytes) -> InvocationRecord:
+        """`Store.create`, durable as the mode says: the invocation's record, the one it already had
+        if it exists with the same input (`InvocationConflict` for another one).
+
+        On a local store it goes through the group commit, so that invocations started
+        together (a fleet of agents) share one transaction and its fsync; a blocking store's
+        own transaction is durable at commit."""
+        if self.blocking:
+            record, _ = await self.read(self.store.create, record, started)
+            return record
+        record, _ = await self.submit(Create(record, started))
+        return record
+
+    async def submit_batched(self, op: Acquire) -> tuple[int, InvocationRecord]:
+        """Commit `op` in the next group transaction, without waiting for a disk flush: an
+        operation that need not be durable (taking a lease) but that many tasks make at once,
+        so that they share one transaction instead of paying a commit each."""
+        result = _unwrap(await self._group(op, durable=False))
+        assert isinstance(result, tuple)  # an Acquire's result
+        return result  # type: ignore[return-value]  # the union does not narrow to its tuple member
 
     @property
     def commits_inline(self) -> bool:
@@ -108,6 +131,8 @@ class Committer:
     def commit_now(self, op: SetStatus | Resolve | RequestCancel | Continue) -> InvocationRecord: ...
     @overload
     def commit_now(self, op: Append | Renew) -> InvocationRecord | None: ...
+    @overload
+    def commit_now(self, op: Create) -> tuple[InvocationRecord, bool]: ...
 
     def commit_now(self, op: Op) -> OpResult:
         """Commit `op` at once, without waiting for an fsync (the `async` mode's whole path)."""
@@ -154,7 +179,8 @@ class Committer:
                     results = iter(done)
                 else:
                     results = iter(self.store.apply(ops) if ops else ())
-                    await self._flusher.run(alone=len(batch.ops) == 1)
+                    if batch.durable:  # a batch of acquires alone needs no flush
+                        await self._flusher.run(alone=len(batch.ops) == 1)
                 self.batches += 1
                 batch.results = [None if o is None else next(results) for o in batch.ops]
             except BaseException as exc:  # a failed commit or fsync fails every op in it

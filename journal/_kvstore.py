@@ -6,6 +6,8 @@ the append rule, lease fencing, status indexes, promise wake-ups) lives here, so
 cannot drift apart.
 
 Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
+    meta         b"format"              -> the format version (LMDB, PostgreSQL)
+                 b"cancel-requests"     -> u64 BE: cancel requests recorded so far
     invocations  id                     -> InvocationRecord
     entries      id 0x00 seq(u32 BE)    -> entry bytes
     leases       id                     -> Lease
@@ -32,7 +34,20 @@ from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._entries import NIL
 from ._ids import validate_id
 from ._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
-from ._store import Acquire, Append, Continue, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store, Transition
+from ._store import (
+    Acquire,
+    Append,
+    Continue,
+    Create,
+    Op,
+    OpResult,
+    Renew,
+    RequestCancel,
+    Resolve,
+    SetStatus,
+    Store,
+    Transition,
+)
 from .errors import (
     CorruptEntry,
     InvocationBusy,
@@ -46,6 +61,8 @@ from .errors import (
 T = TypeVar("T")
 
 TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq")
+
+_CANCELS = b"cancel-requests"  # in `meta`: a counter, bumped by every cancel request
 
 _enc = msgspec.msgpack.Encoder()
 _record_dec = msgspec.msgpack.Decoder(InvocationRecord)
@@ -198,6 +215,13 @@ class KVStore(abc.ABC):
         with self._read() as txn:
             return [k[len(prefix) + 8:].decode() for k, _ in txn.scan("keyq", prefix)]
 
+    def cancel_requests_made(self) -> int:
+        """How many cancel requests this store has recorded, ever: a lease watcher that sees
+        it unchanged knows that none of its invocations was asked to cancel meanwhile."""
+        with self._read() as txn:
+            raw = txn.get("meta", _CANCELS)
+            return 0 if raw is None else int.from_bytes(raw, "big")
+
     def next_wake(self) -> int | None:
         with self._read() as txn:
             for key, _ in txn.scan("timers", b""):
@@ -219,21 +243,13 @@ class KVStore(abc.ABC):
         id_bytes = validate_id(record.id)
         if record.key is not None:
             validate_id(record.key, "key")
-        def work(txn: _Txn) -> tuple[InvocationRecord, bool]:
-            existing = _get_record(txn, id_bytes)
-            if existing is not None:
-                if existing.input_digest != record.input_digest or existing.handler != record.handler:
-                    raise InvocationConflict(
-                        f"invocation {record.id!r} already exists ({existing.status}, handler "
-                        f"{existing.handler}) and was started with a different "
-                        + ("input" if existing.handler == record.handler else f"handler than {record.handler}")
-                        + "; pick a new --id, or pass the same input to attach to it"
-                    )
-                return existing, False
-            _insert(txn, id_bytes, record, started)
-            return record, True
+        return self._transact(lambda txn: _create(txn, id_bytes, record, started))
 
-        return self._transact(work)
+    def _apply_create(self, txn: _Txn, op: Create) -> tuple[InvocationRecord, bool]:
+        id_bytes = validate_id(op.record.id)
+        if op.record.key is not None:
+            validate_id(op.record.key, "key")
+        return _create(txn, id_bytes, op.record, op.started)
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
         return self._transact(lambda txn: self._apply_all(txn, ops))
@@ -377,6 +393,8 @@ class KVStore(abc.ABC):
             return record
         old = msgspec.structs.replace(record)
         record.cancel_requested = True
+        count = txn.get("meta", _CANCELS)
+        txn.put("meta", _CANCELS, ((0 if count is None else int.from_bytes(count, "big")) + 1).to_bytes(8, "big"))
         record.cancel_rollback = record.cancel_rollback or op.rollback
         record.updated_at = op.at
         if record.status in (Status.SUSPENDED, Status.DIVERGED):
@@ -388,9 +406,25 @@ class KVStore(abc.ABC):
         return record
 
 
+def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
+    existing = _get_record(txn, id_bytes)
+    if existing is not None:
+        if existing.input_digest != record.input_digest or existing.handler != record.handler:
+            raise InvocationConflict(
+                f"invocation {record.id!r} already exists ({existing.status}, handler "
+                f"{existing.handler}) and was started with a different "
+                + ("input" if existing.handler == record.handler else f"handler than {record.handler}")
+                + "; pick a new --id, or pass the same input to attach to it"
+            )
+        return existing, False
+    _insert(txn, id_bytes, record, started)
+    return record, True
+
+
 _APPLY: dict[type[Op], str] = {
     Append: "_apply_append",
     Continue: "_apply_continue",
+    Create: "_apply_create",
     Acquire: "_apply_acquire",
     Renew: "_apply_renew",
     SetStatus: "_apply_set_status",

@@ -109,13 +109,22 @@ class RequestCancel(msgspec.Struct, gc=False):
     rollback: bool = False  # also undo the invocation's ctx.state changes when it ends cancelled
 
 
-Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue
+class Create(msgspec.Struct, gc=False):
+    """Create `record` with entry 0 (`started`) unless it exists: `Store.create` as an operation,
+    so that many creations share a transaction. Result: (record, created)."""
+
+    record: InvocationRecord
+    started: bytes
+
+
+Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue | Create
 
 # What `apply` gives back for each operation, in its position (or the error that refused it):
 #   Append -> InvocationRecord | None (a record when it carried a transition)
 #   Acquire -> (epoch, InvocationRecord)        Renew -> None
 #   SetStatus, Resolve, RequestCancel, Continue -> InvocationRecord
-OpResult = InvocationRecord | tuple[int, InvocationRecord] | None
+#   Create -> (InvocationRecord, created)
+OpResult = InvocationRecord | tuple[int, InvocationRecord] | tuple[InvocationRecord, bool] | None
 
 
 @runtime_checkable
@@ -182,6 +191,8 @@ class Store(Protocol):
     def apply_one(self, op: SetStatus | Resolve | RequestCancel | Continue) -> InvocationRecord: ...
     @overload
     def apply_one(self, op: Append | Renew) -> InvocationRecord | None: ...
+    @overload
+    def apply_one(self, op: Create) -> tuple[InvocationRecord, bool]: ...
 
     def apply_one(self, op: Op) -> OpResult:
         """`apply` of one operation: its result, or its error raised."""

@@ -25,6 +25,7 @@ import asyncio
 import contextvars
 import hashlib
 import sys
+import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
@@ -58,6 +59,15 @@ def spawn_token(parent: int, index: int) -> int:
     return -(1 << 50) - int.from_bytes(raw, "big")
 
 
+# The machines that count their live branches (replay-only checks), by context serial.
+_counting: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def count_branches(machine: Any) -> None:
+    """Tell `machine` (`branch_started`, `branch_ended`) when a task of its handler starts and ends."""
+    _counting[machine.serial] = machine
+
+
 def _spawned(inherited: Position | None) -> Position | None:
     """In the spawning task: the position the new task starts from (None: not a branch),
     counting the spawn in the parent's position. `inherited` is the position in the new
@@ -82,9 +92,12 @@ def _wrap_factory(previous: Callable[..., asyncio.Future[Any]] | None) -> Callab
             context = given or contextvars.copy_context()
             context.run(_branch.set, start)
             kwargs["context"] = context
-        if previous is not None:
-            return previous(loop, coro, **kwargs)
-        return asyncio.Task(coro, loop=loop, **kwargs)
+        task = previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
+        counting = _counting.get(start[0]) if start is not None and _counting else None
+        if counting is not None:
+            counting.branch_started()
+            task.add_done_callback(lambda _: counting.branch_ended())
+        return task
 
     factory.__journal_branches__ = True  # type: ignore[attr-defined]
     return factory
@@ -107,11 +120,23 @@ def _install_trio() -> None:
 
     if _trio_installed is None:
         class _Spawns(trio.abc.Instrument):
+            def __init__(self) -> None:
+                self._counted: dict[Any, Any] = {}  # task -> the machine counting it
+
             def task_spawned(self, task: Any) -> None:
                 # Runs in the spawning task, before the new one starts.
                 start = _spawned(task.context.get(_branch, _ORIGIN))
                 if start is not None:
                     task.context.run(_branch.set, start)
+                    counting = _counting.get(start[0]) if _counting else None
+                    if counting is not None:
+                        counting.branch_started()
+                        self._counted[task] = counting
+
+            def task_exited(self, task: Any) -> None:
+                counting = self._counted.pop(task, None) if self._counted else None
+                if counting is not None:
+                    counting.branch_ended()
 
         _trio_installed = (trio.lowlevel.RunVar("journal_branches", default=False), _Spawns())
     marker, instrument = _trio_installed

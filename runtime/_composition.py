@@ -15,6 +15,7 @@ import anyio
 from journal import Called, Selected, digest
 
 from ._clock import now_us
+from ._groups import leaves
 from ._suspend import Suspend
 
 if TYPE_CHECKING:
@@ -44,10 +45,9 @@ _fence: ContextVar[_Fence | None] = ContextVar("journal_select_fence", default=N
 
 
 def _first_error(group: BaseExceptionGroup) -> BaseException:
-    leaves: list[BaseException] = [group]
-    while leaves and isinstance(leaves[0], BaseExceptionGroup):
-        leaves = list(leaves[0].exceptions) + leaves[1:]
-    return next((e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())), leaves[0])
+    """The first error in a branch group that is not the cancellation the others got because of it."""
+    found = leaves(group)
+    return next((e for e in found if not isinstance(e, anyio.get_cancelled_exc_class())), found[0])
 
 
 class Composition:

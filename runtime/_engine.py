@@ -34,13 +34,14 @@ from journal._lmdb import default_path
 from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 
 from . import _otel
-from ._beside import beside, first_of
 from ._branches import _ORIGIN, _branch
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._execution import Execution
+from ._first_of import first_of
 from ._handlers import load_handler, load_recorded, prepare_input, register
 from ._invocation import InvocationContext
+from ._leases import Leases
 from ._outcome import Event, Outcome
 from ._park import park, park_if_unloadable
 from ._replayer import Replayer
@@ -91,6 +92,7 @@ class Engine:
         self.on_park: Callable[[str, str], None] | None = None
         self._active: set[str] = set()  # scheduled by serve() in this process
         self._running: set[str] = set()  # executing in this process right now
+        self._leases = Leases(self.committer, lease_ttl, poll_interval)  # renewed by one task for all
 
     @classmethod
     @asynccontextmanager
@@ -149,10 +151,7 @@ class Engine:
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
         trace = _otel.start_context(invocation_id, path) if _otel.enabled() else None
         started = encode_entry(Started(path, raw, at, key, input_digest, None, trace), self.store.max_entry_bytes)
-        record, created = await self._read(self.store.create, record, started)
-        if created:
-            await self.committer.flush()
-        return record
+        return await self.committer.create(record, started)
 
     @overload
     async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
@@ -293,8 +292,7 @@ class Engine:
         # Inside the parent's attempt (or step) span: the child joins the parent's trace.
         trace = _otel.start_context(child_id, path, parent=parent) if _otel.enabled() else None
         started = encode_entry(Started(path, raw, at, key, input_digest, parent, trace), self.store.max_entry_bytes)
-        await self._read(self.store.create, record, started)
-        await self.committer.flush()
+        await self.committer.create(record, started)
 
     async def _run_child(self, child_id: str, _outer: frozenset[str] = frozenset()) -> None:
         """Run an awaited child here if nobody else is running it; it may finish or suspend.
@@ -461,10 +459,9 @@ class Engine:
         # execution here reach this point meanwhile.
         self._running.add(invocation_id)
         try:
-            epoch, record = await self.committer.submit(
-                Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()),
-                durable=False,
-            )
+            # Invocations starting together (a worker's batch, a fleet) share one transaction.
+            epoch, record = await self.committer.submit_batched(
+                Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
             try:
                 entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
                            for seq, data in await self._read(self.store.entries, invocation_id)}
@@ -489,10 +486,10 @@ class Engine:
             if record.cancel_requested:
                 ctx.request_cancel("cancel requested")
             ctx.machine.rollback = record.cancel_rollback
-            execution = Execution(ctx, epoch, committer=self.committer, lease_ttl=self.lease_ttl,
-                                  poll_interval=self.poll_interval, handler_for=self.handler_for)
+            execution = Execution(ctx, epoch, committer=self.committer, handler_for=self.handler_for)
             tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
-            async with beside(execution.watch):
+            self._leases.add(ctx, epoch)
+            try:
                 if tracing is None:
                     return await execution.drive(fn, started)
                 ctx.wrap_step = tracing.wrap_step
@@ -501,6 +498,8 @@ class Engine:
                     tracing.finish(outcome.status, await self._read(self.store.get, invocation_id),
                                    replayer.replayed)
                     return outcome
+            finally:
+                self._leases.remove(ctx)
         finally:
             self._running.discard(invocation_id)
 

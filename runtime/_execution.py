@@ -4,7 +4,8 @@ The `Engine` acquires the lease, builds the context (and its `Machine`) and hand
 here. `Execution.drive` runs the handler and turns however it ended (a result, an error, a
 wait, a divergence, a cancellation, continue-as-new, a lost lease, a broken store) into
 the invocation's next status, written with what the machine still buffers in one append.
-`Execution.watch` runs beside it, renewing the lease and passing on cancel requests.
+Meanwhile the engine's lease watcher (`runtime/_leases.py`) renews the lease and passes on
+cancel requests.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from journal import (
     ErrorInfo,
     Failed,
     InvocationRecord,
-    Renew,
     SetStatus,
     Started,
     Status,
@@ -41,6 +41,7 @@ from journal.errors import EntryTooLarge, InvocationConflict, JournalError, Leas
 from ._branches import install as install_branches
 from ._clock import now_us
 from ._composition import ContinueAsNew
+from ._groups import leaves as _leaves
 from ._guard import _handler_scope
 from ._handlers import NO_INPUT, decode_input, load_recorded, prepare_input
 from ._invocation import InvocationContext, Restart
@@ -53,16 +54,14 @@ from .errors import Cancelled, NondeterminismError, TerminalError
 class Execution:
     """Drives one execution of an invocation whose lease (`epoch`) the engine holds."""
 
-    def __init__(self, ctx: InvocationContext, epoch: int, *, committer: Committer, lease_ttl: float,
-                 poll_interval: float, handler_for: Callable[[str], Callable[..., Any]] = load_recorded) -> None:
+    def __init__(self, ctx: InvocationContext, epoch: int, *, committer: Committer,
+                 handler_for: Callable[[str], Callable[..., Any]] = load_recorded) -> None:
         self.store = committer.store
         self.committer = committer
         self._read = committer.read  # store calls: off the loop when the store is blocking (PostgreSQL)
         self._handler_for = handler_for  # the engine's choice of code for a recorded handler name
         self.ctx = ctx
         self.epoch = epoch
-        self.lease_ttl = lease_ttl
-        self.poll_interval = poll_interval
 
     async def drive(self, fn: Callable[..., Any], started: Started) -> Outcome:
         """Run the handler to its end, a wait or a stop, and write where it stands."""
@@ -234,45 +233,6 @@ class Execution:
                     pass
             raise
         return Outcome.of(record)
-
-    async def watch(self) -> None:
-        """While the handler runs: renew the lease, and pass on cancel requests from other processes."""
-        ctx, epoch, invocation_id = self.ctx, self.epoch, self.ctx.invocation_id
-        ttl_us = int(self.lease_ttl * 1e6)
-        renew_every = self.lease_ttl / 3
-        since_renew = 0.0
-        while True:
-            await anyio.sleep(self.poll_interval)  # the lease's renewal and cross-process cancel requests
-            since_renew += self.poll_interval
-            # Nothing may escape a helper run beside the handler. On an error the handler stops
-            # at its next context call (a wait wakes up for it) and the run raises the error.
-            # A step in flight finishes first: renewing goes on meanwhile, each part on its own,
-            # so that no other process starts that step again while it runs.
-            try:
-                record = await self._read(self.store.get, invocation_id)
-                if record is not None and record.cancel_requested:
-                    ctx.request_cancel("cancel requested")
-                    ctx.machine.rollback = ctx.machine.rollback or record.cancel_rollback
-            except Exception as exc:  # noqa: BLE001
-                ctx.stop(exc)
-            if since_renew >= renew_every:
-                try:
-                    await self.committer.submit(Renew(invocation_id, epoch, ttl_us, now_us()), durable=False)
-                    since_renew = 0.0
-                except LeaseLost as exc:
-                    ctx.stop(exc)
-                    return
-                except Exception as exc:  # noqa: BLE001 - tried again at the next poll
-                    ctx.stop(exc)
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        out: list[BaseException] = []
-        for inner in exc.exceptions:
-            out += _leaves(inner)
-        return out
-    return [exc]
 
 
 def _error_info(leaves: list[BaseException]) -> ErrorInfo:

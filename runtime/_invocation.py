@@ -27,7 +27,6 @@ from journal import (
     Committer,
     Durability,
     Emitted,
-    ErrorInfo,
     Now,
     Patched,
     Promise,
@@ -48,7 +47,17 @@ from ._replayer import R, Replayer
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._state import State
 from ._step_info import _current
-from ._steps import PLAIN, attempts, idempotency_key, rebuild_error, return_type, step_digest
+from ._steps import (
+    PLAIN,
+    attempts,
+    check_step,
+    idempotency_key,
+    rebuild_error,
+    replayed_result,
+    return_type,
+    step_digest,
+    step_entry,
+)
 from ._suspend import Suspend
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
@@ -90,7 +99,7 @@ class InvocationContext(Composition, Context):
         self._spawner = spawner  # the engine: starts and runs child invocations
         self.state = State(self, key)
         self._inflight = 0  # steps and timers in flight
-        self._wake = anyio.Event()  # set when cancellation or a stop is requested from outside
+        self._wake: anyio.Event | None = None  # made by the first wait (most executions never wait)
         self._quiescing: anyio.Event | None = None
         self.on_step: Callable[[str, str, float, bool], None] | None = None
         # Wraps each live step function (tracing, see runtime/_otel.py); None costs one test per step.
@@ -137,10 +146,7 @@ class InvocationContext(Composition, Context):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> Any:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"ctx.run needs a step name (a non-empty string) first, got {name!r}")
-        if not callable(fn):
-            raise TypeError(f"ctx.run({name!r}, fn, ...): fn must be callable, got {fn!r}")
+        check_step(name, fn)
         rtype = type if type is not None else return_type(fn)
         call_digest = step_digest(name, args, kwargs)
         machine = self.machine
@@ -150,23 +156,10 @@ class InvocationContext(Composition, Context):
             seq, prev, recorded = await self._claim(Step, name, call_digest)
         if recorded is not None:
             self._report(name, "replayed", 0.0, True)
-            if recorded.error is not None:
-                raise rebuild_error(recorded.error)
-            try:
-                return decode_value(recorded.value, rtype)
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                raise machine.replayer.divergence(
-                    seq, f"step {name!r} with a result that no longer fits its return type", f"step {name!r} "
-                    f"returning {getattr(rtype, '__name__', rtype)!s}", [f"decoding the recorded result: {exc}"],
-                ) from None
-        # The guards repeat each call's own first test: a step pays no coroutine call for
-        # what does not apply (the hot path of every live step).
-        if machine.cancel_reason is not None:
-            await self._deliver_cancel(seq, prev)
-        if machine.pending:
-            await self._flush_pending()  # what the step may depend on is durable before its side effect
-        if self._restarting:  # always-replay: a sibling's step ended this round; start no side effect in it
-            raise Restart()
+            return replayed_result(machine.replayer, seq, name, recorded, rtype)
+        # A step pays no coroutine call for what does not apply (the hot path of every live step).
+        if machine.cancel_reason is not None or machine.pending or self._restarting:
+            await self._before_side_effect(seq, prev)
         if self.wrap_step is not None:
             fn = self.wrap_step(fn)
         started = time.perf_counter() if self.on_step is not None else 0.0
@@ -176,45 +169,32 @@ class InvocationContext(Composition, Context):
             # concurrent branches may be handed other seqs, but each step keeps its key.
             step = (self._id, seq, name, 1, machine.token())  # the position the claim moved to
             if timeout is None and retry is None:
-                # The hot path: one attempt, no deadline. A failure goes on to the retries.
+                # The hot path: one attempt, no deadline, and no coroutine call on the way, which
+                # is `attempts`'s first round written out (a failure goes on to its retries):
+                # W1 async paid 7-15% more per step through `attempts` (docs/performance.md).
                 published = _current.set(step)
-                failure: Exception | None = None
+                raised: Exception | None = None
                 try:
                     value = fn(*args, **kwargs)
                     if value.__class__ not in PLAIN and inspect.isawaitable(value):  # (`type` is a parameter)
                         value = await value
                 except Exception as exc:
-                    failure = exc
+                    raised = exc
                 finally:
                     _current.reset(published)
-                if failure is None:
-                    error, attempt = None, 1
-                else:  # outside the `except`: later attempts must not see this error as the one in flight
-                    value, error, attempt = await attempts(step, fn, args, kwargs, DEFAULT_RETRY, None, failure)
+                failure, attempt = None, 1
+                if raised is not None:  # outside the `except`: later attempts must not see it in flight
+                    value, failure, attempt = await attempts(step, fn, args, kwargs, DEFAULT_RETRY, None, raised)
             else:
-                value, error, attempt = await attempts(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
-            if error is not None:
-                await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev))
-                if self.on_step is not None:
-                    self._report(name, "failed", time.perf_counter() - started, False)
-                raise rebuild_error(error)
-            try:
-                raw = encode_value(value)
-                result = decode_value(raw, rtype)
-            except UnencodableValue as exc:
-                error = ErrorInfo("TerminalError", f"step {name!r} (seq {seq}) returned {exc}", True)
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                error = ErrorInfo("TerminalError", (
-                    f"step {name!r} (seq {seq}) returned a value that does not match its declared type "
-                    f"{getattr(rtype, '__name__', rtype)!s}: {exc}"), True)
-            if error is not None:
-                # The step ran; its failure is journaled like any terminal error, so replay
-                # raises it again without running the step, and the journal has no gap.
-                await self._commit(seq, Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev))
-                raise rebuild_error(error)
-            await self._commit(seq, Step(name, call_digest, now_us(), raw, attempts=attempt, prev=prev))
-            if self.on_step is not None:
-                self._report(name, "live", time.perf_counter() - started, False)
+                value, failure, attempt = await attempts(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
+            entry, result = step_entry(name, call_digest, seq, prev, value, failure, attempt, rtype)
+            # A step that ran and failed is journaled like one that returned, so replay
+            # raises the error again without running the step, and the journal has no gap.
+            await self._commit(seq, entry)
+            if self.on_step is not None and (failure is not None or entry.error is None):
+                self._report(name, "live" if failure is None else "failed", time.perf_counter() - started, False)
+            if entry.error is not None:
+                raise rebuild_error(entry.error)
         finally:
             self._done_one()
         if self._always_replay and self._inflight == 0 and not self._exit_mode:
@@ -258,7 +238,7 @@ class InvocationContext(Composition, Context):
             await self._quiesce(own=1)
             raise Suspend(wake_at=until)
         with anyio.move_on_after((until - now) / 1e6):  # the durable timer itself, or a cancel request
-            await self._wake.wait()
+            await self._waker().wait()
         machine.raise_if_stopped()
         if machine.cancel_due:
             seq, prev, _ = await self._claim(CancelReceived)
@@ -312,7 +292,7 @@ class InvocationContext(Composition, Context):
             # look again every 50 ms until the deadline (this waits for a promise, it
             # decides nothing about replay).
             with anyio.move_on_after(min(left, 0.05)):
-                await self._wake.wait()
+                await self._waker().wait()
             self.machine.raise_if_stopped()
             if self.machine.cancel_reason is not None:
                 break
@@ -335,11 +315,22 @@ class InvocationContext(Composition, Context):
     def stop(self, error: Exception) -> None:
         """Stop the handler at its next context call with `error`; a wait in progress wakes for it."""
         self.machine.stop(error)
-        self._wake.set()
+        if self._wake is not None:
+            self._wake.set()
 
     def request_cancel(self, reason: str) -> None:
-        if self.machine.request_cancel(reason):
+        if self.machine.request_cancel(reason) and self._wake is not None:
             self._wake.set()
+
+    def _waker(self) -> anyio.Event:
+        """The event a wait wakes on when a cancel or a stop is requested from outside; one
+        requested before the first wait made it is already set."""
+        if self._wake is None:
+            self._wake = anyio.Event()
+            machine = self.machine
+            if machine.lost is not None or machine.broken is not None or machine.cancel_reason is not None:
+                self._wake.set()
+        return self._wake
 
     async def finish(self, entry: Any | None, transition: Transition) -> Any:
         """Commit the final entry (if any), everything buffered, and the status change, at once."""
@@ -354,13 +345,31 @@ class InvocationContext(Composition, Context):
         try:
             found = self.machine.claim(kind, name, call_digest)
         except EndOfJournal:
-            await anyio.sleep_forever()  # replay-only: this branch would run live from here; it stops
+            await self._park()  # replay-only: this branch would run live from here; it stops
         fence = _fence.get()
         if found[2] is None and fence is not None:
             # A branch that lost a replayed select stops where its recorded path ends.
             fence.parked.set()
-            await anyio.sleep_forever()
+            await self._park()
         return found
+
+    async def _before_side_effect(self, seq: int, prev: int) -> None:
+        """Before a live step runs: a cancel is delivered, what it may depend on is durable,
+        and in always-replay mode no side effect starts once a sibling's step ended the round."""
+        if self.machine.cancel_reason is not None:
+            await self._deliver_cancel(seq, prev)
+        if self.machine.pending:
+            await self._flush_pending()
+        if self._restarting:
+            raise Restart()
+
+    async def _park(self) -> None:
+        """Stop the calling branch until it is cancelled (counted by the machine meanwhile)."""
+        self.machine.park(True)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.machine.park(False)
 
     def _deliver_cancel_sync(self, seq: int, prev: int) -> None:
         if self.machine.cancel_due:

@@ -68,6 +68,11 @@ class Machine:
         self.checked = 0  # recorded operations replayed
         self.stopped_at: int | None = None  # replay-only: the lowest seq that would have run live
         self.on_halt: Callable[[], None] | None = None  # told when a branch stops or diverges
+        # Replay-only: the handler's tasks still running (counted by runtime/_branches.py
+        # once `count_branches` is called), and how many of them are parked where they stop
+        # (they would go live there, or lost a replayed select) until they are cancelled.
+        self.branches = 1
+        self.parked = 0
 
     # -- positions -------------------------------------------------------------------------
 
@@ -164,6 +169,21 @@ class Machine:
                 "concurrent context calls with `await ctx.gather(...)` instead"
             )
         self._live_at.add(last)
+
+    def branch_started(self) -> None:
+        self.branches += 1
+
+    def branch_ended(self) -> None:
+        self.branches -= 1
+
+    def park(self, parked: bool) -> None:
+        """The calling branch parks where it stops for good (True), or is released (False)."""
+        self.parked += 1 if parked else -1
+
+    @property
+    def all_parked(self) -> bool:
+        """Every live branch has stopped for good: nothing can claim anything more."""
+        return self.parked >= self.branches
 
     def _halt(self, divergence: NondeterminismError) -> None:
         self.divergence = self.divergence or divergence

@@ -1,5 +1,7 @@
 """What running a step's function takes: its attempts under a retry policy and a deadline,
-the type its result decodes to, the digest of its call, and how a journaled error is raised."""
+the type its result decodes to, the digest of its call, the entry that journals how it
+ended, and how a journaled result is handed back (or its error raised) on replay.
+`InvocationContext.run` (runtime/_invocation.py) strings these together around its claim."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import msgspec
 
-from journal import ErrorInfo, Step, digest
+from journal import ErrorInfo, Step, UnencodableValue, decode_value, digest, encode_value
 
 from ._branches import position_after
+from ._clock import now_us
 from ._retry import RetryPolicy
 from ._step_info import _current
 from .errors import PromiseRejected, StepTimeout, TerminalError
@@ -22,6 +26,13 @@ from .errors import PromiseRejected, StepTimeout, TerminalError
 PLAIN = frozenset({bytes, str, int, float, bool, dict, list, tuple, type(None)})
 
 _bare_digests: dict[str, int] = {}
+
+
+def check_step(name: Any, fn: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"ctx.run needs a step name (a non-empty string) first, got {name!r}")
+    if not callable(fn):
+        raise TypeError(f"ctx.run({name!r}, fn, ...): fn must be callable, got {fn!r}")
 
 
 def step_digest(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
@@ -65,6 +76,36 @@ def return_type(fn: Callable[..., Any]) -> Any:
     except TypeError:  # not weakly referenceable (a builtin): look it up each time
         pass
     return hint
+
+
+def replayed_result(replayer: Any, seq: int, name: str, recorded: Step, rtype: Any) -> Any:
+    """What a replayed step hands back: its journaled result, or its journaled error raised."""
+    if recorded.error is not None:
+        raise rebuild_error(recorded.error)
+    try:
+        return decode_value(recorded.value, rtype)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise replayer.divergence(
+            seq, f"step {name!r} with a result that no longer fits its return type", f"step {name!r} "
+            f"returning {getattr(rtype, '__name__', rtype)!s}", [f"decoding the recorded result: {exc}"],
+        ) from None
+
+
+def step_entry(name: str, call_digest: int, seq: int, prev: int, value: Any, error: ErrorInfo | None,
+               attempt: int, rtype: Any) -> tuple[Step, Any]:
+    """The entry that journals how a live step ended, and the result `ctx.run` returns: the
+    value as decoded from its journaled bytes, so a live run and a replay return the same."""
+    if error is None:
+        try:
+            raw = encode_value(value)
+            return Step(name, call_digest, now_us(), raw, attempts=attempt, prev=prev), decode_value(raw, rtype)
+        except UnencodableValue as exc:
+            error = ErrorInfo("TerminalError", f"step {name!r} (seq {seq}) returned {exc}", True)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            error = ErrorInfo("TerminalError", (
+                f"step {name!r} (seq {seq}) returned a value that does not match its declared type "
+                f"{getattr(rtype, '__name__', rtype)!s}: {exc}"), True)
+    return Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev), None
 
 
 async def attempts(

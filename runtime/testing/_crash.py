@@ -340,7 +340,7 @@ def is_crash(exc: BaseException) -> bool:
     if isinstance(exc, _Crash):
         return True
     if isinstance(exc, BaseExceptionGroup):
-        return any(is_crash(e) for e in exc.exceptions)
+        return exc.subgroup(_Crash) is not None
     return False
 
 

@@ -31,6 +31,7 @@ import msgspec
 from journal import Durability, Entry, Store, decode_entry
 from journal.errors import JournalError
 
+from .._branches import count_branches
 from .._branches import install as install_branches
 from .._composition import ContinueAsNew
 from .._engine import Engine
@@ -43,8 +44,12 @@ from .._step_info import _current
 from .._suspend import Suspend
 from ..errors import InvocationNotFound
 
-# Scheduler rounds without any claim before a stopped check ends: replay does no I/O, so
-# branches that can still make progress do so at every round.
+# The check ends as soon as every live branch of the handler has stopped for good
+# (`Machine.all_parked`). A branch that is neither stopped nor finished may be waiting for
+# something outside the journal: an event that a stopped sibling would have set after its
+# live step waits for ever, and nothing tells such a wait from one a running sibling is
+# about to end. Only then does a count bound the check: this many scheduler rounds without
+# a claim (replay does no I/O, so branches that can make progress do so at every round).
 _QUIET_ROUNDS = 64
 
 
@@ -125,6 +130,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
         spawner=_NoChildren(store), replay_only=True,
     )
     machine = ctx.machine
+    count_branches(machine)
     settled = anyio.Event()  # a branch stopped or diverged: the check is ending
     machine.on_halt = settled.set
     ended: list[BaseException | None] = []
@@ -148,10 +154,10 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
 
     async def watch(scope: anyio.CancelScope) -> None:
         # Once a branch stopped at the end of the journal (or diverged), let the others run
-        # until nothing more is claimed, then end the check.
+        # until every one of them has stopped too, then end the check.
         await settled.wait()
         quiet = 0
-        while quiet < _QUIET_ROUNDS and machine.divergence is None:
+        while not machine.all_parked and quiet < _QUIET_ROUNDS and machine.divergence is None:
             before = replayer.claims
             await anyio.lowlevel.checkpoint()
             quiet = 0 if replayer.claims != before else quiet + 1
@@ -182,6 +188,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
 
 def _handler_ending(exc: BaseException) -> bool:
     """Whether `exc` is a way the handler itself ended (an error, a wait, continue-as-new, a stop)."""
+    endings = (Exception, EndOfJournal, Suspend, ContinueAsNew, anyio.get_cancelled_exc_class())
     if isinstance(exc, BaseExceptionGroup):
-        return all(_handler_ending(e) for e in exc.exceptions)
-    return isinstance(exc, (Exception, EndOfJournal, Suspend, ContinueAsNew, anyio.get_cancelled_exc_class()))
+        return exc.split(endings)[1] is None  # nothing else in the group
+    return isinstance(exc, endings)

@@ -211,3 +211,10 @@ async def compensating_turn(ctx: Context, job: dict) -> str:
         await ctx.run("undo", _undo_once, job["marker"])
         raise
     return job["message"]
+
+
+async def collector(ctx: Context) -> list:
+    """The garbage collector's thresholds in the process running the handler."""
+    import gc
+
+    return list(gc.get_threshold())

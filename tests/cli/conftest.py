@@ -1,3 +1,4 @@
+import gc
 import json
 import os
 import subprocess
@@ -16,6 +17,15 @@ AGENTS = HERE / "agents.py"
 def target(name: str) -> str:
     """`tests/cli/agents.py:NAME` as an absolute handler path."""
     return f"{AGENTS}:{name}"
+
+
+@pytest.fixture(autouse=True)
+def _collector_restored():
+    """`journal run`, `resume`, `worker` and `serve` tune the collector of the process they
+    own; invoked in-process here, they must not change it for the rest of the session."""
+    before = gc.get_threshold()
+    yield
+    gc.set_threshold(*before)
 
 
 @pytest.fixture

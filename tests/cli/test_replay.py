@@ -182,6 +182,73 @@ async def test_concurrent_steps_replay_whatever_order_they_finished_in():
     assert (report.checked, report.finished, report.stopped_at) == (4, True, None)
 
 
+class _Crash(BaseException):
+    """Stands in for the process dying mid-way: nothing more is journaled."""
+
+
+@pytest.mark.anyio
+async def test_the_check_of_an_unfinished_task_group_stops_once_every_branch_stops():
+    # Recorded: three branches, each one step, then the process died in the middle of the
+    # second round. Replayed: every branch stops where it would go live, so the check ends
+    # there (at once, without waiting for a quiet spell) and reports what it checked.
+    armed = {"crash": True}
+
+    def second(name):
+        if armed["crash"] and name == "b":
+            raise _Crash()
+        return name
+
+    async def agent(ctx) -> list:
+        async def branch(name):
+            await ctx.run(name, lambda: name)
+            await ctx.run(name + "-2", second, name)
+
+        async with anyio.create_task_group() as tg:
+            for name in "abc":
+                tg.start_soon(branch, name)
+        return "done"
+
+    store = MemoryStore()
+    async with Engine.open(store=store) as engine:
+        with pytest.raises(BaseException) as crashed:
+            await engine.run(agent, id="inv")
+    assert crashed.group_contains(_Crash) if isinstance(crashed.value, BaseExceptionGroup) else crashed.type is _Crash
+    seqs = {seq for seq, _ in store.entries("inv", 1)}
+    # Branch b's second step took its seq before it ran, and the process died in it: a gap.
+    missing = min(set(range(1, max(seqs) + 2)) - seqs)
+    with anyio.fail_after(5):
+        report = await replay_journal(agent, store, "inv")
+    assert not report.finished and report.checked == len(seqs) == 5 and report.stopped_at == missing
+
+
+@pytest.mark.anyio
+async def test_a_branch_waiting_on_a_stopped_sibling_does_not_keep_the_check_running():
+    # A branch awaiting an event that a sibling sets only after a step the journal does not
+    # hold: the sibling stops there, the event never comes, and the check still ends.
+    async def agent(ctx) -> str:
+        ready = anyio.Event()
+
+        async def producer():
+            await ctx.run("make", lambda: "made")
+            ready.set()
+
+        async def consumer():
+            await ready.wait()
+            await ctx.run("use", lambda: "used")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consumer)
+            tg.start_soon(producer)
+        return "done"
+
+    store = MemoryStore()
+    async with Engine.open(store=store) as engine:
+        await engine.start(agent, id="inv")  # journaled: entry 0 only
+    with anyio.fail_after(5):
+        report = await replay_journal(agent, store, "inv")
+    assert (report.checked, report.finished, report.stopped_at) == (0, False, 1)
+
+
 @pytest.mark.anyio
 async def test_a_handler_that_swallows_the_divergence_still_fails_the_check():
     async def recorded(ctx) -> str:

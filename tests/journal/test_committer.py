@@ -38,6 +38,37 @@ async def test_concurrent_sync_appends_share_transactions_and_fsyncs(tmp_path):
     store.close()
 
 
+async def test_leases_taken_together_share_one_transaction_and_wait_for_no_fsync(tmp_path):
+    import os
+
+    from journal import HOST, Acquire
+    from journal.errors import InvocationBusy
+
+    store = LmdbStore(tmp_path / "db")
+    committer = Committer(store, "sync")
+    synced = []
+    real_sync = store.sync
+    store.sync = lambda: (synced.append(1), real_sync())
+    for i in range(50):
+        create(store, f"i{i}")
+    results = {}
+
+    async def take(i, owner):
+        try:
+            results[i, owner] = (await committer.submit_batched(Acquire(f"i{i}", owner, HOST, os.getpid(), 10**9, 1)))[0]
+        except InvocationBusy as exc:
+            results[i, owner] = exc
+
+    async with anyio.create_task_group() as tg:
+        for i in range(50):
+            tg.start_soon(take, i, "me")
+        tg.start_soon(take, 7, "rival")  # in the same transaction, after "me" took it: refused on its own
+    assert all(results[i, "me"] == 1 for i in range(50)) and isinstance(results[7, "rival"], InvocationBusy)
+    assert all(store.lease(f"i{i}").owner == "me" for i in range(50))
+    assert committer.batches < 5 and synced == []
+    store.close()
+
+
 async def test_each_op_of_a_group_gets_its_own_result(tmp_path):
     store = LmdbStore(tmp_path / "db")
     committer = Committer(store, "sync")

@@ -259,6 +259,33 @@ class StoreContract(abc.ABC):
         record = store.apply_one(RequestCancel("inv-1", T0 + 1))
         assert record.cancel_requested and record.status == Status.PENDING
 
+    def test_invocations_created_in_one_batch_each_succeed_or_conflict_on_their_own(self, store):
+        from journal import Create, Started, digest, encode_entry, encode_value
+
+        def creation(invocation_id, value, key=None):
+            raw = encode_value(value)
+            d = digest(bytes(raw))
+            record = InvocationRecord(invocation_id, "pkg.mod:agent", Status.PENDING, T0, T0, key, d)
+            return Create(record, encode_entry(Started("pkg.mod:agent", raw, T0, key, d)))
+
+        create(store, "taken", value="first")
+        results = store.apply([creation("a", 1), creation("taken", "other"), creation("taken", "first"),
+                               creation("b", 2, key="thread-1"), creation("bad\x00id", 3)])
+        (a, a_created), conflict, (taken, taken_created), (b, _), bad = results
+        assert a_created and a.id == "a" and not taken_created and taken.id == "taken"
+        assert isinstance(conflict, InvocationConflict) and isinstance(bad, InvalidId)
+        assert store.get("b").key == "thread-1" and store.entry_count("a") == 1
+        assert {r.id for r in store.list(Status.PENDING)} == {"taken", "a", "b"}  # each one runnable
+
+    def test_every_cancel_request_is_counted_so_a_watcher_knows_when_to_look(self, store):
+        create(store, "a")
+        create(store, "b")
+        assert store.cancel_requests_made() == 0
+        store.apply_one(RequestCancel("a", T0 + 1))
+        store.apply([RequestCancel("b", T0 + 2), RequestCancel("a", T0 + 3)])
+        assert store.cancel_requests_made() == 3
+        assert store.get("a").cancel_requested and store.get("b").cancel_requested
+
     def test_a_failed_op_in_a_batch_does_not_stop_the_others(self, store):
         create(store, "a")
         create(store, "b")

@@ -5,7 +5,7 @@ import asyncio
 import anyio
 import pytest
 
-from journal import Status, decode_entry, decode_value, kind_of
+from journal import InvocationRecord, Status, decode_entry, decode_value, kind_of
 from runtime import Cancelled, Context, InvocationConflict, PromiseRejected, TerminalError
 
 from ..waiting import leases_lapsed
@@ -280,12 +280,14 @@ async def test_cancel_of_a_running_invocation_arrives_at_its_next_context_call(o
         read = engine.committer.read
 
         async def watched_read(fn, *args):
-            # The lease watcher reads the record and hands a request on before it next awaits;
-            # checked once the read is back on the event loop (a blocking store reads on a thread).
-            record = await read(fn, *args)
-            if fn == engine.store.get and record is not None and record.cancel_requested:
+            # The lease watcher reads the records of the invocations it watches and hands a
+            # request on before it next awaits; checked once the read is back on the event
+            # loop (a blocking store reads on a thread).
+            result = await read(fn, *args)
+            if isinstance(result, list) and any(isinstance(r, InvocationRecord) and r.id == "cx"
+                                                and r.cancel_requested for r in result):
                 request_seen.set()
-            return record
+            return result
 
         engine.committer.read = watched_read
         async with anyio.create_task_group() as tg:

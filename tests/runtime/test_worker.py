@@ -144,6 +144,67 @@ async def test_the_owner_renews_its_lease_while_it_runs(open_engine, db):
         assert results[0].result == "done"
 
 
+async def test_one_watcher_renews_the_leases_of_many_concurrent_invocations(open_engine, db):
+    started, checked = [anyio.Event() for _ in range(20)], anyio.Event()
+
+    async def long(ctx: Context, i: int) -> int:
+        await ctx.run("a", lambda: 1)
+        started[i].set()
+        await checked.wait()  # busy for longer than the lease's time to live
+        return await ctx.run("b", lambda: i)
+
+    async with open_engine(lease_ttl=0.3, poll_interval=0.02) as owner:
+        async with anyio.create_task_group() as tg:
+            results = {}
+
+            async def run(i):
+                results[i] = await owner.run(long, i, id=f"lease-{i}")
+
+            for i in range(20):
+                tg.start_soon(run, i)
+            for event in started:
+                await event.wait()
+            # Started at different moments, each lease is renewed before it would expire.
+            for i in (0, 7, 19):
+                await _a_rival_cannot_take_over(db, owner.store, f"lease-{i}")
+            checked.set()
+        assert {i: r.result for i, r in results.items()} == {i: i for i in range(20)}
+
+
+async def test_a_cancel_request_from_another_engine_reaches_only_its_invocation(open_engine, db, calls):
+    started = [anyio.Event() for _ in range(5)]
+
+    async def agent(ctx: Context, i: int) -> str:
+        await ctx.run("first", calls("first"))
+        started[i].set()
+        await ctx.sleep(600)  # waited here (under the inline limit): a cancel request wakes it
+        return await ctx.run("second", calls("second"))
+
+    async with open_engine(poll_interval=0.02, inline_sleep_limit=3600) as engine:
+        results = {}
+        async with anyio.create_task_group() as tg:
+
+            async def run(i):
+                results[i] = await engine.run(agent, i, id=f"c-{i}")
+
+            for i in range(5):
+                tg.start_soon(run, i)
+            for event in started:
+                await event.wait()
+            from runtime import Engine
+
+            async with Engine.open(db) as other:  # another process's engine, on the same store
+                await other.cancel("c-2", run=False)
+            with anyio.fail_after(DEADLINE):  # not the full ten minutes
+                await until(lambda: 2 in results, "the cancel to reach c-2")
+            tg.cancel_scope.cancel()  # the others stop here, still sleeping, and stay resumable
+        statuses = {i: engine.store.get(f"c-{i}").status for i in range(5)}
+    assert results[2].status == Status.CANCELLED
+    assert statuses == {0: Status.PENDING, 1: Status.PENDING, 2: Status.CANCELLED, 3: Status.PENDING,
+                        4: Status.PENDING}
+    assert calls.counts == {"first": 5}
+
+
 @contextlib.contextmanager
 def _failing_reads(engine, message, *, when=lambda: True, once=False):
     """Make `store.get`, the lease watcher's read, raise StoreError(message) while `when()` holds.
