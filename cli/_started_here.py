@@ -74,7 +74,25 @@ def required(url: str, invocation_id: str) -> str:
         raise fail("on PostgreSQL the handler is not read from the database, and `journal run` did not start "
                    "this invocation from this host: pass --handler NAME=TARGET (the name the invocation "
                    "records; `journal show ID` prints it)")
+    refused = refusal(noted)
+    if refused is not None:
+        raise fail(refused)
     return noted
+
+
+def refusal(handler: str) -> str | None:
+    """Why the noted `handler` may not be imported now, if it may not.
+
+    The note names the code, not its contents: a file that another user can write since
+    (or that changed hands) is refused as it would be if an LMDB journal named it."""
+    from runtime._handlers import check_recorded
+    from runtime.errors import HandlerNotFound
+
+    try:
+        check_recorded(handler, named_by="`journal run` started this invocation from here with")
+    except HandlerNotFound as exc:
+        return str(exc)
+    return None
 
 
 def _private(path: Path) -> bool:
