@@ -50,21 +50,37 @@ def note(url: str, invocation_id: str, handler: str) -> None:
 def handler_for(url: str, invocation_id: str) -> str | None:
     """The handler this user's `journal run` started `invocation_id` with here, if it did."""
     path = _ledger(url)
-    if not (_private(path.parent) and _private(path)):
+    if not _private(path.parent):
         return None
-    found = None
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    noted_id, handler = json.loads(line)
-                except (ValueError, TypeError):
-                    continue  # a line cut short by a crash
-                if noted_id == invocation_id and isinstance(handler, str):
-                    found = handler
-    except OSError:
+    info = _private(path)
+    if info is None:
         return None
-    return found
+    # Read once per version of the file: `journal replay --all` asks for every invocation,
+    # and the file gains a line with every `journal run`.
+    version = (info.st_ino, info.st_size, info.st_mtime_ns)
+    cached = _read.get(path)
+    if cached is None or cached[0] != version:
+        try:
+            cached = _read[path] = (version, _parse(path))
+        except OSError:
+            return None
+    return cached[1].get(invocation_id)
+
+
+_read: dict[Path, tuple[tuple[int, int, int], dict[str, str]]] = {}
+
+
+def _parse(path: Path) -> dict[str, str]:
+    noted: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                noted_id, handler = json.loads(line)
+            except (ValueError, TypeError):
+                continue  # a line cut short by a crash
+            if isinstance(noted_id, str) and isinstance(handler, str):
+                noted[noted_id] = handler  # the latest note of an id counts
+    return noted
 
 
 def required(url: str, invocation_id: str) -> str:
@@ -95,10 +111,10 @@ def refusal(handler: str) -> str | None:
     return None
 
 
-def _private(path: Path) -> bool:
-    """Owned by this user and writable by nobody else."""
+def _private(path: Path) -> os.stat_result | None:
+    """Its status if it is owned by this user and writable by nobody else."""
     try:
         info = path.stat()
     except OSError:
-        return False
-    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        return None
+    return info if info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) else None
