@@ -38,9 +38,14 @@ def note(url: str, invocation_id: str, handler: str) -> None:
     path = _ledger(url)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if not _private(path.parent):
+            return  # another user could swap the file under us: note nothing
+        # Never through a link: whoever placed one would choose which file of ours grows.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, (json.dumps([invocation_id, handler]) + "\n").encode())
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_uid == os.getuid():
+                os.write(fd, (json.dumps([invocation_id, handler]) + "\n").encode())
         finally:
             os.close(fd)
     except OSError:
