@@ -45,10 +45,10 @@ async def test_leases_taken_together_share_one_transaction_and_wait_for_no_fsync
     from journal.errors import InvocationBusy
 
     store = LmdbStore(tmp_path / "db")
-    committer = Committer(store, "sync")
     synced = []
     real_sync = store.sync
     store.sync = lambda: (synced.append(1), real_sync())
+    committer = Committer(store, "sync")  # after the patch: its flusher keeps the fsync it is given
     for i in range(50):
         create(store, f"i{i}")
     results = {}
@@ -66,6 +66,8 @@ async def test_leases_taken_together_share_one_transaction_and_wait_for_no_fsync
     assert all(results[i, "me"] == 1 for i in range(50)) and isinstance(results[7, "rival"], InvocationBusy)
     assert all(store.lease(f"i{i}").owner == "me" for i in range(50))
     assert committer.batches < 5 and synced == []
+    await committer.flush()  # the counter sees an fsync when there is one
+    assert synced == [1]
     store.close()
 
 
