@@ -65,6 +65,19 @@ def _started_here(db: str | None, store: Any, invocation_id: str) -> str | None:
     return noted if record is not None and record.handler == noted else None
 
 
+def _replay_noted(db: str | None, store: Any, invocation_id: str) -> dict[str, Any]:
+    """`_replay_one` with the code `journal run` started the invocation with from here, if it may run."""
+    from ._started_here import refusal
+
+    noted = _started_here(db, store, invocation_id)
+    refused = None if noted is None else refusal(noted)
+    if noted is not None and refused is None:
+        return _replay_one(store, invocation_id, noted)
+    message = refused or ("on PostgreSQL the handler is not read from the database, and `journal run` did not "
+                          "start it from this host: pass --handler TARGET")
+    return {"id": invocation_id, "status": "error", "seq": None, "checked": 0, "finished": False, "message": message}
+
+
 def _replay_line(r: dict[str, Any]) -> str:
     r = {k: render.safe(v) if isinstance(v, str) else v for k, v in r.items()}
     if r["status"] == "ok":
@@ -111,10 +124,7 @@ def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db:
         if target is None and is_postgres(db):
             # The handler is not read from the database: only one `journal run` started from
             # this host (and this user) is replayed without --handler, with the code it ran.
-            results = [_replay_one(store, i, noted) if (noted := _started_here(db, store, i)) is not None else
-                       {"id": i, "status": "error", "seq": None, "checked": 0, "finished": False,
-                        "message": "on PostgreSQL the handler is not read from the database, and `journal run` "
-                                   "did not start it from this host: pass --handler TARGET"} for i in ids]
+            results = [_replay_noted(db, store, i) for i in ids]
         else:
             results = [_replay_one(store, i, target) for i in ids]
     if as_json:

@@ -38,9 +38,14 @@ def note(url: str, invocation_id: str, handler: str) -> None:
     path = _ledger(url)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if not _private(path.parent):
+            return  # another user could swap the file under us: note nothing
+        # Never through a link: whoever placed one would choose which file of ours grows.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, (json.dumps([invocation_id, handler]) + "\n").encode())
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_uid == os.getuid():
+                os.write(fd, (json.dumps([invocation_id, handler]) + "\n").encode())
         finally:
             os.close(fd)
     except OSError:
@@ -50,21 +55,37 @@ def note(url: str, invocation_id: str, handler: str) -> None:
 def handler_for(url: str, invocation_id: str) -> str | None:
     """The handler this user's `journal run` started `invocation_id` with here, if it did."""
     path = _ledger(url)
-    if not (_private(path.parent) and _private(path)):
+    if not _private(path.parent):
         return None
-    found = None
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    noted_id, handler = json.loads(line)
-                except (ValueError, TypeError):
-                    continue  # a line cut short by a crash
-                if noted_id == invocation_id and isinstance(handler, str):
-                    found = handler
-    except OSError:
+    info = _private(path)
+    if info is None:
         return None
-    return found
+    # Read once per version of the file: `journal replay --all` asks for every invocation,
+    # and the file gains a line with every `journal run`.
+    version = (info.st_ino, info.st_size, info.st_mtime_ns)
+    cached = _read.get(path)
+    if cached is None or cached[0] != version:
+        try:
+            cached = _read[path] = (version, _parse(path))
+        except OSError:
+            return None
+    return cached[1].get(invocation_id)
+
+
+_read: dict[Path, tuple[tuple[int, int, int], dict[str, str]]] = {}
+
+
+def _parse(path: Path) -> dict[str, str]:
+    noted: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                noted_id, handler = json.loads(line)
+            except (ValueError, TypeError):
+                continue  # a line cut short by a crash
+            if isinstance(noted_id, str) and isinstance(handler, str):
+                noted[noted_id] = handler  # the latest note of an id counts
+    return noted
 
 
 def required(url: str, invocation_id: str) -> str:
@@ -74,13 +95,31 @@ def required(url: str, invocation_id: str) -> str:
         raise fail("on PostgreSQL the handler is not read from the database, and `journal run` did not start "
                    "this invocation from this host: pass --handler NAME=TARGET (the name the invocation "
                    "records; `journal show ID` prints it)")
+    refused = refusal(noted)
+    if refused is not None:
+        raise fail(refused)
     return noted
 
 
-def _private(path: Path) -> bool:
-    """Owned by this user and writable by nobody else."""
+def refusal(handler: str) -> str | None:
+    """Why the noted `handler` may not be imported now, if it may not.
+
+    The note names the code, not its contents: a file that another user can write since
+    (or that changed hands) is refused as it would be if an LMDB journal named it."""
+    from runtime._handlers import check_recorded
+    from runtime.errors import HandlerNotFound
+
+    try:
+        check_recorded(handler, named_by="`journal run` started this invocation from here with")
+    except HandlerNotFound as exc:
+        return str(exc)
+    return None
+
+
+def _private(path: Path) -> os.stat_result | None:
+    """Its status if it is owned by this user and writable by nobody else."""
     try:
         info = path.stat()
     except OSError:
-        return False
-    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        return None
+    return info if info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) else None

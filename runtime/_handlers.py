@@ -133,20 +133,26 @@ def load_recorded(path: str) -> Callable[..., Any]:
     """
     if path in _by_path:
         return _by_path[path]
+    check_recorded(path)
+    return load_handler(path)
+
+
+def check_recorded(path: str, named_by: str = "the journal names") -> None:
+    """Raise `HandlerNotFound` unless `path`, a handler named by a record or a note (not by
+    the user just now), is one `load_recorded` may import: see its rule."""
     target, sep, attr = path.rpartition(":")
     if sep and target and attr:
         if target.endswith(".py") or os.sep in target:
-            _check_recorded_file(target, path)
+            _check_recorded_file(target, path, named_by)
         else:
             top = target.split(".", 1)[0]
             if top in sys.stdlib_module_names or top in _OWN_PACKAGES:
                 raise HandlerNotFound(
-                    f"the journal names handler {path!r}, a module of "
+                    f"{named_by} handler {path!r}, a module of "
                     + ("the standard library" if top in sys.stdlib_module_names else "journal itself")
                     + ", which is never a handler; it was not imported. If you meant to run this "
                     "invocation, name its code yourself with --handler path/to/file.py:function"
                 )
-    return load_handler(path)
 
 
 def _module_root_clash(target: str, path: str) -> None:
@@ -168,8 +174,8 @@ def _module_root_clash(target: str, path: str) -> None:
         _own_name_clash(root, path)
 
 
-def _check_recorded_file(target: str, path: str) -> None:
-    refuse = f"the journal names handler {path!r}, but "
+def _check_recorded_file(target: str, path: str, named_by: str) -> None:
+    refuse = f"{named_by} handler {path!r}, but "
     fix = "; it was not imported. If it is your code, name it yourself with --handler TARGET"
     if not os.path.isabs(target) or not target.endswith(".py"):
         raise HandlerNotFound(refuse + "a recorded file handler is an absolute path to a .py file" + fix)

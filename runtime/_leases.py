@@ -10,7 +10,8 @@ steps. Here one task wakes every `poll_interval` for all of them:
 - the store's count of cancel requests (`KVStore.cancel_requests_made`, one small read)
   tells whether anyone asked to cancel anything since the last look; only then, and once
   every renewal period for writers that do not count (older releases, other stores), are
-  the records of the executions here read, all in one store call.
+  the records of the executions here read, all in one store call (an execution's own
+  record is also read at the first look after it started: see `_Watched.looked`).
 
 So renewal deadlines and cancel latency are what they were: a lease is renewed within
 `poll_interval` of a third of its time to live, a cancel request is seen within
@@ -40,12 +41,16 @@ if TYPE_CHECKING:
 
 
 class _Watched:
-    __slots__ = ("ctx", "epoch", "renewed")
+    __slots__ = ("ctx", "epoch", "renewed", "looked")
 
     def __init__(self, ctx: InvocationContext, epoch: int) -> None:
         self.ctx = ctx
         self.epoch = epoch
         self.renewed = time.monotonic()  # the lease was just acquired
+        # Whether a look read its record since. The claim's record shows the requests made
+        # before it; one made between the claim and `add` may already be in the count that
+        # the last look saw, so the first look after `add` reads this record whatever the count.
+        self.looked = False
 
 
 class Leases:
@@ -124,16 +129,19 @@ class Leases:
         try:
             count = None if counted is None else await read(counted)
             now = time.monotonic()
-            if count is not None and count == self._cancels and now - self._looked < self.lease_ttl / 3:
+            every = count is None or count != self._cancels or now - self._looked >= self.lease_ttl / 3
+            watched = [w for w in self._live.values() if every or not w.looked]
+            if not watched:
                 return
-            watched = list(self._live.values())
             records = await read(_records, store, [w.ctx.invocation_id for w in watched])
         except Exception as exc:  # noqa: BLE001 - the handlers stop at their next context call
             for w in list(self._live.values()):
                 w.ctx.stop(exc)
             return
-        self._cancels, self._looked = count, now
+        if every:
+            self._cancels, self._looked = count, now
         for w, record in zip(watched, records, strict=True):
+            w.looked = True
             if record is not None and record.cancel_requested:
                 w.ctx.request_cancel("cancel requested")
                 w.ctx.machine.rollback = w.ctx.machine.rollback or record.cancel_rollback

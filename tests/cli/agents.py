@@ -112,6 +112,13 @@ async def cancellable(ctx: Context, input: dict) -> str:
     return "done"
 
 
+async def sleeps_inline(ctx: Context, input: dict) -> str:
+    """Logs `started`, then sleeps inline (under the 60 s limit): only a cancel request ends it early."""
+    await ctx.run("started", record, input["log"], "started")
+    await ctx.sleep(50)
+    return "slept"
+
+
 def not_async(ctx: Context, input: dict) -> str:
     return "sync"
 

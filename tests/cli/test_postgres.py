@@ -141,3 +141,28 @@ def test_only_what_journal_run_started_from_here_resumes_without_handler(journal
     assert refused.exit_code == 2 and "did not start" in refused.stderr and "--handler" in refused.stderr
     replayed = journal("replay", "h1", "--json")
     assert replayed.exit_code == 2 and "--handler" in loads(replayed.stdout)[0]["message"]
+
+
+_WAITING = '''
+async def wait(ctx, input):
+    return await ctx.promise("go")
+'''
+
+
+def test_resume_does_not_import_a_noted_handler_file_that_another_user_can_now_write(sh, tmp_path):
+    # `journal run` noted the file's path; since then the file became writable by others.
+    # What it holds now is not this user's choice: as for a handler read from an LMDB
+    # journal, resume and replay refuse it (exit 2) without importing it.
+    code = tmp_path / "handlers" / "waiting.py"
+    code.parent.mkdir()
+    code.write_text(_WAITING)
+    ran = sh("run", f"{code}:wait", "--id", "n1")
+    assert ran.returncode == 3, ran.stderr
+    marker = tmp_path / "imported"
+    code.write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('x')\n" + _WAITING)
+    code.chmod(0o666)
+    resumed = sh("resume", "n1")
+    assert resumed.returncode == 2 and "written by other users" in resumed.stderr and not marker.exists(), resumed.stderr
+    replayed = sh("replay", "n1", "--json")
+    assert replayed.returncode == 2 and not marker.exists(), replayed.stdout + replayed.stderr
+    assert "written by other users" in loads(replayed.stdout)[0]["message"]

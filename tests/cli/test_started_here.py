@@ -33,3 +33,23 @@ def test_a_line_cut_short_by_a_crash_is_skipped():
         f.write('["inv-2", "/srv/ag')
     assert _started_here.handler_for(URL, "inv-1") == "/srv/agents.py:run"
     assert _started_here.handler_for(URL, "inv-2") is None
+
+
+def test_the_note_is_never_written_through_a_link_nor_into_a_directory_others_can_write(tmp_path):
+    # Another user who can write the notes' directory (a shared XDG_STATE_HOME) puts a link
+    # where the note goes: `journal run` must not append to the file it points at.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    ledger = _started_here._ledger(URL)
+    ledger.parent.mkdir(parents=True)
+    ledger.symlink_to(victim)
+    _started_here.note(URL, "inv-1", "/srv/agents.py:run")
+    assert victim.read_text() == "mine\n"
+    ledger.unlink()
+    os.link(victim, ledger)  # a hard link: the same file under the note's name
+    _started_here.note(URL, "inv-1", "/srv/agents.py:run")
+    assert victim.read_text() == "mine\n"
+    ledger.unlink()
+    os.chmod(ledger.parent, 0o777)
+    _started_here.note(URL, "inv-1", "/srv/agents.py:run")
+    assert not ledger.exists()

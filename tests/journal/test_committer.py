@@ -45,10 +45,10 @@ async def test_leases_taken_together_share_one_transaction_and_wait_for_no_fsync
     from journal.errors import InvocationBusy
 
     store = LmdbStore(tmp_path / "db")
-    committer = Committer(store, "sync")
     synced = []
     real_sync = store.sync
     store.sync = lambda: (synced.append(1), real_sync())
+    committer = Committer(store, "sync")  # after the patch: its flusher keeps the fsync it is given
     for i in range(50):
         create(store, f"i{i}")
     results = {}
@@ -66,6 +66,8 @@ async def test_leases_taken_together_share_one_transaction_and_wait_for_no_fsync
     assert all(results[i, "me"] == 1 for i in range(50)) and isinstance(results[7, "rival"], InvocationBusy)
     assert all(store.lease(f"i{i}").owner == "me" for i in range(50))
     assert committer.batches < 5 and synced == []
+    await committer.flush()  # the counter sees an fsync when there is one
+    assert synced == [1]
     store.close()
 
 
@@ -291,3 +293,34 @@ async def test_a_store_of_ones_own_that_implements_apply_gets_apply_one_from_the
         await committer.submit(Append("inv-1", epoch + 1, [(2, step())]))
     assert store.applied == ["Append", "Append"]
     assert store.inner.entry_count("inv-1") == 2
+
+
+async def test_invocations_created_beside_a_batch_of_acquires_are_fsynced_before_create_returns(tmp_path):
+    import os
+
+    from journal import HOST, Acquire, InvocationRecord, Started, Status, digest, encode_entry, encode_value
+
+    store = LmdbStore(tmp_path / "db")
+    synced = []
+    real_sync = store.sync
+    store.sync = lambda: (synced.append(1), real_sync())
+    committer = Committer(store, "sync")
+    create(store, "running")
+    fsyncs_at_return = {}
+
+    async def take():  # first in: it leads a batch that alone would not be fsynced
+        await committer.submit_batched(Acquire("running", "me", HOST, os.getpid(), 10**9, 1))
+
+    async def start(i):
+        raw = encode_value(i)
+        record = InvocationRecord(f"new-{i}", "pkg.mod:agent", Status.PENDING, 1, 1, None, digest(bytes(raw)))
+        await committer.create(record, encode_entry(Started("pkg.mod:agent", raw, 1)))
+        fsyncs_at_return[i] = len(synced)  # reported started: it must be on disk by now
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(take)
+        for i in range(20):
+            tg.start_soon(start, i)
+    assert fsyncs_at_return == {i: 1 for i in range(20)} and committer.batches == 1
+    assert all(store.get(f"new-{i}").status == Status.PENDING for i in range(20))
+    store.close()

@@ -1,0 +1,68 @@
+"""The engine's one lease watcher (`runtime/_leases.py`): cancel requests made from another
+process reach the executions it watches, including one it starts to watch mid-look."""
+
+import threading
+
+import anyio
+import pytest
+
+from journal import RequestCancel, Status
+from runtime import Context, Engine
+
+from ..journal.helpers import NetworkStore
+from ..waiting import DEADLINE, until
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+async def test_a_cancel_made_while_a_claimed_invocation_reads_its_journal_reaches_it():
+    # Another process asks to cancel "b" just after this engine claimed it, while the engine
+    # reads b's journal (off the loop, as on PostgreSQL). Meanwhile the watcher sees the
+    # store's cancel count change and reads the records of what it watches so far ("a"
+    # only). b must still get the request within a poll, not a third of the lease's time
+    # to live (here 20 minutes) later.
+    store = NetworkStore()
+    real_entries, real_get = store.entries, store.get
+    cancelled, a_looked_at = threading.Event(), threading.Event()
+
+    def get(invocation_id):
+        if invocation_id == "a" and cancelled.is_set():
+            a_looked_at.set()  # the watcher's look that followed the cancel request
+        return real_get(invocation_id)
+
+    def entries(invocation_id, start=0):
+        if invocation_id == "b" and not cancelled.is_set():
+            store.apply_one(RequestCancel("b", 1))  # "another process" (the count goes up)
+            cancelled.set()
+            assert a_looked_at.wait(DEADLINE), "the watcher never looked after the cancel request"
+        return real_entries(invocation_id, start)
+
+    store.get, store.entries = get, entries
+    a_running, results = anyio.Event(), {}
+
+    async def a(ctx: Context) -> str:
+        a_running.set()
+        await anyio.sleep_forever()  # watched, busy outside the journal
+        return "never"
+
+    async def b(ctx: Context) -> str:
+        await ctx.sleep(3600)  # waited inline: a cancel request wakes it
+        return "slept"
+
+    async with Engine.open(store=store, lease_ttl=3600, poll_interval=0.02, inline_sleep_limit=7200) as engine:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: engine.run(a, id="a"))
+
+            async def run_b():
+                results["b"] = await engine.run(b, id="b")
+
+            await a_running.wait()
+            tg.start_soon(run_b)
+            await until(lambda: "b" in results, "the cancel request to reach b")
+            tg.cancel_scope.cancel()
+    assert results["b"].status == Status.CANCELLED
