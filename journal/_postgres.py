@@ -59,7 +59,7 @@ from ._postgres_rows import (
 from ._postgres_tables import CREATE as CREATE_TABLES
 from ._postgres_tables import PostgresTables
 from ._records import InvocationRecord, Lease
-from ._store import Acquire, Append, Op
+from ._store import Acquire, Append, Op, Renew
 from .errors import FormatVersionError, InvocationBusy, JournalError, StoreError
 
 if TYPE_CHECKING:
@@ -209,9 +209,13 @@ class PostgresStore(PostgresTables, KVStore):
             raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
+        renews = False
         for op in ops:
             if op.__class__ is Acquire:
                 self._hold_owner_lock(op.owner)
+            renews = renews or op.__class__ is Renew
+        if renews:
+            self._keep_owner_locks()
         if len(ops) > 1 and any(op.__class__ is Acquire for op in ops) and not all(
                 op.__class__ is Acquire for op in ops):
             # The claims go in a transaction of their own: they hold their invocations' rows
@@ -405,10 +409,45 @@ class PostgresStore(PostgresTables, KVStore):
         with self._life_lock, self._guard():
             life = self._life
             if life is None:
-                self._life = life = self._connect(autocommit=True)
+                self._life = life = self._open_life()
             classid, objid = owner_lock_key(owner)
             life.execute("SELECT pg_advisory_lock(%s::int, %s::int)", (classid, objid))
             self._owners.add(owner)
+
+    def _open_life(self) -> psycopg.Connection[Any]:
+        life = self._connect(autocommit=True)
+        try:
+            # The session sits idle by design: a server-wide idle timeout must not end it
+            # (and with it, in every rival's eyes, the life of this process's owners).
+            life.execute("SET idle_session_timeout = 0")
+        except self._psycopg.Error:  # a server before PostgreSQL 14 has no such timeout
+            pass
+        return life
+
+    def _keep_owner_locks(self) -> None:
+        """Before renewing: if the session holding the owners' locks has ended (the server
+        ended it, a pooler restarted), open another and take every owner's lock again.
+
+        Until then rivals see these owners as dead and may claim their invocations; a lease
+        claimed meanwhile is lost (its renewal fails with `LeaseLost`, and the handler stops).
+        The leases still ours are protected again from here on."""
+        with self._life_lock:
+            life = self._life
+            if life is None or not self._owners:
+                return
+            try:
+                life.execute("SELECT 1")
+                return
+            except self._psycopg.Error:
+                pass
+            try:
+                life.close()
+            except self._psycopg.Error:  # noqa: S110 - it is broken already; a new one replaces it
+                pass
+            with self._guard():
+                self._life = life = self._open_life()
+                for owner in self._owners:
+                    life.execute("SELECT pg_advisory_lock(%s::int, %s::int)", owner_lock_key(owner))
 
     def _lease_live(self, txn: _Txn, lease: Lease | None, now_us: int) -> bool:
         if not lease_is_live(lease, now_us):

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from journal import Append, PostgresStore, Status, open_store
-from journal.errors import FormatVersionError, InvocationBusy, StoreError
+from journal import Append, PostgresStore, Renew, Status, open_store
+from journal.errors import FormatVersionError, InvocationBusy, LeaseLost, StoreError
 
 from ..waiting import wait_until
 from .helpers import T0, acquire, append, create, step
@@ -251,19 +251,53 @@ def test_a_store_used_by_one_event_loop_after_another_sends_steps_from_the_new_o
     assert store._aio is not first and [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason="the session holding the owners' advisory locks is never checked nor "
-                   "opened again: once the server ends it, every lease of this live process can be claimed")
-def test_a_live_owner_keeps_its_leases_after_the_server_ends_its_lock_session(store, postgres_url):
+def test_a_live_owner_takes_its_locks_again_when_it_renews_after_the_server_ended_their_session(
+        store, postgres_url):
     import psycopg
 
     create(store)
-    acquire(store, owner="holder", ttl_us=3_600_000_000)  # this process, alive, for an hour
+    create(store, "inv-2")
+    epoch, _ = acquire(store, owner="holder", ttl_us=3_600_000_000)  # this process, alive, for an hour
+    acquire(store, "inv-2", owner="holder", ttl_us=3_600_000_000)
+    ended = store._life.info.backend_pid
     with psycopg.connect(postgres_url, autocommit=True) as admin:
-        # The server ends that idle session (idle_session_timeout, a restart of a pooler in between).
-        admin.execute("SELECT pg_terminate_backend(%s)", (store._life.info.backend_pid,))
+        # The server ends that idle session (a pooler restarting in between, an administrator).
+        admin.execute("SELECT pg_terminate_backend(%s)", (ended,))
+        wait_until(lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                         (ended,)).fetchone()[0] == 0, "the lock session to end")
     rival = PostgresStore(postgres_url)
     try:
+        # Until the holder renews, it looks dead: a rival may claim one of its invocations.
+        rival_epoch, _ = acquire(rival, "inv-2", owner="rival", now=T0 + 1)
+        assert rival_epoch == 2
+        # The holder's renewal (its lease watcher's next tick) takes the owner's lock again in
+        # a new session; the lease it lost meanwhile says so, the one it kept is protected again.
+        kept, lost = store.apply([Renew("inv-1", epoch, 3_600_000_000, T0 + 2),
+                                  Renew("inv-2", epoch, 3_600_000_000, T0 + 2)])
+        assert not isinstance(kept, BaseException)
+        assert isinstance(lost, LeaseLost)
+        assert store._life.info.backend_pid != ended
         with pytest.raises(InvocationBusy, match="being run"):
-            acquire(rival, owner="rival", now=T0 + 1)
+            acquire(rival, owner="rival", now=T0 + 3)
     finally:
         rival.close()
+
+
+def test_the_session_holding_the_owners_locks_is_exempt_from_an_idle_session_timeout(postgres_url):
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        db = admin.execute("SELECT current_database()").fetchone()[0]
+        admin.execute(f'ALTER DATABASE "{db}" SET idle_session_timeout = 3600000')  # for new sessions
+        try:
+            store = PostgresStore(postgres_url)
+            try:
+                create(store)
+                acquire(store, owner="holder")
+                assert store._life.execute("SHOW idle_session_timeout").fetchone()[0] == "0"
+                with psycopg.connect(postgres_url) as other:  # what every other session gets
+                    assert other.execute("SHOW idle_session_timeout").fetchone()[0] == "1h"
+            finally:
+                store.close()
+        finally:
+            admin.execute(f'ALTER DATABASE "{db}" RESET idle_session_timeout')
