@@ -40,7 +40,7 @@ def migrate(db: str | None, as_json: bool) -> None:
     target = existing_store(db)
 
     def progress(table: str, rows: int) -> None:
-        echo_err(f"copied {rows} rows of {table}")
+        echo_err(f"copied {rows} row{'s' if rows != 1 else ''} of {table}")
 
     done = migrate_store(target, progress=None if as_json else progress)
     name = _NAMES[done.backend]
