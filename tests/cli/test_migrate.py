@@ -125,3 +125,11 @@ def test_a_database_without_a_store_is_not_given_one(journal, postgres_url):
     missing = journal("migrate", "--db", postgres_url, use_db=False)
     assert missing.exit_code == 2 and "no journal store" in missing.stderr
     assert fingerprint(postgres_url)["schemas"] == []
+
+
+def test_the_help_names_the_format_versions_this_release_writes(journal):
+    from journal import FORMAT_VERSIONS
+
+    shown = journal("migrate", "--help", use_db=False)
+    assert shown.exit_code == 0 and "Example:" in shown.stdout
+    assert f"LMDB {FORMAT_VERSIONS['lmdb']}, PostgreSQL {FORMAT_VERSIONS['postgresql']}" in shown.stdout
