@@ -41,7 +41,7 @@ from ._files import check_store_dir as check_store_dir
 from ._fork import ForkError as ForkError
 from ._fork import fork as fork
 from ._ids import validate_id as validate_id
-from ._kvstore import lease_is_live as lease_is_live
+from ._kvrules import lease_is_live as lease_is_live
 from ._lmdb import FORMAT_VERSION as FORMAT_VERSION
 from ._lmdb import LmdbStore as LmdbStore
 from ._lmdb import default_path as default_path

@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._ids import validate_id
-from ._kvstore import KVStore, _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
+from ._kvrules import _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
+from ._kvstore import KVStore
 from ._postgres_rows import (
     DDL,
     FORMAT_VERSION,
