@@ -25,7 +25,7 @@ from typing import Any
 from ._lmdb import FORMAT_VERSION as LMDB_FORMAT_VERSION
 from ._postgres_rows import DDL, LAYOUTS, LOCK_CLASS, SCHEMA
 from ._postgres_rows import FORMAT_VERSION as POSTGRES_FORMAT_VERSION
-from .errors import FormatVersionError, StoreError
+from .errors import FormatVersionError, StoreBusy, StoreError
 
 FORMAT_VERSIONS: Mapping[str, int] = types.MappingProxyType(
     {"lmdb": LMDB_FORMAT_VERSION, "postgresql": POSTGRES_FORMAT_VERSION})
@@ -54,14 +54,16 @@ Progress = Callable[[str, int], None]
 """Called with a table's name and the rows of it copied so far, after each batch."""
 
 
-def migrate(target: str, *, progress: Progress | None = None) -> Migration:
+def migrate(target: str, *, progress: Progress | None = None, lock_timeout: float = 10.0) -> Migration:
     """Convert the store at `target` (an LMDB directory or a `postgresql://` URL) to the
     format this release writes, in one transaction; nothing is changed if it is already
-    there. A store of a newer or unknown format is refused with `FormatVersionError`."""
+    there. A store of a newer or unknown format is refused with `FormatVersionError`.
+    `lock_timeout`: seconds to wait for the tables while another process (a worker of the
+    older release) uses them, before giving up with `StoreBusy`, nothing changed."""
     from ._postgres import is_postgres_url
 
     if is_postgres_url(target):
-        return _migrate_postgres(target, progress)
+        return _migrate_postgres(target, progress, lock_timeout)
     return _check_lmdb(target)
 
 
@@ -76,7 +78,7 @@ def _check_lmdb(path: str) -> Migration:
     return Migration("lmdb", LMDB_FORMAT_VERSION, LMDB_FORMAT_VERSION)
 
 
-def _migrate_postgres(url: str, progress: Progress | None) -> Migration:
+def _migrate_postgres(url: str, progress: Progress | None, lock_timeout: float) -> Migration:
     from ._postgres import redact_url
 
     try:
@@ -100,6 +102,15 @@ def _migrate_postgres(url: str, progress: Progress | None) -> Migration:
                     f"the PostgreSQL store at {where} has format version {found}, which this version of "
                     f"journal does not know (it reads PostgreSQL format {POSTGRES_FORMAT_VERSION}); use the "
                     "journal release that wrote it (nothing was changed)")
+            try:
+                cur.execute(f"SET LOCAL lock_timeout = {max(1, int(lock_timeout * 1000))}")
+                _lock_old_tables(cur)
+            except psycopg.errors.LockNotAvailable:
+                raise StoreBusy(
+                    f"the tables of the store at {where} stayed in use for {lock_timeout:g} s (a worker or "
+                    "command of the older release?); stop it and run journal migrate again (nothing was "
+                    "changed)") from None
+            cur.execute("SET LOCAL lock_timeout = 0")  # held now: the copy itself never waits
             rows = _convert_1_to_2(cur, progress)
     except psycopg.Error as exc:
         raise StoreError(f"PostgreSQL error while migrating {where} (nothing was changed): {exc}") from None
@@ -120,15 +131,24 @@ def _found_version(cur: Any, where: str) -> int:
     return int(text)
 
 
+def _old_tables(cur: Any) -> list[str]:
+    return [r[0] for r in cur.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", (SCHEMA,)).fetchall()]
+
+
+def _lock_old_tables(cur: Any) -> None:
+    """Every table of the store, for the rest of the transaction: the copy reads a store
+    nobody changes, and a process of the older release that comes later waits, then
+    finds its tables gone."""
+    cur.execute(f"LOCK TABLE {', '.join(f'{SCHEMA}.{t}' for t in _old_tables(cur))} IN ACCESS EXCLUSIVE MODE")
+
+
 def _convert_1_to_2(cur: Any, progress: Progress | None) -> int:
     """Format 1 kept every table as `(k bytea, v bytea)` with the rules' keys, the keys
     format 2 splits into columns; `journal.tables` is the same in both."""
     from ._postgres_tables import CREATE as CREATE_TABLES
 
-    old = [r[0] for r in cur.execute(
-        "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", (SCHEMA,)).fetchall()]
-    # Old writers (an older release still running) wait, then find the tables gone.
-    cur.execute(f"LOCK TABLE {', '.join(f'{SCHEMA}.{t}' for t in old)} IN ACCESS EXCLUSIVE MODE")
+    old = _old_tables(cur)
     cur.execute(f"ALTER SCHEMA {SCHEMA} RENAME TO {_ASIDE}")
     cur.execute(f"CREATE SCHEMA {SCHEMA}")
     for statement in DDL:

@@ -133,3 +133,13 @@ def test_the_help_names_the_format_versions_this_release_writes(journal):
     shown = journal("migrate", "--help", use_db=False)
     assert shown.exit_code == 0 and "Example:" in shown.stdout
     assert f"LMDB {FORMAT_VERSIONS['lmdb']}, PostgreSQL {FORMAT_VERSIONS['postgresql']}" in shown.stdout
+
+
+def test_tables_still_in_use_make_the_command_give_up_with_exit_2(journal, pg_server):
+    url = load_golden(pg_server)
+    before = fingerprint(url)
+    with psycopg.connect(url) as holder:
+        holder.execute("SELECT count(*) FROM journal.meta").fetchone()
+        busy = journal("migrate", "--db", url, "--lock-timeout", "0.2", use_db=False)
+    assert busy.exit_code == 2 and "stayed in use" in busy.stderr and "nothing was changed" in busy.stderr
+    assert fingerprint(url) == before

@@ -6,6 +6,7 @@ import pytest
 
 from journal import FORMAT_VERSIONS, PostgresStore, check, migrate
 from journal._postgres_rows import LAYOUTS
+from journal.errors import StoreBusy
 
 from ..golden.postgres_v1 import load_golden
 
@@ -60,3 +61,14 @@ def test_an_error_half_way_leaves_the_old_store_as_it_was(pg_server):
     assert schemas == [("journal",)]
     assert migrate(url).changed
     assert migrate(url).found == FORMAT_VERSIONS["postgresql"]
+
+
+def test_tables_held_by_another_session_make_it_give_up_with_nothing_changed(pg_server):
+    url = load_golden(pg_server)
+    before = old_rows(url)
+    with psycopg.connect(url) as holder:  # a worker of the older release, in a transaction
+        holder.execute("SELECT count(*) FROM journal.entries").fetchone()
+        with pytest.raises(StoreBusy, match="stayed in use for 0.2 s.*journal migrate again"):
+            migrate(url, lock_timeout=0.2)
+    assert old_rows(url) == before
+    assert migrate(url, lock_timeout=0.2).changed  # once the holder's transaction has ended
