@@ -149,6 +149,12 @@ def _convert_1_to_2(cur: Any, progress: Progress | None) -> int:
     from ._postgres_tables import CREATE as CREATE_TABLES
 
     old = _old_tables(cur)
+    unknown = sorted(set(old) - {*LAYOUTS, _TABLES_TABLE})
+    if unknown:
+        # The old schema is dropped at the end: a table journal did not make would go with it.
+        raise StoreError(
+            f"the {SCHEMA} schema holds tables journal did not create ({', '.join(unknown)}); move them to "
+            "another schema, then run journal migrate again (nothing was changed)")
     cur.execute(f"ALTER SCHEMA {SCHEMA} RENAME TO {_ASIDE}")
     cur.execute(f"CREATE SCHEMA {SCHEMA}")
     for statement in DDL:

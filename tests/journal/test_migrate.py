@@ -6,7 +6,7 @@ import pytest
 
 from journal import FORMAT_VERSIONS, PostgresStore, check, migrate
 from journal._postgres_rows import LAYOUTS
-from journal.errors import StoreBusy
+from journal.errors import StoreBusy, StoreError
 
 from ..golden.postgres_v1 import load_golden
 
@@ -72,3 +72,15 @@ def test_tables_held_by_another_session_make_it_give_up_with_nothing_changed(pg_
             migrate(url, lock_timeout=0.2)
     assert old_rows(url) == before
     assert migrate(url, lock_timeout=0.2).changed  # once the holder's transaction has ended
+
+
+def test_a_table_journal_did_not_create_is_not_dropped_with_the_old_schema(pg_server):
+    url = load_golden(pg_server)
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE journal.audit (note text)")
+        conn.execute("INSERT INTO journal.audit VALUES ('keep me')")
+    with pytest.raises(StoreError, match=r"tables journal did not create \(audit\)"):
+        migrate(url)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT note FROM journal.audit").fetchall() == [("keep me",)]
+        assert conn.execute("SELECT v FROM journal.meta WHERE k = 'format'").fetchone()[0] == b"1"
