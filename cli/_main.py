@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trim": ("_maintain", "Remove the journals of finished invocations."),
     "compact": ("_maintain", "Shrink the store file by dropping its free pages."),
     "check": ("_maintain", "Verify the integrity of the store."),
+    "migrate": ("_migrate", "Convert a store of an older format to the one this release writes."),
     "export": ("_inspect", "Write an invocation and its decoded entries as JSON."),
 }
 

@@ -1,4 +1,7 @@
-"""Commands that run handlers or reach running ones: run, resume, resolve, cancel."""
+"""Commands that run handlers or reach running ones: run, resume, resolve, cancel.
+
+What they print when a run ends (the outcome, its exit status, how to continue a
+suspended invocation) is in `_outcome.py`."""
 
 from __future__ import annotations
 
@@ -11,17 +14,14 @@ from typing import Any, NoReturn
 import anyio
 import click
 
-from journal import InvocationRecord, Status, UnencodableValue, encode_value, iso_from_us
+from journal import InvocationRecord, Status, UnencodableValue, encode_value
 from runtime import Engine, Outcome, load_handler
 from runtime.errors import HandlerNotFound
 
 from . import _render as render
 from ._common import (
-    DIVERGED,
-    FAILED,
     INTERRUPTED,
     OK,
-    SUSPENDED,
     USAGE,
     Exit,
     db_option,
@@ -38,10 +38,8 @@ from ._common import (
     suggest,
     warn_store,
 )
+from ._outcome import Progress, interrupted_help, outcome_json, queued_exit, report
 from ._state import unblock_hint
-
-_MARKS = {"live": "✓", "replayed": "↺", "failed": "✗"}
-
 
 # -- pieces ----------------------------------------------------------------------------------------
 
@@ -92,134 +90,6 @@ def read_input(input_json: str | None, input_file: str | None, *, name: str = "-
         raise fail(f"{where} is nested too deeply to decode; flatten the input") from None
 
 
-class Progress:
-    """Prints each step as it finishes (stderr), for `run`, `resume` and `worker`."""
-
-    def __init__(self, enabled: bool, *, prefix_ids: bool = False) -> None:
-        self.enabled = enabled
-        self.prefix_ids = prefix_ids
-        self.live = 0
-        self.replayed = 0
-
-    def __call__(self, invocation_id: str, name: str, how: str, seconds: float, replayed: bool) -> None:
-        if replayed:
-            self.replayed += 1
-        else:
-            self.live += 1
-        if not self.enabled:
-            return
-        mark = _MARKS.get(how, "·")
-        colour = {"live": "green", "failed": "red"}.get(how)
-        when = "replayed" if replayed else render.duration(seconds)
-        prefix = f"[{render.cut(invocation_id, 20)}] " if self.prefix_ids else "  "
-        line = f"{render.safe(prefix)}{render.styled(mark, fg=colour)} {render.cut(name, 40):<24} {when:>9}"
-        if how == "failed":
-            line += render.styled("  failed", fg="red")
-        echo_err(render.Styled(line))
-
-    def summary(self) -> str:
-        return f"{self.live} step{'s' if self.live != 1 else ''} live, {self.replayed} replayed"
-
-
-def outcome_json(outcome: Outcome) -> dict[str, Any]:
-    error = render.error_json(outcome.error)
-    if outcome.status == Status.DIVERGED and outcome.divergence:
-        error = {"type": "NondeterminismError", "message": outcome.divergence, "terminal": False}
-    return {
-        "id": outcome.id,
-        "status": outcome.status.value,
-        "result": outcome.result,
-        "error": error,
-        "waiting": outcome.waiting,
-        "wake_at": outcome.wake_at,
-    }
-
-
-def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord | None = None) -> str:
-    resume = suggest(["resume", outcome.id], db)
-    if waits_on is not None and waits_on.id != outcome.id:
-        return _child_wait_help(outcome, waits_on, db)
-    if outcome.waiting is not None:
-        return "\n".join([
-            f"invocation {outcome.id} is suspended, waiting for promise {outcome.waiting!r}.",
-            "Deliver it (any JSON value) or reject it:",
-            f"  {suggest(['resolve', outcome.id, outcome.waiting, 'true'], db)}",
-            f"  {suggest(['resolve', outcome.id, outcome.waiting, '--reject', 'reason'], db)}",
-            "then continue it:",
-            f"  {resume}",
-        ])
-    wake = outcome.wake_at
-    left = f" (in {render.duration(wake.timestamp() - time.time())})" if wake is not None else ""
-    return "\n".join([
-        f"invocation {outcome.id} is suspended on a durable timer until "
-        f"{wake.isoformat().replace('+00:00', 'Z') if wake else 'later'}{left}.",
-        "Continue it after that time (or keep `journal worker` running):",
-        f"  {resume}",
-    ])
-
-
-def _child_wait_help(outcome: Outcome, waits_on: InvocationRecord, db: str | None) -> str:
-    """A parent suspended in ctx.call: what its child (or a descendant) waits for, and how it gets run.
-    The parent's own `child:` promise is settled by the child's result, never by hand."""
-    resume = suggest(["resume", outcome.id], db)
-    child = waits_on.id
-    head = f"invocation {outcome.id} is suspended in ctx.call, waiting for child invocation {child}"
-    if waits_on.waiting is not None:
-        return "\n".join([
-            f"{head}, which waits for promise {waits_on.waiting!r}.",
-            "Deliver it to the child (any JSON value) or reject it:",
-            f"  {suggest(['resolve', child, waits_on.waiting, 'true'], db)}",
-            f"  {suggest(['resolve', child, waits_on.waiting, '--reject', 'reason'], db)}",
-            "then continue the parent, which runs the child first and goes on with its result:",
-            f"  {resume}",
-        ])
-    if waits_on.wake_at is not None:
-        wake = iso_from_us(waits_on.wake_at)
-        return "\n".join([
-            f"{head}, which is suspended on a durable timer until {wake}.",
-            "Continue the parent after that time (it runs the child first), or keep `journal worker` running:",
-            f"  {resume}",
-        ])
-    return "\n".join([
-        f"{head}, which is {waits_on.status.value}.",
-        "Continue the parent, which runs the child first:",
-        f"  {resume}",
-    ])
-
-
-def report(outcome: Outcome, *, db: str | None, as_json: bool, cancel_ok: bool = False,
-           waits_on: InvocationRecord | None = None) -> int:
-    """Print where the invocation stands (result to stdout, the rest to stderr); return the exit code."""
-    if as_json:
-        click.echo(render.to_json(outcome_json(outcome)))
-    status = outcome.status
-    if status == Status.COMPLETED:
-        if not as_json:
-            out(render.value_text(outcome.result))
-        return OK
-    if status == Status.FAILED:
-        error = outcome.error
-        echo_err(f"invocation {outcome.id} failed: {error.type}: {error.message}" if error else
-                 f"invocation {outcome.id} failed")
-        return FAILED
-    if status == Status.CANCELLED:
-        if cancel_ok:  # what `journal cancel` asked for: its result
-            if not as_json:
-                out(f"cancelled {outcome.id}")
-            return OK
-        echo_err(f"invocation {outcome.id} was cancelled")
-        return FAILED
-    if status == Status.SUSPENDED:
-        echo_err(suspension_help(outcome, db, waits_on))
-        return SUSPENDED
-    if status == Status.DIVERGED:
-        echo_err(outcome.divergence or f"invocation {outcome.id} diverged from its journal")
-        return DIVERGED
-    echo_err(f"invocation {outcome.id} is {status.value}: another process is running it; "
-             f"`{suggest(['tail', outcome.id, '-f'], db)}` follows it")
-    return FAILED
-
-
 async def wait_for_turn(engine: Engine, record: InvocationRecord, db: str | None) -> str | None:
     """Wait while an earlier invocation of the record's key runs elsewhere.
 
@@ -247,14 +117,6 @@ async def wait_for_turn(engine: Engine, record: InvocationRecord, db: str | None
                 echo_err(f"{record.id} waits for {head.id}, which runs first on key {record.key!r}")
                 announced = True
         await anyio.sleep(0.05)
-
-
-def _queued_exit(outcome: Outcome, note: str, as_json: bool) -> None:
-    """Leave with exit 3: the invocation waits in its key's queue behind one that nobody runs."""
-    if as_json:
-        click.echo(render.to_json(outcome_json(outcome)))
-    echo_err(note)
-    raise Exit(SUSPENDED)
 
 
 def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False,
@@ -291,17 +153,13 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
     except Exit as exc:
         invocation_id = interrupted_id()
         if exc.code == INTERRUPTED and invocation_id is not None:
-            raise Exit(INTERRUPTED, _interrupted_help(invocation_id, db)) from None
+            raise Exit(INTERRUPTED, interrupted_help(invocation_id, db)) from None
         raise
     if queued:
-        _queued_exit(outcome, queued[0], as_json)
+        queued_exit(outcome, queued[0], as_json)
     if show:
         echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
     raise Exit(report(outcome, db=db, as_json=as_json, waits_on=waits_on))
-
-
-def _interrupted_help(invocation_id: str, db: str | None) -> str:
-    return f"interrupted; invocation {invocation_id} is pending and resumes with:\n  {suggest(['resume', invocation_id], db)}"
 
 
 # -- commands -----------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import click
 from runtime import Engine
 
 from ._common import OK, Exit, db_option, echo_err, edge, fail, own_the_collector, store_path
-from ._run import Progress, importable_cwd, load
+from ._outcome import Progress
+from ._run import importable_cwd, load
 
 DEFAULT_HTTP = "127.0.0.1:8420"
 

@@ -26,7 +26,8 @@ from ._common import (
     store_path,
     warn_store,
 )
-from ._run import Progress, importable_cwd, load, read_input
+from ._outcome import Progress
+from ._run import importable_cwd, load, read_input
 
 
 def parse_handlers(specs: tuple[str, ...]) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from ._files import check_store_dir as check_store_dir
 from ._fork import ForkError as ForkError
 from ._fork import fork as fork
 from ._ids import validate_id as validate_id
-from ._kvstore import lease_is_live as lease_is_live
+from ._kvrules import lease_is_live as lease_is_live
 from ._lmdb import FORMAT_VERSION as FORMAT_VERSION
 from ._lmdb import LmdbStore as LmdbStore
 from ._lmdb import default_path as default_path
@@ -52,6 +52,9 @@ from ._maintenance import entry_view as entry_view
 from ._maintenance import export as export
 from ._maintenance import trim as trim
 from ._memory import MemoryStore as MemoryStore
+from ._migrate import FORMAT_VERSIONS as FORMAT_VERSIONS
+from ._migrate import Migration as Migration
+from ._migrate import migrate as migrate
 from ._open import open_store as open_store
 from ._postgres import PostgresStore as PostgresStore
 from ._postgres import is_postgres_url as is_postgres_url
@@ -91,6 +94,7 @@ __all__ = (
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
     "lease_is_live", "name_of", "validate_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables",
+    "FORMAT_VERSIONS", "Migration", "migrate",
 )
 
 # Imported on first use: the append path brings in anyio and asyncio, which reading a

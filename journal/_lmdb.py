@@ -140,8 +140,8 @@ class LmdbStore(LmdbTables, KVStore):
             self.sync()
         elif found != str(FORMAT_VERSION).encode():
             raise FormatVersionError(
-                f"the store at {self.path} has format version {found.decode(errors='replace')}, but this "
-                f"version of journal reads format {FORMAT_VERSION}; open it with the journal release that "
+                f"the LMDB store at {self.path} has format version {found.decode(errors='replace')}, but this "
+                f"version of journal reads LMDB format {FORMAT_VERSION}; open it with the journal release that "
                 "wrote it (nothing was changed)"
             )
 

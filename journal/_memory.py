@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
-from ._kvstore import TABLES, KVStore, _Txn
+from ._kvrules import TABLES, _Txn
+from ._kvstore import KVStore
 from ._tables import MemoryTables
 
 T = TypeVar("T")

@@ -39,6 +39,7 @@ Wake-ups: a transaction that makes an invocation runnable (pending, or a timer) 
 from __future__ import annotations
 
 import functools
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -47,7 +48,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._ids import validate_id
-from ._kvstore import KVStore, _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
+from ._kvrules import _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
+from ._kvstore import KVStore
 from ._postgres_rows import (
     DDL,
     FORMAT_VERSION,
@@ -141,11 +143,12 @@ class PostgresStore(PostgresTables, KVStore):
         if found is not None and found != str(FORMAT_VERSION).encode():
             version = found.decode(errors="replace")
             older = version.isdigit() and int(version) < FORMAT_VERSION
+            where = redact_url(self.path)
             raise FormatVersionError(
-                f"the store at {redact_url(self.path)} has format version {version}, but this version of journal "
-                f"reads format {FORMAT_VERSION}; open it with the journal release that wrote it (nothing was "
-                "changed)" + (", or give this release a new database (format 2 keys every row of an invocation "
-                              "by its id; see docs/operations.md)" if older else "")
+                f"the PostgreSQL store at {where} has format version {version}, but this version of journal "
+                f"reads PostgreSQL format {FORMAT_VERSION} (nothing was changed); "
+                + (f"convert it, with every worker stopped, in one transaction: journal migrate --db {shlex.quote(where)}"
+                   if older else "open it with the journal release that wrote it")
             )
 
     @contextmanager

@@ -1,6 +1,6 @@
 """The PostgreSQL schema of the journal, and the transactions `KVStore`'s rules run in.
 
-The rules (`_kvstore.py`) speak of ordered keys, as LMDB stores them. Here a row that
+The rules (`_kvrules.py`) speak of ordered keys, as LMDB stores them. Here a row that
 belongs to one invocation holds that invocation's id in a column of its own,
 `invocation_id`, first in its primary key: the column a distributed PostgreSQL (Citus)
 would shard by. `_PgTxn` turns each key into its columns and back.
@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._kvstore import TABLES, _Txn, entry_key
+from ._kvrules import TABLES, _Txn, entry_key
 
 SCHEMA = "journal"
 FORMAT_VERSION = 2  # 1: every table `(k bytea, v bytea)` with LMDB's keys, no invocation_id column

@@ -59,7 +59,7 @@ def test_json_encodes_datetimes_bytes_and_anything_else():
 
 
 COMMANDS = ["run", "start", "resume", "worker", "serve", "ls", "show", "tail", "state", "resolve", "cancel", "fork", "replay", "trim",
-            "compact", "check", "export"]
+            "compact", "check", "migrate", "export"]
 
 
 @pytest.mark.parametrize("name", COMMANDS)

@@ -212,7 +212,7 @@ def test_a_store_of_the_earlier_key_value_layout_is_refused_untouched(postgres_u
         for table in ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq"):
             conn.execute(f"CREATE TABLE journal.{table} (k bytea PRIMARY KEY, v bytea NOT NULL)")
         conn.execute("INSERT INTO journal.meta VALUES ('format', '1')")
-    with pytest.raises(FormatVersionError, match="format version 1.*new database"):
+    with pytest.raises(FormatVersionError, match="format version 1.*journal migrate --db"):
         PostgresStore(postgres_url)
     with psycopg.connect(postgres_url) as conn:
         columns = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'journal' "

@@ -1,0 +1,346 @@
+--
+-- PostgreSQL database dump
+--
+
+\restrict L1PWba6CdoRgKLkDSeGIMPY4hBZhW0RKvfWgcwCj00kaCw3KDt8lTQFX5faCjxb
+
+-- Dumped from database version 15.18 (Debian 15.18-0+deb12u1)
+-- Dumped by pg_dump version 15.18 (Debian 15.18-0+deb12u1)
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: journal; Type: SCHEMA; Schema: -; Owner: -
+--
+
+CREATE SCHEMA journal;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: entries; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.entries (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Name: invocations; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.invocations (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Name: keyq; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.keyq (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Name: leases; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.leases (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Name: meta; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.meta (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Name: promises; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.promises (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Name: state; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.state (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Name: status; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.status (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Name: tables; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.tables (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Name: timers; Type: TABLE; Schema: journal; Owner: -
+--
+
+CREATE TABLE journal.timers (
+    k bytea NOT NULL,
+    v bytea NOT NULL
+);
+
+
+--
+-- Data for Name: entries; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.entries (k, v) FROM stdin;
+\\x646f6e650000000000	\\x98a773746172746564bf74657374732e676f6c64656e2e70675f68616e646c6572733a7469636b6574d92f706c6561736520726566756e64206d653a2068c3a96c617320e29c93201b5b33316d72656407206e756c0020656e64cf00066188f38ed3f9c0cf8037538b786ef33fc0c0
+\\x646f6e650000000001	\\x98a473746570a8636c617373696679cf4574d45f4bdf8114cf00066188f38ef905a762696c6c696e67c00100
+\\x646f6e650000000002	\\x97a770726f6d697365a7617070726f7665cf00066188f39a7cecc3c0cf0141fb0631778243c2
+\\x646f6e650000000003	\\x93a9636f6d706c65746564cf00066188f39a815283a863617465676f7279a762696c6c696e67a8617070726f766564c3a474657874d92f706c6561736520726566756e64206d653a2068c3a96c617320e29c93201b5b33316d72656407206e756c0020656e64
+\\x77616974696e670000000000	\\x98a773746172746564bf74657374732e676f6c64656e2e70675f68616e646c6572733a7469636b6574b668656c6c6f20c3bc626572201b5d303b7469746c6507cf00066188f3a01129c0cfe588777c9168aac7c0c0
+\\x77616974696e670000000001	\\x98a473746570a8636c617373696679cf46f309be1b5d03f2cf00066188f3a034b8a56f74686572c00100
+\\x6e617070696e670000000000	\\x98a773746172746564bc74657374732e676f6c64656e2e70675f68616e646c6572733a6e6170cb41b2cc0300000000cf00066188f3a59ce1c0cf3b8210939a2d407bc0c0
+\\x6e617070696e670000000001	\\x94a5736c656570cf00066188f3a5c4f5cf0007805a6c6c84f500
+\\x7475726e2d310000000000	\\x98a773746172746564bd74657374732e676f6c64656e2e70675f68616e646c6572733a7475726eb7426f6e6a6f75722c206a65207375697320c3896d696c65cf00066188f3ab3426a97468726561642dc3a9cffa915da0726a6490c0c0
+\\x7475726e2d310000000001	\\x96a973746174655f676574a7686973746f7279cf00066188f3ab6c5ac0c200
+\\x7475726e2d310000000002	\\x98a973746174655f736574a7686973746f7279cf00066188f3ab707191b7426f6e6a6f75722c206a65207375697320c3896d696c65c2cf0c3ece81b327de9b01c0
+\\x7475726e2d310000000003	\\x93a9636f6d706c65746564cf00066188f3ab708a01
+\\x7475726e2d320000000000	\\x98a773746172746564bd74657374732e676f6c64656e2e70675f68616e646c6572733a7475726eac1b5b324a636c65617265643fcf00066188f3b1043ca97468726561642dc3a9cfcce7d27e937e1304c0c0
+\\x7475726e2d320000000001	\\x96a973746174655f676574a7686973746f7279cf00066188f3b1499191b7426f6e6a6f75722c206a65207375697320c3896d696c65c300
+\\x7475726e2d320000000002	\\x98a973746174655f736574a7686973746f7279cf00066188f3b14fc192b7426f6e6a6f75722c206a65207375697320c3896d696c65ac1b5b324a636c65617265643fc2cf0c3ece81b327de9b0291b7426f6e6a6f75722c206a65207375697320c3896d696c65
+\\x7475726e2d320000000003	\\x93a9636f6d706c65746564cf00066188f3b14ff002
+\\x706172656e740000000000	\\x98a773746172746564bf74657374732e676f6c64656e2e70675f68616e646c6572733a706172656e7493a161a2c39fa163cf00066188f3b6ad67c0cf9367c2ee7012267fc0c0
+\\x706172656e742d6368696c640000000000	\\x98a773746172746564be74657374732e676f6c64656e2e70675f68616e646c6572733a6368696c6493a161a2c39fa163cf00066188f3b6dfa3c0cf9367c2ee7012267fa6706172656e74c0
+\\x706172656e740000000001	\\x97a663616c6c6564be74657374732e676f6c64656e2e70675f68616e646c6572733a6368696c64cfd98d542b862df558cf00066188f3b6e84eac706172656e742d6368696c64c300
+\\x706172656e742d6368696c640000000001	\\x98a473746570a573686f7574cfe23efa066818250ecf00066188f3b6fee493a141a25353a143c00100
+\\x706172656e742d6368696c640000000002	\\x93a9636f6d706c65746564cf00066188f3b7038893a141a25353a143
+\\x706172656e740000000002	\\x97a770726f6d697365b26368696c643a706172656e742d6368696c64cf00066188f3b70f3293a141a25353a143c0cf286b1a62ebd26679c2
+\\x706172656e740000000003	\\x93a9636f6d706c65746564cf00066188f3b712d993a141a25353a143
+\.
+
+
+--
+-- Data for Name: invocations; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.invocations (k, v) FROM stdin;
+\\x646f6e65	\\xdc0013a4646f6e65bf74657374732e676f6c64656e2e70675f68616e646c6572733a7469636b6574a9636f6d706c65746564cf00066188f38ed3f9cf00066188f39a8169c0cf8037538b786ef33f83a863617465676f7279a762696c6c696e67a8617070726f766564c3a474657874d92f706c6561736520726566756e64206d653a2068c3a96c617320e29c93201b5b33316d72656407206e756c0020656e64c0c0c0c0c2c000c0c090c2
+\\x77616974696e67	\\xdc0013a777616974696e67bf74657374732e676f6c64656e2e70675f68616e646c6572733a7469636b6574a973757370656e646564cf00066188f3a01129cf00066188f3a039f2c0cfe588777c9168aac7c0c0a7617070726f7665c0c0c2c000c0c090c2
+\\x6e617070696e67	\\xdc0013a76e617070696e67bc74657374732e676f6c64656e2e70675f68616e646c6572733a6e6170a973757370656e646564cf00066188f3a59ce1cf00066188f3a5c8cac0cf3b8210939a2d407bc0c0c0cf0007805a6c6c84f5c0c2c000c0c090c2
+\\x7475726e2d31	\\xdc0013a67475726e2d31bd74657374732e676f6c64656e2e70675f68616e646c6572733a7475726ea9636f6d706c65746564cf00066188f3ab3426cf00066188f3ab70a1a97468726561642dc3a9cffa915da0726a649001c0c0c0c0c2c0cf00066188f3ab3426c0c090c2
+\\x7475726e2d32	\\xdc0013a67475726e2d32bd74657374732e676f6c64656e2e70675f68616e646c6572733a7475726ea9636f6d706c65746564cf00066188f3b1043ccf00066188f3b15012a97468726561642dc3a9cfcce7d27e937e130402c0c0c0c0c2c0cf00066188f3b1043cc0c090c2
+\\x706172656e742d6368696c64	\\xdc0013ac706172656e742d6368696c64be74657374732e676f6c64656e2e70675f68616e646c6572733a6368696c64a9636f6d706c65746564cf00066188f3b6dfa3cf00066188f3b703b1c0cf9367c2ee7012267f93a141a25353a143c0c0c0c0c2a6706172656e7400c0c090c2
+\\x706172656e74	\\xdc0013a6706172656e74bf74657374732e676f6c64656e2e70675f68616e646c6572733a706172656e74a9636f6d706c65746564cf00066188f3b6ad67cf00066188f3b712fcc0cf9367c2ee7012267f93a141a25353a143c0c0c0c0c2c000c0c090c2
+\.
+
+
+--
+-- Data for Name: keyq; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.keyq (k, v) FROM stdin;
+\.
+
+
+--
+-- Data for Name: leases; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.leases (k, v) FROM stdin;
+\\x646f6e65	\\x9502a0a00000
+\\x77616974696e67	\\x9501a0a00000
+\\x6e617070696e67	\\x9501a0a00000
+\\x7475726e2d31	\\x9501a0a00000
+\\x7475726e2d32	\\x9501a0a00000
+\\x706172656e742d6368696c64	\\x9501a0a00000
+\\x706172656e74	\\x9501a0a00000
+\.
+
+
+--
+-- Data for Name: meta; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.meta (k, v) FROM stdin;
+\\x666f726d6174	\\x31
+\.
+
+
+--
+-- Data for Name: promises; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.promises (k, v) FROM stdin;
+\\x646f6e6500617070726f7665	\\x93cf00066188f3949524c3c0
+\\x706172656e74006368696c643a706172656e742d6368696c64	\\x93cf00066188f3b703b193a141a25353a143c0
+\.
+
+
+--
+-- Data for Name: state; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.state (k, v) FROM stdin;
+\\x7468726561642dc3a900686973746f7279	\\x92b7426f6e6a6f75722c206a65207375697320c3896d696c65ac1b5b324a636c65617265643f
+\.
+
+
+--
+-- Data for Name: status; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.status (k, v) FROM stdin;
+\\x636f6d706c6574656400646f6e65	\\x
+\\x73757370656e6465640077616974696e67	\\x
+\\x73757370656e646564006e617070696e67	\\x
+\\x636f6d706c65746564007475726e2d31	\\x
+\\x636f6d706c65746564007475726e2d32	\\x
+\\x636f6d706c6574656400706172656e742d6368696c64	\\x
+\\x636f6d706c6574656400706172656e74	\\x
+\.
+
+
+--
+-- Data for Name: tables; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.tables (k, v) FROM stdin;
+\.
+
+
+--
+-- Data for Name: timers; Type: TABLE DATA; Schema: journal; Owner: -
+--
+
+COPY journal.timers (k, v) FROM stdin;
+\\x0007805a6c6c84f56e617070696e67	\\x
+\.
+
+
+--
+-- Name: entries entries_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.entries
+    ADD CONSTRAINT entries_pkey PRIMARY KEY (k);
+
+
+--
+-- Name: invocations invocations_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.invocations
+    ADD CONSTRAINT invocations_pkey PRIMARY KEY (k);
+
+
+--
+-- Name: keyq keyq_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.keyq
+    ADD CONSTRAINT keyq_pkey PRIMARY KEY (k);
+
+
+--
+-- Name: leases leases_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.leases
+    ADD CONSTRAINT leases_pkey PRIMARY KEY (k);
+
+
+--
+-- Name: meta meta_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.meta
+    ADD CONSTRAINT meta_pkey PRIMARY KEY (k);
+
+
+--
+-- Name: promises promises_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.promises
+    ADD CONSTRAINT promises_pkey PRIMARY KEY (k);
+
+
+--
+-- Name: state state_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.state
+    ADD CONSTRAINT state_pkey PRIMARY KEY (k);
+
+
+--
+-- Name: status status_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.status
+    ADD CONSTRAINT status_pkey PRIMARY KEY (k);
+
+
+--
+-- Name: tables tables_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.tables
+    ADD CONSTRAINT tables_pkey PRIMARY KEY (k);
+
+
+--
+-- Name: timers timers_pkey; Type: CONSTRAINT; Schema: journal; Owner: -
+--
+
+ALTER TABLE ONLY journal.timers
+    ADD CONSTRAINT timers_pkey PRIMARY KEY (k);
+
+
+--
+-- PostgreSQL database dump complete
+--
+
+\unrestrict L1PWba6CdoRgKLkDSeGIMPY4hBZhW0RKvfWgcwCj00kaCw3KDt8lTQFX5faCjxb
+
