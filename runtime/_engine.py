@@ -15,7 +15,6 @@ from journal import (
     Acquire,
     Committer,
     Durability,
-    Emitted,
     InvocationRecord,
     RequestCancel,
     Resolve,
@@ -24,7 +23,6 @@ from journal import (
     Store,
     UnencodableValue,
     decode_entry,
-    decode_value,
     digest,
     encode_entry,
     encode_value,
@@ -46,6 +44,7 @@ from ._outcome import Event, Outcome
 from ._park import park, park_if_unloadable
 from ._replayer import Replayer
 from ._requests import check_rollback, refuse_child_promise, waiting_for
+from ._stream import events
 from .errors import HandlerNotFound, TerminalError
 
 T = TypeVar("T")
@@ -328,25 +327,8 @@ class Engine:
     async def stream(self, invocation_id: str, *, after: int = 0, poll: float = 0.05) -> AsyncIterator[Event]:
         """The events the invocation emits with `ctx.emit`, each once and in seq order, as they are
         journaled (from any process); ends when the invocation (and any continuation) finishes."""
-        delivered: set[int] = set()
-        floor = after  # every seq up to here was seen
-        while True:
-            record = await self._read(self.store.require, invocation_id)
-            for seq, data in await self._read(self.store.entries, invocation_id, floor + 1):
-                if seq in delivered:
-                    continue
-                entry = decode_entry(data, invocation_id=invocation_id, seq=seq)
-                if isinstance(entry, Emitted):
-                    yield Event(invocation_id=invocation_id, seq=seq, value=decode_value(entry.value), at=entry.at)
-                delivered.add(seq)
-                while floor + 1 in delivered:
-                    floor += 1
-            if record.finished:
-                if record.continued_as is None:
-                    return
-                invocation_id, delivered, floor = record.continued_as, set(), 0
-                continue
-            await anyio.sleep(poll)
+        async for event in events(self._read, self.store, invocation_id, after=after, poll=poll):
+            yield event
 
     # -- recovery and the worker loop -----------------------------------------------------------
 
