@@ -99,18 +99,16 @@ class Committer:
             return self.commit_now(op)
         return _unwrap(await self._group(op))
 
-    async def create(self, record: InvocationRecord, started: bytes) -> InvocationRecord:
-        """`Store.create`, durable as the mode says: the invocation's record, the one it already had
-        if it exists with the same input (`InvocationConflict` for another one).
+    async def create(self, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
+        """`Store.create`, durable as the mode says: `(record, created)`, the record it already had
+        (and False) if it exists with the same input (`InvocationConflict` for another one).
 
         On a local store it goes through the group commit, so that invocations started
         together (a fleet of agents) share one transaction and its fsync; a blocking store's
         own transaction is durable at commit."""
         if self.blocking:
-            record, _ = await self.read(self.store.create, record, started)
-            return record
-        record, _ = await self.submit(Create(record, started))
-        return record
+            return await self.read(self.store.create, record, started)
+        return await self.submit(Create(record, started))
 
     async def submit_batched(self, op: Acquire) -> tuple[int, InvocationRecord]:
         """Commit `op` in the next group transaction, without waiting for a disk flush: an
