@@ -438,6 +438,7 @@ class Engine:
             ctx.machine.rollback = record.cancel_rollback
             execution = Execution(ctx, epoch, committer=self.committer, handler_for=self.handler_for)
             tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
+            del record, entries  # not kept for the whole run by this frame (many thousands may be in flight)
             self._leases.add(ctx, epoch)
             try:
                 if tracing is None:
