@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, TypeVarTuple, overload
 
 import anyio
@@ -79,44 +79,47 @@ class Committer:
 
     # The result of each kind of operation, as `Store.apply_one` gives it.
     @overload
-    async def submit(self, op: Acquire, *, durable: bool | None = None) -> tuple[int, InvocationRecord]: ...
+    def submit(self, op: Acquire, *, durable: bool | None = None) -> Awaitable[tuple[int, InvocationRecord]]: ...
     @overload
-    async def submit(
+    def submit(
         self, op: SetStatus | Resolve | RequestCancel | Continue, *, durable: bool | None = None
-    ) -> InvocationRecord: ...
+    ) -> Awaitable[InvocationRecord]: ...
     @overload
-    async def submit(self, op: Append | Renew, *, durable: bool | None = None) -> InvocationRecord | None: ...
+    def submit(self, op: Append | Renew, *, durable: bool | None = None) -> Awaitable[InvocationRecord | None]: ...
     @overload
-    async def submit(self, op: Create, *, durable: bool | None = None) -> tuple[InvocationRecord, bool]: ...
+    def submit(self, op: Create, *, durable: bool | None = None) -> Awaitable[tuple[InvocationRecord, bool]]: ...
 
-    async def submit(self, op: Op, *, durable: bool | None = None) -> OpResult:
-        """Commit `op`; return its result or raise its error. Durable per the mode unless `durable` says."""
+    def submit(self, op: Op, *, durable: bool | None = None) -> Awaitable[OpResult]:
+        """Commit `op`; the awaitable gives its result or raises its error. Durable per the mode
+        unless `durable` says.
+
+        Not a coroutine itself: what it returns is the group commit's own coroutine, so that each
+        of the thousands of operations waiting on a group commit pays one coroutine frame fewer,
+        in memory while it waits and in CPU when it is woken (W5 in `python -m bench`)."""
         if durable is None:
             durable = self.durability is not Durability.ASYNC
         if self.blocking:
-            return _unwrap(await self._group(op, durable))
+            return self._group(op, durable)
         if not durable:
-            return self.commit_now(op)
-        return _unwrap(await self._group(op))
+            return _ready(self.commit_now(op))
+        return self._group(op)
 
-    async def create(self, record: InvocationRecord, started: bytes) -> InvocationRecord:
-        """`Store.create`, durable as the mode says: the invocation's record, the one it already had
-        if it exists with the same input (`InvocationConflict` for another one).
+    async def create(self, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
+        """`Store.create`, durable as the mode says: `(record, created)`, the record it already had
+        (and False) if it exists with the same input (`InvocationConflict` for another one).
 
         On a local store it goes through the group commit, so that invocations started
         together (a fleet of agents) share one transaction and its fsync; a blocking store's
         own transaction is durable at commit."""
         if self.blocking:
-            record, _ = await self.read(self.store.create, record, started)
-            return record
-        record, _ = await self.submit(Create(record, started))
-        return record
+            return await self.read(self.store.create, record, started)
+        return await self.submit(Create(record, started))
 
     async def submit_batched(self, op: Acquire) -> tuple[int, InvocationRecord]:
         """Commit `op` in the next group transaction, without waiting for a disk flush: an
         operation that need not be durable (taking a lease) but that many tasks make at once,
         so that they share one transaction instead of paying a commit each."""
-        result = _unwrap(await self._group(op, durable=False))
+        result = await self._group(op, durable=False)
         assert isinstance(result, tuple)  # an Acquire's result
         return result  # type: ignore[return-value]  # the union does not narrow to its tuple member
 
@@ -149,16 +152,17 @@ class Committer:
         if self.blocking:
             return  # a blocking store's commits are durable by themselves (`synchronous_commit`)
         if self.durability is not Durability.ASYNC:
-            _unwrap(await self._group(None))  # shares the next group commit's fsync
+            await self._group(None)  # shares the next group commit's fsync
 
-    async def _group(self, op: Op | None, durable: bool = True) -> OpResult | BaseException:
+    async def _group(self, op: Op | None, durable: bool = True) -> OpResult:
+        """Commit `op` in the next group transaction; its result, or its error raised."""
         batch = self._filling
         if batch is not None:  # its leader commits it
             batch.durable = batch.durable or durable
             batch.ops.append(op)
             index = len(batch.ops) - 1
             await batch.done.wait()
-            return batch.results[index]
+            return _unwrap(batch.results[index])
         batch = self._filling = _Batch()
         batch.durable = durable
         batch.ops.append(op)
@@ -190,7 +194,11 @@ class Committer:
             finally:
                 self._in_flight = None
                 batch.done.set()
-        return batch.results[0]
+        return _unwrap(batch.results[0])
+
+
+async def _ready(result: OpResult) -> OpResult:
+    return result
 
 
 def _unwrap(result: OpResult | BaseException) -> OpResult:

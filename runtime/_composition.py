@@ -74,7 +74,7 @@ class Composition:
     async def call(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
                    type: Any = None) -> Any:
         child_id = await self._start_child(target, input, id=id, key=key, awaited=True, delay=None)
-        await self._spawner._run_child(child_id)
+        await self._spawner.run_child(child_id)
         return await self.promise(CHILD_PREFIX + child_id, type=type)
 
     async def send(self, target: Any, input: Any = None, *, id: str | None = None, key: str | None = None,
@@ -83,14 +83,14 @@ class Composition:
 
     async def _start_child(self, target: Any, input: Any, *, id: str | None, key: str | None, awaited: bool,
                            delay: float | None) -> str:
-        path, raw = self._spawner._child_input(target, input)
+        path, raw = self._spawner.child_input(target, input)
         seq, prev, recorded = await self._claim(Called, path, digest(path, bytes(raw), id, key, awaited))
         if recorded is not None:
             return recorded.child
         await self._deliver_cancel(seq, prev)
         await self._flush_pending()
         child_id = id if id is not None else f"{self._id}.{seq}"
-        await self._spawner._create_child(self._id, path, raw, child_id, key, delay)
+        await self._spawner.create_child(self._id, path, raw, child_id, key, delay)
         await self._commit(seq, Called(path, digest(path, bytes(raw), id, key, awaited), now_us(), child_id,
                                        awaited, prev))
         return child_id

@@ -6,7 +6,7 @@ import os
 import uuid as _uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar, overload
+from typing import Any, NamedTuple, TypeVar, overload
 
 import anyio
 
@@ -15,7 +15,6 @@ from journal import (
     Acquire,
     Committer,
     Durability,
-    Emitted,
     InvocationRecord,
     RequestCancel,
     Resolve,
@@ -24,7 +23,6 @@ from journal import (
     Store,
     UnencodableValue,
     decode_entry,
-    decode_value,
     digest,
     encode_entry,
     encode_value,
@@ -34,7 +32,7 @@ from journal._lmdb import default_path
 from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 
 from . import _otel
-from ._branches import _ORIGIN, _branch
+from ._children import Children
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._execution import Execution
@@ -46,6 +44,7 @@ from ._outcome import Event, Outcome
 from ._park import park, park_if_unloadable
 from ._replayer import Replayer
 from ._requests import check_rollback, refuse_child_promise, waiting_for
+from ._stream import events
 from .errors import HandlerNotFound, TerminalError
 
 T = TypeVar("T")
@@ -93,6 +92,7 @@ class Engine:
         self._active: set[str] = set()  # scheduled by serve() in this process
         self._running: set[str] = set()  # executing in this process right now
         self._leases = Leases(self.committer, lease_ttl, poll_interval)  # renewed by one task for all
+        self._children = Children(self.committer, self._running, self._execute)
 
     @classmethod
     @asynccontextmanager
@@ -134,6 +134,12 @@ class Engine:
 
         `handler` is a function, a TARGET path, or a NAME: a name this engine was given in
         `handlers`, or one recorded as is (its input unchecked) for a worker that has it."""
+        record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input)
+        return record
+
+    async def _start(self, handler: Callable[..., Any] | str, input: Any, *, id: str | None, key: str | None,
+                     lax_input: bool) -> tuple[InvocationRecord, _Fresh | None]:
+        """`start`, and what the invocation's journal is if this call created it."""
         if isinstance(handler, str) and self.handlers is not None and handler in self.handlers:
             fn, path = self.handlers[handler], handler  # recorded by its name
         elif isinstance(handler, str) and _is_name(handler):
@@ -150,8 +156,9 @@ class Engine:
         input_digest = digest(bytes(raw))
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
         trace = _otel.start_context(invocation_id, path) if _otel.enabled() else None
-        started = encode_entry(Started(path, raw, at, key, input_digest, None, trace), self.store.max_entry_bytes)
-        return await self.committer.create(record, started)
+        entry = Started(path, raw, at, key, input_digest, None, trace)
+        record, created = await self.committer.create(record, encode_entry(entry, self.store.max_entry_bytes))
+        return record, (_Fresh(at, entry) if created else None)
 
     @overload
     async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
@@ -163,12 +170,13 @@ class Engine:
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges."""
-        record = await self.start(handler, input, id=id, key=key, lax_input=lax_input)
+        record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input)
         fn = self.handler_for(record.handler)
         while True:
             try:
-                return await self._execute(record.id, fn)
+                return await self._execute(record.id, fn, fresh)
             except InvocationBusy:
+                fresh = None
                 record = await self._wait_while_running(record.id)
                 if record.status != Status.PENDING and record.status != Status.RUNNING:
                     return Outcome.of(record)
@@ -271,82 +279,13 @@ class Engine:
                 return Outcome.of(record)
             return await self.wait(invocation_id)
 
-    # -- children and streams -------------------------------------------------------------------
-
-    def _child_input(self, target: Callable[..., Any] | str, input: Any) -> tuple[Any, Any]:
-        fn = load_handler(target) if isinstance(target, str) else target
-        path = register(fn)
-        try:
-            raw, _ = prepare_input(fn, input)
-        except (ValueError, UnencodableValue) as exc:
-            raise TerminalError(f"cannot start child {path}: {exc}") from None
-        return path, raw
-
-    async def _create_child(self, parent: str, path: str, raw: Any, child_id: str, key: str | None,
-                            delay: float | None) -> None:
-        at = now_us()
-        input_digest = digest(bytes(raw))
-        record = InvocationRecord(child_id, path, Status.PENDING, at, at, key, input_digest, parent=parent)
-        if delay:  # created asleep, in the same transaction: a worker wakes it when it is due
-            record.status, record.wake_at = Status.SUSPENDED, at + int(delay * 1e6)
-        # Inside the parent's attempt (or step) span: the child joins the parent's trace.
-        trace = _otel.start_context(child_id, path, parent=parent) if _otel.enabled() else None
-        started = encode_entry(Started(path, raw, at, key, input_digest, parent, trace), self.store.max_entry_bytes)
-        await self.committer.create(record, started)
-
-    async def _run_child(self, child_id: str, _outer: frozenset[str] = frozenset()) -> None:
-        """Run an awaited child here if nobody else is running it; it may finish or suspend.
-        A child suspended in a ctx.call of its own gets its own child run first."""
-        record = await self._read(self.store.get, child_id)
-        if record is None:  # finished long ago and trimmed: its result is in the parent's journal
-            return
-        waiting = record.waiting
-        if record.status == Status.SUSPENDED and waiting is not None and waiting.startswith(CHILD_PREFIX):
-            grandchild = waiting[len(CHILD_PREFIX):]
-            if grandchild not in _outer:
-                await self._run_child(grandchild, _outer | {child_id})
-                record = await self._read(self.store.require, child_id)
-        runnable = record.status == Status.PENDING or (
-            record.status == Status.RUNNING and await self._read(self.store.live_lease, child_id, now_us()) is None
-        )
-        if runnable and child_id not in self._running:
-            # In a task of its own, so the child's context variables do not leak into the parent's;
-            # spawned as no branch of the parent's handler, which does not spawn it on replay.
-            outside = _branch.set(_ORIGIN)
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._execute_if_free, child_id)
-            finally:
-                _branch.reset(outside)
-
-    async def _execute_if_free(self, invocation_id: str) -> None:
-        try:
-            await self._execute(invocation_id)
-        except InvocationBusy:
-            pass
+    # -- streams ------------------------------------------------------------------------
 
     async def stream(self, invocation_id: str, *, after: int = 0, poll: float = 0.05) -> AsyncIterator[Event]:
         """The events the invocation emits with `ctx.emit`, each once and in seq order, as they are
         journaled (from any process); ends when the invocation (and any continuation) finishes."""
-        delivered: set[int] = set()
-        floor = after  # every seq up to here was seen
-        while True:
-            record = await self._read(self.store.require, invocation_id)
-            for seq, data in await self._read(self.store.entries, invocation_id, floor + 1):
-                if seq in delivered:
-                    continue
-                entry = decode_entry(data, invocation_id=invocation_id, seq=seq)
-                if isinstance(entry, Emitted):
-                    yield Event(invocation_id=invocation_id, seq=seq, value=decode_value(entry.value), at=entry.at)
-                delivered.add(seq)
-                while floor + 1 in delivered:
-                    floor += 1
-            if record.finished:
-                if record.continued_as is None:
-                    return
-                invocation_id, delivered, floor = record.continued_as, set(), 0
-                continue
-            await anyio.sleep(poll)
+        async for event in events(self._read, self.store, invocation_id, after=after, poll=poll):
+            yield event
 
     # -- recovery and the worker loop -----------------------------------------------------------
 
@@ -436,9 +375,11 @@ class Engine:
 
     # -- execution ------------------------------------------------------------------------------
 
-    async def _execute(self, invocation_id: str, fn: Callable[..., Any] | None = None) -> Outcome:
+    async def _execute(self, invocation_id: str, fn: Callable[..., Any] | None = None,
+                       fresh: _Fresh | None = None) -> Outcome:
         while True:
-            outcome = await self._execute_once(invocation_id, fn)
+            outcome = await self._execute_once(invocation_id, fn, fresh)
+            fresh = None  # what the journal held before the first execution, not after it
             if outcome.continued_as is not None:  # the logical run goes on in its continuation
                 invocation_id = outcome.continued_as
                 continue
@@ -446,11 +387,15 @@ class Engine:
             if outcome.status != Status.PENDING:
                 return outcome
 
-    async def _execute_once(self, invocation_id: str, fn: Callable[..., Any] | None) -> Outcome:
-        record = await self._read(self.store.require, invocation_id)
-        if record.finished:
-            return Outcome.of(record)
-        fn = fn or self.handler_for(record.handler)
+    async def _execute_once(self, invocation_id: str, fn: Callable[..., Any] | None,
+                            fresh: _Fresh | None = None) -> Outcome:
+        if fresh is None or fn is None:
+            record = await self._read(self.store.require, invocation_id)
+            if record.finished:
+                return Outcome.of(record)
+            fn = fn or self.handler_for(record.handler)
+        # (A fresh invocation that finished meanwhile, run by another process, fails the acquire
+        # below with InvocationBusy, after which `run` reports its outcome.)
         if invocation_id in self._running:
             # The lease belongs to this engine already: a second execution here would take it
             # from the first one in the middle of a step.
@@ -463,8 +408,13 @@ class Engine:
             epoch, record = await self.committer.submit_batched(
                 Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
             try:
-                entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
-                           for seq, data in await self._read(self.store.entries, invocation_id)}
+                if fresh is not None and epoch == 1 and record.created_at == fresh.created_at:
+                    # Created by this engine a moment ago and never leased before: its journal
+                    # is the entry 0 it wrote (an append needs a lease), so it is not read back.
+                    entries: dict[int, Any] = {0: fresh.started}
+                else:
+                    entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
+                               for seq, data in await self._read(self.store.entries, invocation_id)}
             except CorruptEntry as exc:
                 # Not runnable until repaired: parked with the reason, not left `running`.
                 await park(self.committer, invocation_id, epoch, (
@@ -476,7 +426,7 @@ class Engine:
             ctx = InvocationContext(
                 invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
                 max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
-                always_replay=self.always_replay, key=started.key, spawner=self,
+                always_replay=self.always_replay, key=started.key, spawner=self._children,
             )
             if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
                 ctx.state.preload(await self._read(self.store.state, started.key))
@@ -488,6 +438,7 @@ class Engine:
             ctx.machine.rollback = record.cancel_rollback
             execution = Execution(ctx, epoch, committer=self.committer, handler_for=self.handler_for)
             tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
+            del record, entries  # not kept for the whole run by this frame (many thousands may be in flight)
             self._leases.add(ctx, epoch)
             try:
                 if tracing is None:
@@ -507,3 +458,10 @@ class Engine:
 def _is_name(handler: str) -> bool:
     """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
     return ":" not in handler and "/" not in handler and os.sep not in handler
+
+
+class _Fresh(NamedTuple):
+    """An invocation `Engine.run` has just created: its creation time and entry 0."""
+
+    created_at: int
+    started: Started

@@ -188,13 +188,18 @@ class InvocationContext(Composition, Context):
             else:
                 value, failure, attempt = await attempts(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
             entry, result = step_entry(name, call_digest, seq, prev, value, failure, attempt, rtype)
+            error = entry.error
             # A step that ran and failed is journaled like one that returned, so replay
             # raises the error again without running the step, and the journal has no gap.
-            await self._commit(seq, entry)
-            if self.on_step is not None and (failure is not None or entry.error is None):
+            # The entry (with the encoded value) is not kept across the wait for the commit:
+            # thousands of invocations in flight each hold one there.
+            commit = self._commit(seq, entry)
+            del entry, value
+            await commit
+            if self.on_step is not None and (failure is not None or error is None):
                 self._report(name, "live" if failure is None else "failed", time.perf_counter() - started, False)
-            if entry.error is not None:
-                raise rebuild_error(entry.error)
+            if error is not None:
+                raise rebuild_error(error)
         finally:
             self._done_one()
         if self._always_replay and self._inflight == 0 and not self._exit_mode:
@@ -408,6 +413,7 @@ class InvocationContext(Composition, Context):
                 machine.buffer(seq, entry)
             return
         entries, state, seen = machine.take_writes(seq, entry)
+        entry = None  # encoded in `entries` now (see `run`)
         op = Append(self._id, self._epoch, entries, None, state, seen)
         try:
             if self._commit_inline:  # `async` durability: nothing to wait for, so no coroutine

@@ -64,7 +64,7 @@ class Machine:
         self._patches: dict[str, bool] = {}
         self._randoms: dict[int, _random.Random] = {}
         self._uuids: dict[int, int] = {}
-        self._live_at: set[int] = set()  # positions where an operation ran live
+        self._live_at: dict[int, None] = {}  # positions where an operation ran live (keys; see Replayer._live)
         self.checked = 0  # recorded operations replayed
         self.stopped_at: int | None = None  # replay-only: the lowest seq that would have run live
         self.on_halt: Callable[[], None] | None = None  # told when a branch stops or diverges
@@ -168,7 +168,7 @@ class Machine:
                 "this runtime does not see being spawned (another event loop task factory, or threads); run "
                 "concurrent context calls with `await ctx.gather(...)` instead"
             )
-        self._live_at.add(last)
+        self._live_at[last] = None
 
     def branch_started(self) -> None:
         self.branches += 1

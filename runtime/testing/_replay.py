@@ -33,8 +33,8 @@ from journal.errors import JournalError
 
 from .._branches import count_branches
 from .._branches import install as install_branches
+from .._children import child_input
 from .._composition import ContinueAsNew
-from .._engine import Engine
 from .._guard import _handler_scope
 from .._handlers import NO_INPUT, decode_input, load_handler, load_recorded
 from .._invocation import InvocationContext
@@ -93,13 +93,12 @@ class _NoChildren:
     the way the engine computes it.
     """
 
-    def __init__(self, store: Store) -> None:
-        self._child_input = Engine(store)._child_input
+    child_input = staticmethod(child_input)
 
-    async def _run_child(self, child_id: str) -> None:
+    async def run_child(self, child_id: str) -> None:
         pass
 
-    async def _create_child(self, *args: Any, **kwargs: Any) -> None:
+    async def create_child(self, *args: Any, **kwargs: Any) -> None:
         raise _refused("start a child invocation")
 
 
@@ -127,7 +126,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
     ctx = InvocationContext(
         invocation_id=invocation_id, replayer=replayer, committer=_NoWrites(store), epoch=0,  # type: ignore[arg-type]
         max_entry_bytes=store.max_entry_bytes, inline_sleep_limit=0.0, key=record.key,
-        spawner=_NoChildren(store), replay_only=True,
+        spawner=_NoChildren(), replay_only=True,
     )
     machine = ctx.machine
     count_branches(machine)

@@ -1,0 +1,78 @@
+"""`Engine.run` on an invocation it creates uses the entry 0 it wrote instead of reading the
+journal back; on one that existed it reads and replays the journal as always."""
+
+import pytest
+
+from journal import Status, decode_entry, decode_value, kind_of
+from runtime import Context
+
+pytestmark = pytest.mark.anyio
+
+
+def _watch_journal_reads(store, events):
+    read = store.entries
+
+    def entries(invocation_id, *args, **kwargs):
+        events.append(("read", invocation_id))
+        return read(invocation_id, *args, **kwargs)
+
+    store.entries = entries
+
+
+async def test_a_run_that_creates_its_invocation_runs_before_reading_its_journal(open_engine):
+    events: list[tuple[str, str]] = []
+
+    def plan(q: str) -> str:
+        events.append(("step", q))
+        return f"plan for {q}"
+
+    async def agent(ctx: Context, q: str) -> str:
+        return await ctx.run("plan", plan, q)
+
+    async with open_engine() as engine:
+        _watch_journal_reads(engine.store, events)
+        outcome = await engine.run(agent, "question", id="fresh")
+        journal = [decode_entry(d) for _, d in engine.store.entries("fresh")]
+    assert outcome.status == Status.COMPLETED and outcome.result == "plan for question"
+    # The first execution ran its step with the journal it wrote itself (always-replay may
+    # read it afterwards, to replay).
+    assert events[0] == ("step", "question")
+    assert [kind_of(e) for e in journal] == ["started", "step", "completed"]
+    assert decode_value(journal[0].input) == "question"
+
+
+async def test_a_run_that_attaches_to_an_invocation_reads_and_replays_its_journal(open_engine, calls):
+    plan, act = calls("plan"), calls("act")
+
+    async def agent(ctx: Context, q: str) -> str:
+        first = await ctx.run("plan", plan, q)
+        go = await ctx.promise("go", type=str)
+        return f"{first} {go} {await ctx.run('act', act, q)}"
+
+    async with open_engine() as engine:
+        first = await engine.run(agent, "q", id="attach")
+        assert first.status == Status.SUSPENDED
+        await engine.resolve("attach", "go", "now")
+        events: list[tuple[str, str]] = []
+        _watch_journal_reads(engine.store, events)
+        outcome = await engine.run(agent, "q", id="attach")  # the same id and input: attaches
+    assert outcome.status == Status.COMPLETED
+    assert outcome.result == "plan:('q',) now act:('q',)"
+    assert ("read", "attach") in events
+    assert calls.counts == {"plan": 1, "act": 1}  # the recorded step replayed, not run again
+
+
+async def test_a_run_after_start_reads_the_journal_start_wrote(open_engine, calls):
+    plan = calls("plan")
+
+    async def agent(ctx: Context, q: str) -> str:
+        return await ctx.run("plan", plan, q)
+
+    async with open_engine() as engine:
+        await engine.start(agent, "q", id="started-first")
+        events: list[tuple[str, str]] = []
+        _watch_journal_reads(engine.store, events)
+        outcome = await engine.run(agent, "q", id="started-first")
+    assert outcome.status == Status.COMPLETED and outcome.result == "plan:('q',)"
+    assert events[0] == ("read", "started-first")
+    assert calls.counts == {"plan": 1}
