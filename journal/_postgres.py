@@ -50,13 +50,13 @@ from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._ids import validate_id
 from ._kvrules import _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
 from ._kvstore import KVStore
+from ._postgres_owners import OwnerSession
 from ._postgres_rows import (
     DDL,
     FORMAT_VERSION,
     LOCK_CLASS,
     SCHEMA,
     PgTxn,
-    owner_lock_key,
 )
 from ._postgres_tables import CREATE as CREATE_TABLES
 from ._postgres_tables import PostgresTables
@@ -100,13 +100,11 @@ class PostgresStore(PostgresTables, KVStore):
         self._closed = False
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
-        self._life_lock = threading.Lock()
-        self._owners: set[str] = set()  # owners whose advisory lock this store's session holds
         self._fenced: dict[bytes, tuple[int, bytes]] = {}  # id -> (epoch, lease bytes) that gave it ownership
         self._sync_commit: bool | None = None
         self._writer = self._connect(autocommit=True)  # transactions are explicit: see `_write`
         self._reader = self._connect(autocommit=True)
-        self._life: psycopg.Connection[Any] | None = None  # holds the owners' session advisory locks; opened on first acquire
+        self._lives = OwnerSession(lambda: self._connect(autocommit=True), psycopg.Error, self._guard)
         self._listener: psycopg.Connection[Any] | None = None
         self._aio: LoopWriter | None = None  # the connection of `apply_async`
         try:
@@ -215,10 +213,10 @@ class PostgresStore(PostgresTables, KVStore):
         renews = False
         for op in ops:
             if op.__class__ is Acquire:
-                self._hold_owner_lock(op.owner)
+                self._lives.hold(op.owner)
             renews = renews or op.__class__ is Renew
         if renews:
-            self._keep_owner_locks()
+            self._lives.keep()
         if len(ops) > 1 and any(op.__class__ is Acquire for op in ops) and not all(
                 op.__class__ is Acquire for op in ops):
             # The claims go in a transaction of their own: they hold their invocations' rows
@@ -405,53 +403,6 @@ class PostgresStore(PostgresTables, KVStore):
         self._fenced[id_bytes] = (epoch, bytes(data))
         return lease
 
-    def _hold_owner_lock(self, owner: str) -> None:
-        """Hold `owner`'s advisory lock in a session of this store, so its death shows."""
-        if owner in self._owners:
-            return
-        with self._life_lock, self._guard():
-            life = self._life
-            if life is None:
-                self._life = life = self._open_life()
-            classid, objid = owner_lock_key(owner)
-            life.execute("SELECT pg_advisory_lock(%s::int, %s::int)", (classid, objid))
-            self._owners.add(owner)
-
-    def _open_life(self) -> psycopg.Connection[Any]:
-        life = self._connect(autocommit=True)
-        try:
-            # The session sits idle by design: a server-wide idle timeout must not end it
-            # (and with it, in every rival's eyes, the life of this process's owners).
-            life.execute("SET idle_session_timeout = 0")
-        except self._psycopg.Error:  # a server before PostgreSQL 14 has no such timeout
-            pass
-        return life
-
-    def _keep_owner_locks(self) -> None:
-        """Before renewing: if the session holding the owners' locks has ended (the server
-        ended it, a pooler restarted), open another and take every owner's lock again.
-
-        Until then rivals see these owners as dead and may claim their invocations; a lease
-        claimed meanwhile is lost (its renewal fails with `LeaseLost`, and the handler stops).
-        The leases still ours are protected again from here on."""
-        with self._life_lock:
-            life = self._life
-            if life is None or not self._owners:
-                return
-            try:
-                life.execute("SELECT 1")
-                return
-            except self._psycopg.Error:
-                pass
-            try:
-                life.close()
-            except self._psycopg.Error:  # noqa: S110 - it is broken already; a new one replaces it
-                pass
-            with self._guard():
-                self._life = life = self._open_life()
-                for owner in self._owners:
-                    life.execute("SELECT pg_advisory_lock(%s::int, %s::int)", owner_lock_key(owner))
-
     def _lease_live(self, txn: _Txn, lease: Lease | None, now_us: int) -> bool:
         if not lease_is_live(lease, now_us):
             return False
@@ -478,7 +429,7 @@ class PostgresStore(PostgresTables, KVStore):
             return
         self._closed = True
         self._drop_loop_writer()
-        for conn in (self._writer, self._reader, self._life, self._listener):
+        for conn in (self._writer, self._reader, self._lives.conn, self._listener):
             if conn is not None:
                 try:
                     conn.close()

@@ -259,7 +259,7 @@ def test_a_live_owner_takes_its_locks_again_when_it_renews_after_the_server_ende
     create(store, "inv-2")
     epoch, _ = acquire(store, owner="holder", ttl_us=3_600_000_000)  # this process, alive, for an hour
     acquire(store, "inv-2", owner="holder", ttl_us=3_600_000_000)
-    ended = store._life.info.backend_pid
+    ended = store._lives.conn.info.backend_pid
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         # The server ends that idle session (a pooler restarting in between, an administrator).
         admin.execute("SELECT pg_terminate_backend(%s)", (ended,))
@@ -276,7 +276,7 @@ def test_a_live_owner_takes_its_locks_again_when_it_renews_after_the_server_ende
                                   Renew("inv-2", epoch, 3_600_000_000, T0 + 2)])
         assert not isinstance(kept, BaseException)
         assert isinstance(lost, LeaseLost)
-        assert store._life.info.backend_pid != ended
+        assert store._lives.conn.info.backend_pid != ended
         with pytest.raises(InvocationBusy, match="being run"):
             acquire(rival, owner="rival", now=T0 + 3)
     finally:
@@ -294,7 +294,7 @@ def test_the_session_holding_the_owners_locks_is_exempt_from_an_idle_session_tim
             try:
                 create(store)
                 acquire(store, owner="holder")
-                assert store._life.execute("SHOW idle_session_timeout").fetchone()[0] == "0"
+                assert store._lives.conn.execute("SHOW idle_session_timeout").fetchone()[0] == "0"
                 with psycopg.connect(postgres_url) as other:  # what every other session gets
                     assert other.execute("SHOW idle_session_timeout").fetchone()[0] == "1h"
             finally:
