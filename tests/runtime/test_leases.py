@@ -59,6 +59,9 @@ async def test_a_cancel_made_while_a_claimed_invocation_reads_its_journal_reache
             tg.start_soon(lambda: engine.run(a, id="a"))
 
             async def run_b():
+                # Started first, then run: the run reads b's journal (one it has just created
+                # itself needs no reading back).
+                await engine.start(b, id="b")
                 results["b"] = await engine.run(b, id="b")
 
             await a_running.wait()
