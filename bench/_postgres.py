@@ -143,6 +143,8 @@ def dbos(url: str) -> dict:
     out = subprocess.run([sys.executable, "-m", "bench._dbos", url, str(W2_INVOCATIONS), str(W2_STEPS)],
                          capture_output=True, text=True, cwd=_workloads.ROOT, timeout=600)
     if out.returncode != 0:
+        if "No module named 'dbos'" in out.stderr:
+            raise RuntimeError("DBOS Transact is not installed here: pip install -e '.[bench]'")
         raise RuntimeError(f"DBOS failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.splitlines()[-1])
 
