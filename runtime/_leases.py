@@ -29,7 +29,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import sniffio
 
 from journal import Committer, Renew
 from journal.errors import LeaseLost
@@ -152,11 +151,12 @@ def _records(store: Any, ids: list[str]) -> list[Any]:
 
 
 def _current_loop() -> Any:
-    if sniffio.current_async_library() == "trio":
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: anyio's other backend, trio
         import trio
 
         return trio.lowlevel.current_trio_token()
-    return asyncio.get_running_loop()
 
 
 def _spawn(fn: Any, loop: Any) -> None:
