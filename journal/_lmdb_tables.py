@@ -9,12 +9,17 @@ dirties one B-tree, which keeps the fsync after it small. A batch is one write t
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
 from ._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
+
+if TYPE_CHECKING:
+    from ._lmdb import _Reading
+
+T = TypeVar("T")
 
 _SUBDB = b"tables"
 # Opening a sub-database writes to LMDB's main database: one opener at a time per process.
@@ -27,6 +32,12 @@ class LmdbTables:
     _env: lmdb.Environment
     _dbs: dict[str, Any]
     readonly: bool
+
+    if TYPE_CHECKING:  # what the host store provides
+        def _read(self) -> _Reading: ...
+        def _transact(self, work: Callable[[Any], T]) -> T: ...
+        def _grow(self) -> None: ...
+        def sync(self) -> None: ...
 
     def _tables_db(self, create: bool) -> Any:
         db = self._dbs.get("tables")
@@ -42,7 +53,7 @@ class LmdbTables:
                 except lmdb.MapResizedError:
                     self._env.set_mapsize(0)
                 except lmdb.MapFullError:
-                    self._grow()  # type: ignore[attr-defined]
+                    self._grow()
             self._dbs["tables"] = db
         return db
 
@@ -51,7 +62,7 @@ class LmdbTables:
         db = self._tables_db(create=False)
         if db is None:
             return None
-        with self._read() as txn:  # type: ignore[attr-defined]
+        with self._read() as txn:
             value = txn._txn.get(key, db=db)
             return None if value is None else bytes(value)
 
@@ -64,7 +75,7 @@ class LmdbTables:
         name = _prefix(table)
         prefix, start = name + prefix, None if start is None else name + start
         out: list[tuple[bytes, bytes]] = []
-        with self._read() as txn:  # type: ignore[attr-defined]
+        with self._read() as txn:
             with txn._txn.cursor(db=db) as cursor:
                 if reverse:
                     items = _backward(cursor, prefix, start)
@@ -101,9 +112,9 @@ class LmdbTables:
                 else:
                     raw.delete(name + op.key, db=db)
 
-        self._transact(work)  # type: ignore[attr-defined]
+        self._transact(work)
         if durable:
-            self.sync()  # type: ignore[attr-defined]
+            self.sync()
 
 
 def _prefix(table: str) -> bytes:

@@ -157,7 +157,7 @@ class PostgresStore(PostgresTables, KVStore):
             raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
 
     @contextmanager
-    def _read(self) -> Iterator[_Txn]:
+    def _read(self) -> Iterator[PgTxn]:
         with self._read_lock, self._guard():
             with self._reader.cursor() as cur:
                 yield PgTxn(cur)
@@ -165,7 +165,7 @@ class PostgresStore(PostgresTables, KVStore):
     def _transact(self, work: Callable[[_Txn], T]) -> T:
         return self._write(work, durable=True)
 
-    def _write(self, work: Callable[[_Txn], T], *, durable: bool, block: bool = True) -> T:
+    def _write(self, work: Callable[[PgTxn], T], *, durable: bool, block: bool = True) -> T:
         """`work` in a write transaction, retried whole on a deadlock. `block=False`: `work` is
         one statement, which the server runs as a transaction of its own, so no `BEGIN` and
         `COMMIT` round trips (the writer is in autocommit mode)."""
@@ -235,7 +235,7 @@ class PostgresStore(PostgresTables, KVStore):
         rows, where = self._fast_rows(ops)
         if rows and len(rows) == len(ops):
             # Only plain steps: one statement, which commits by itself (one round trip).
-            inserted = self._write(lambda txn: txn.append_fast(rows), durable=durable, block=False)  # type: ignore[attr-defined]
+            inserted = self._write(lambda txn: txn.append_fast(rows), durable=durable, block=False)
             if len(inserted) == len(rows):
                 return [None] * len(ops)
             # What the statement did not insert goes through the rules, which say why.

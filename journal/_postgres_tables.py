@@ -8,10 +8,16 @@ rules ask for. A batch is one transaction, durable as `durable=` says (`synchron
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
+
+if TYPE_CHECKING:
+    from ._postgres_rows import PgTxn
+
+T = TypeVar("T")
 
 TABLE = "journal.tables"
 CREATE = f"CREATE TABLE IF NOT EXISTS {TABLE} (k bytea PRIMARY KEY, v bytea NOT NULL)"
@@ -20,9 +26,13 @@ CREATE = f"CREATE TABLE IF NOT EXISTS {TABLE} (k bytea PRIMARY KEY, v bytea NOT 
 class PostgresTables:
     """Mixed into `PostgresStore`, whose `_read` and `_write` transactions it uses."""
 
+    if TYPE_CHECKING:  # what the host store provides
+        def _read(self) -> AbstractContextManager[PgTxn]: ...
+        def _write(self, work: Callable[[PgTxn], T], *, durable: bool, block: bool = True) -> T: ...
+
     def table_get(self, table: str, key: bytes) -> bytes | None:
         key = _prefix(table) + check_key(key)
-        with self._read() as txn:  # type: ignore[attr-defined]
+        with self._read() as txn:
             row = txn._cur.execute(f"SELECT v FROM {TABLE} WHERE k = %s", (key,)).fetchone()
         return None if row is None else bytes(row[0])
 
@@ -43,7 +53,7 @@ class PostgresTables:
         if limit is not None:
             sql += " LIMIT %s"
             args.append(limit)
-        with self._read() as txn:  # type: ignore[attr-defined]
+        with self._read() as txn:
             rows = txn._cur.execute(sql, args).fetchall()
         return [(bytes(k[len(name):]), bytes(v)) for k, v in rows]
 
@@ -66,7 +76,7 @@ class PostgresTables:
                 else:
                     cur.execute(f"DELETE FROM {TABLE} WHERE k = %s", (name + op.key,))
 
-        self._write(work, durable=durable)  # type: ignore[attr-defined]
+        self._write(work, durable=durable)
 
 
 def _prefix(table: str) -> bytes:
