@@ -71,8 +71,7 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
         return "\n".join([
             f"invocation {outcome.id} is suspended, waiting for promise {outcome.waiting!r}.",
             "Deliver it (any JSON value) or reject it:",
-            f"  {suggest(['resolve', outcome.id, outcome.waiting, 'true'], db)}",
-            f"  {suggest(['resolve', outcome.id, outcome.waiting, '--reject', 'reason'], db)}",
+            *_resolve_commands(outcome.id, outcome.waiting, db),
             "then continue it:",
             f"  {resume}",
         ])
@@ -86,6 +85,12 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
     ])
 
 
+def _resolve_commands(invocation_id: str, promise: str, db: str | None) -> list[str]:
+    """The two ways to settle `invocation_id`'s promise, as commands to copy."""
+    return [f"  {suggest(['resolve', invocation_id, promise, 'true'], db)}",
+            f"  {suggest(['resolve', invocation_id, promise, '--reject', 'reason'], db)}"]
+
+
 def _child_wait_help(outcome: Outcome, waits_on: InvocationRecord, db: str | None) -> str:
     """A parent suspended in ctx.call: what its child (or a descendant) waits for, and how it gets run.
     The parent's own `child:` promise is settled by the child's result, never by hand."""
@@ -96,8 +101,7 @@ def _child_wait_help(outcome: Outcome, waits_on: InvocationRecord, db: str | Non
         return "\n".join([
             f"{head}, which waits for promise {waits_on.waiting!r}.",
             "Deliver it to the child (any JSON value) or reject it:",
-            f"  {suggest(['resolve', child, waits_on.waiting, 'true'], db)}",
-            f"  {suggest(['resolve', child, waits_on.waiting, '--reject', 'reason'], db)}",
+            *_resolve_commands(child, waits_on.waiting, db),
             "then continue the parent, which runs the child first and goes on with its result:",
             f"  {resume}",
         ])
