@@ -203,6 +203,63 @@ def test_a_full_disk_is_a_clear_error_and_loses_nothing_committed(tmp_path):
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
+def test_a_large_batch_commits_in_bounded_transactions_each_operation_on_its_own(tmp_path):
+    # A group commit of thousands of appends is written in transactions of at most
+    # OPS_PER_TRANSACTION operations (what LMDB holds in memory until it commits), and an
+    # operation refused in one of them changes nothing for the others.
+    from journal import Append
+    from journal._lmdb import OPS_PER_TRANSACTION
+    from journal.errors import LeaseLost
+
+    count = OPS_PER_TRANSACTION * 3 + 5
+    with LmdbStore(tmp_path / "db") as store:
+        epochs = []
+        for i in range(count):
+            create(store, f"inv-{i}")
+            epochs.append(acquire(store, f"inv-{i}")[0])
+        before = store.env.info()["last_txnid"]
+        ops = [Append(f"inv-{i}", epochs[i] + (1 if i == 200 else 0), [(1, step("s", i))]) for i in range(count)]
+        results = store.apply(ops)
+        assert store.env.info()["last_txnid"] - before == 4
+        assert isinstance(results[200], LeaseLost)
+        assert [r for i, r in enumerate(results) if i != 200] == [None] * (count - 1)
+        for i in range(count):
+            seqs = [s for s, _ in store.entries(f"inv-{i}")]
+            assert seqs == ([0] if i == 200 else [0, 1])
+
+
+def test_a_disk_full_in_a_large_batch_fails_only_what_was_not_committed(tmp_path):
+    from journal import Append
+    from journal._lmdb import OPS_PER_TRANSACTION
+
+    where = tmp_path / "small"
+    if not _mount_tmpfs(where, size="8m"):
+        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
+    store = None
+    try:
+        path = where / "db"
+        store = LmdbStore(path, map_size=64 * 1024 * 1024)
+        create(store)
+        epoch, _ = acquire(store)
+        ops = [Append("inv-1", epoch, [(seq, step("s", "y" * 20_000))]) for seq in range(1, OPS_PER_TRANSACTION * 4)]
+        results = store.apply(ops)
+        store.sync()
+        done = [i for i, r in enumerate(results) if r is None]
+        failed = [i for i, r in enumerate(results) if isinstance(r, DiskFull)]
+        assert done and failed, "the disk should fill in the middle of the batch"
+        assert done == list(range(len(done))) and failed == list(range(len(done), len(ops)))
+        assert len(done) % OPS_PER_TRANSACTION == 0  # whole transactions committed, none in part
+        store.close()
+        store = None
+        with LmdbStore(path, readonly=True) as reopened:
+            assert [s for s, _ in reopened.entries("inv-1")] == list(range(len(done) + 1))
+            assert check(reopened) == []
+    finally:
+        if store is not None:
+            store.close()
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
 def test_opening_a_store_another_process_has_grown_adopts_its_size(tmp_path):
     path = tmp_path / "db"
     small = LmdbStore(path, map_size=256 * 1024)
