@@ -104,16 +104,18 @@ class Committer:
             return _ready(self.commit_now(op))
         return self._group(op)
 
-    async def create(self, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
+    async def create(self, record: InvocationRecord, started: bytes,
+                     lease: Acquire | None = None) -> tuple[InvocationRecord, bool]:
         """`Store.create`, durable as the mode says: `(record, created)`, the record it already had
         (and False) if it exists with the same input (`InvocationConflict` for another one).
+        With `lease`, the store may take the new invocation's lease too (see `Create`).
 
         On a local store it goes through the group commit, so that invocations started
         together (a fleet of agents) share one transaction and its fsync; a blocking store's
         own transaction is durable at commit."""
         if self.blocking:
             return await self.read(self.store.create, record, started)
-        return await self.submit(Create(record, started))
+        return await self.submit(Create(record, started, lease))
 
     async def submit_batched(self, op: Acquire) -> tuple[int, InvocationRecord]:
         """Commit `op` in the next group transaction, without waiting for a disk flush: an

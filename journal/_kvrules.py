@@ -31,7 +31,7 @@ import msgspec
 from ._entries import NIL
 from ._ids import validate_id
 from ._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
-from ._store import Transition
+from ._store import Acquire, Transition
 from .errors import (
     CorruptEntry,
     InvocationConflict,
@@ -92,7 +92,8 @@ def lease_is_live(lease: Lease | None, now_us: int) -> TypeGuard[Lease]:
     return lease.expires_at > now_us
 
 
-def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
+def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
+            lease: Acquire | None = None) -> tuple[InvocationRecord, bool]:
     existing = _get_record(txn, id_bytes)
     if existing is not None:
         if existing.input_digest != record.input_digest or existing.handler != record.handler:
@@ -103,6 +104,10 @@ def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes
                 + "; pick a new --id, or pass the same input to attach to it"
             )
         return existing, False
+    if lease is not None and (record.key is None or _queue_head(txn, record.key) is None):
+        # Its first lease, taken with its creation: what `Acquire` would find and do here.
+        record.status, record.updated_at = Status.RUNNING, lease.now_us
+        txn.put("leases", id_bytes, _enc.encode(Lease(1, lease.owner, lease.host, lease.pid, lease.now_us + lease.ttl_us)))
     _insert(txn, id_bytes, record, started)
     return record, True
 

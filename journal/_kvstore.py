@@ -206,7 +206,7 @@ class KVStore(abc.ABC):
         id_bytes = validate_id(op.record.id)
         if op.record.key is not None:
             validate_id(op.record.key, "key")
-        return _create(txn, id_bytes, op.record, op.started)
+        return _create(txn, id_bytes, op.record, op.started, op.lease)
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
         return self._transact(lambda txn: self._apply_all(txn, ops))

@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
+
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._ids import validate_id
 from ._kvrules import _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
@@ -61,7 +63,7 @@ from ._postgres_rows import (
 from ._postgres_tables import CREATE as CREATE_TABLES
 from ._postgres_tables import PostgresTables
 from ._records import InvocationRecord, Lease
-from ._store import Acquire, Append, Op, Renew
+from ._store import Acquire, Append, Create, Op, Renew
 from .errors import FormatVersionError, InvocationBusy, JournalError, StoreError
 
 if TYPE_CHECKING:
@@ -347,6 +349,11 @@ class PostgresStore(PostgresTables, KVStore):
             rows.append((entry_key(id_bytes, seq), data, id_bytes, fenced[1]))
             where.append(i)
         return rows, where
+
+    def _apply_create(self, txn: _Txn, op: Create) -> tuple[InvocationRecord, bool]:
+        # A lease is claimed only by `_apply_acquire`, which takes the rows' locks the way every
+        # worker does: a creation never takes one with it (`Create.lease` allows a store that).
+        return super()._apply_create(txn, msgspec.structs.replace(op, lease=None) if op.lease else op)
 
     def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
         """Claiming is `FOR UPDATE SKIP LOCKED`: an invocation whose rows another transaction

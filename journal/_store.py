@@ -111,10 +111,16 @@ class RequestCancel(msgspec.Struct, gc=False):
 
 class Create(msgspec.Struct, gc=False):
     """Create `record` with entry 0 (`started`) unless it exists: `Store.create` as an operation,
-    so that many creations share a transaction. Result: (record, created)."""
+    so that many creations share a transaction. Result: (record, created).
+
+    With `lease`, a store may also take the new invocation's lease for that owner in the
+    same transaction: the record it returns is then `running` and the lease's epoch is 1
+    (what `Engine.run` does with an invocation it starts, saving an `Acquire` of its own).
+    LMDB does unless another invocation of the key runs first; PostgreSQL never does."""
 
     record: InvocationRecord
     started: bytes
+    lease: Acquire | None = None
 
 
 Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue | Create

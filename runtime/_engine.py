@@ -41,7 +41,7 @@ from ._handlers import load_handler, load_recorded, prepare_input, register
 from ._invocation import InvocationContext
 from ._leases import Leases
 from ._outcome import Event, Outcome
-from ._park import park, park_if_unloadable
+from ._park import give_back, park, park_if_unloadable
 from ._replayer import Replayer
 from ._requests import check_rollback, refuse_child_promise, waiting_for
 from ._stream import events
@@ -138,8 +138,12 @@ class Engine:
         return record
 
     async def _start(self, handler: Callable[..., Any] | str, input: Any, *, id: str | None, key: str | None,
-                     lax_input: bool) -> tuple[InvocationRecord, _Fresh | None]:
-        """`start`, and what the invocation's journal is if this call created it."""
+                     lax_input: bool, lease: bool = False) -> tuple[InvocationRecord, _Fresh | None]:
+        """`start`, and what the invocation's journal is if this call created it.
+
+        With `lease`, a local store also leases the invocation it creates to this engine, in
+        the same transaction (`_Fresh.record`): it is then marked running here, and the caller
+        must go on to execute it (`_execute_once` gives the lease back however that ends)."""
         if isinstance(handler, str) and self.handlers is not None and handler in self.handlers:
             fn, path = self.handlers[handler], handler  # recorded by its name
         elif isinstance(handler, str) and _is_name(handler):
@@ -157,8 +161,26 @@ class Engine:
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
         trace = _otel.start_context(invocation_id, path) if _otel.enabled() else None
         entry = Started(path, raw, at, key, input_digest, None, trace)
-        record, created = await self.committer.create(record, encode_entry(entry, self.store.max_entry_bytes))
-        return record, (_Fresh(at, entry) if created else None)
+        started = encode_entry(entry, self.store.max_entry_bytes)
+        # Leased with its creation only where nothing can fail between the two: the handler
+        # is the one `handler_for` gives, and no execution here holds the id.
+        if not lease or fn is None or (self.handlers is not None and path not in self.handlers) \
+                or invocation_id in self._running:
+            record, created = await self.committer.create(record, started)
+            return record, (_Fresh(at, entry, None) if created else None)
+        self._running.add(invocation_id)
+        leased = False
+        try:
+            # Shielded: a cancellation while the batch commits must not lose the answer to
+            # whether this engine now holds the lease.
+            with anyio.CancelScope(shield=True):
+                record, created = await self.committer.create(record, started, Acquire(
+                    invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), at))
+            leased = created and record.status == Status.RUNNING
+        finally:
+            if not leased:
+                self._running.discard(invocation_id)
+        return record, (_Fresh(at, entry, record if leased else None) if created else None)
 
     @overload
     async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
@@ -170,8 +192,8 @@ class Engine:
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges."""
-        record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input)
-        fn = self.handler_for(record.handler)
+        record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True)
+        fn = self.handler_for(record.handler)  # (the same as `_start`'s when it leased the invocation)
         while True:
             try:
                 return await self._execute(record.id, fn, fresh)
@@ -389,14 +411,16 @@ class Engine:
 
     async def _execute_once(self, invocation_id: str, fn: Callable[..., Any] | None,
                             fresh: _Fresh | None = None) -> Outcome:
-        if fresh is None or fn is None:
+        leased = fresh.record if fresh is not None else None  # by `_start`, which marked it running here
+        if leased is None and (fresh is None or fn is None):
             record = await self._read(self.store.require, invocation_id)
             if record.finished:
                 return Outcome.of(record)
             fn = fn or self.handler_for(record.handler)
+        assert fn is not None  # `run` gives the handler with the invocation it leased
         # (A fresh invocation that finished meanwhile, run by another process, fails the acquire
         # below with InvocationBusy, after which `run` reports its outcome.)
-        if invocation_id in self._running:
+        if leased is None and invocation_id in self._running:
             # The lease belongs to this engine already: a second execution here would take it
             # from the first one in the middle of a step.
             raise InvocationBusy(f"invocation {invocation_id!r} is already running in this process")
@@ -404,41 +428,26 @@ class Engine:
         # execution here reach this point meanwhile.
         self._running.add(invocation_id)
         try:
-            # Invocations starting together (a worker's batch, a fleet) share one transaction.
-            epoch, record = await self.committer.submit_batched(
-                Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
+            if leased is not None:
+                epoch, record = 1, leased
+            else:  # invocations starting together (a worker's batch, a fleet) share one transaction
+                with anyio.CancelScope(shield=True):  # whoever takes the lease is there to give it back
+                    epoch, record = await self.committer.submit_batched(
+                        Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
             try:
-                if fresh is not None and epoch == 1 and record.created_at == fresh.created_at:
-                    # Created by this engine a moment ago and never leased before: its journal
-                    # is the entry 0 it wrote (an append needs a lease), so it is not read back.
-                    entries: dict[int, Any] = {0: fresh.started}
-                else:
-                    entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
-                               for seq, data in await self._read(self.store.entries, invocation_id)}
-            except CorruptEntry as exc:
-                # Not runnable until repaired: parked with the reason, not left `running`.
-                await park(self.committer, invocation_id, epoch, (
-                    f"{exc}. It cannot run until its journal is repaired; `journal fork {invocation_id} "
-                    "--at SEQ` continues it from before the damage"))
+                execution, started, tracing = await self._prepare(invocation_id, epoch, record, fresh)
+            except BaseException as exc:
+                # It does not run after all (a damaged journal, a cancellation): not left `running`.
+                with anyio.CancelScope(shield=True):
+                    if isinstance(exc, CorruptEntry):  # not runnable until repaired: parked with the reason
+                        await park(self.committer, invocation_id, epoch, (
+                            f"{exc}. It cannot run until its journal is repaired; `journal fork {invocation_id} "
+                            "--at SEQ` continues it from before the damage"))
+                    else:
+                        await give_back(self.committer, invocation_id, epoch)
                 raise
-            replayer = Replayer(invocation_id, entries)
-            started: Started = replayer.started()
-            ctx = InvocationContext(
-                invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
-                max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
-                always_replay=self.always_replay, key=started.key, spawner=self._children,
-            )
-            if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
-                ctx.state.preload(await self._read(self.store.state, started.key))
-            if self.on_step is not None:
-                hook = self.on_step
-                ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
-            if record.cancel_requested:
-                ctx.request_cancel("cancel requested")
-            ctx.machine.rollback = record.cancel_rollback
-            execution = Execution(ctx, epoch, committer=self.committer, handler_for=self.handler_for)
-            tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
-            del record, entries  # not kept for the whole run by this frame (many thousands may be in flight)
+            del record  # not kept for the whole run by this frame (many thousands may be in flight)
+            ctx = execution.ctx
             self._leases.add(ctx, epoch)
             try:
                 if tracing is None:
@@ -447,12 +456,42 @@ class Engine:
                 with tracing:
                     outcome = await execution.drive(fn, started)
                     tracing.finish(outcome.status, await self._read(self.store.get, invocation_id),
-                                   replayer.replayed)
+                                   ctx.machine.replayer.replayed)
                     return outcome
             finally:
                 self._leases.remove(ctx)
         finally:
             self._running.discard(invocation_id)
+
+    async def _prepare(self, invocation_id: str, epoch: int, record: InvocationRecord,
+                       fresh: _Fresh | None) -> tuple[Execution, Started, Any]:
+        """The execution of an invocation just leased at `epoch`: its journal read (unless this
+        engine has just written it), its context, and its tracing if that is on."""
+        if fresh is not None and (fresh.record is not None or epoch == 1 and record.created_at == fresh.created_at):
+            # Created by this engine a moment ago and never leased before: its journal is the
+            # entry 0 it wrote (an append needs a lease), so it is not read back.
+            entries: dict[int, Any] = {0: fresh.started}
+        else:
+            entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
+                       for seq, data in await self._read(self.store.entries, invocation_id)}
+        replayer = Replayer(invocation_id, entries)
+        started: Started = replayer.started()
+        ctx = InvocationContext(
+            invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
+            max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
+            always_replay=self.always_replay, key=started.key, spawner=self._children,
+        )
+        if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
+            ctx.state.preload(await self._read(self.store.state, started.key))
+        if self.on_step is not None:
+            hook = self.on_step
+            ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
+        if record.cancel_requested:
+            ctx.request_cancel("cancel requested")
+        ctx.machine.rollback = record.cancel_rollback
+        execution = Execution(ctx, epoch, committer=self.committer, handler_for=self.handler_for)
+        tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
+        return execution, started, tracing
 
 
 def _is_name(handler: str) -> bool:
@@ -461,7 +500,9 @@ def _is_name(handler: str) -> bool:
 
 
 class _Fresh(NamedTuple):
-    """An invocation `Engine.run` has just created: its creation time and entry 0."""
+    """An invocation `Engine.run` has just created: its creation time, entry 0, and its record
+    if this engine holds its lease (epoch 1) since then."""
 
     created_at: int
     started: Started
+    record: InvocationRecord | None

@@ -46,6 +46,7 @@ from ._guard import _handler_scope
 from ._handlers import NO_INPUT, decode_input, load_recorded, prepare_input
 from ._invocation import InvocationContext, Restart
 from ._outcome import Outcome
+from ._park import give_back
 from ._step_info import _current
 from ._suspend import Suspend
 from .errors import Cancelled, NondeterminismError, TerminalError
@@ -132,13 +133,7 @@ class Execution:
             # The store failed under the runtime (a full disk): nothing about the handler is
             # decided. Give the lease back if the store allows it and report the store's error.
             with anyio.CancelScope(shield=True):
-                try:
-                    await self.committer.submit(
-                        SetStatus(invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch),
-                        durable=True,
-                    )
-                except JournalError:
-                    pass
+                await give_back(self.committer, invocation_id, epoch)
             raise machine.broken
         if any(isinstance(e, Restart) for e in leaves):
             return Outcome(id=invocation_id, status=Status.PENDING)  # always-replay: run it again from the top

@@ -4,6 +4,8 @@ One invocation whose code is gone (or whose journal is damaged) must not stop a 
 from running the others, nor be tried again at every poll. It is parked as `diverged`,
 the status whose meaning is "the code does not fit this journal: fix it, then
 `journal resume`", with the reason in its record, where `journal ls` and `show` find it.
+One that stops before it ends (a store failure, a cancellation before it starts) is given
+back: `pending`, with its lease released.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 from typing import TYPE_CHECKING
 
 from journal import HOST, Acquire, Committer, SetStatus, Status, Transition
+from journal.errors import JournalError
 
 from ._clock import now_us
 from .errors import HandlerNotFound
@@ -24,6 +27,16 @@ async def park(committer: Committer, invocation_id: str, epoch: int, reason: str
     """Set the invocation `diverged` with `reason`, giving the lease (held at `epoch`) back."""
     await committer.submit(SetStatus(invocation_id, Transition(
         Status.DIVERGED, now_us(), divergence=reason, release=True), epoch), durable=True)
+
+
+async def give_back(committer: Committer, invocation_id: str, epoch: int) -> None:
+    """Give the lease (held at `epoch`) back and leave the invocation `pending`, to run again;
+    if the store refuses, the lease runs out by itself."""
+    try:
+        await committer.submit(SetStatus(invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch),
+                               durable=True)
+    except JournalError:
+        pass
 
 
 async def park_if_unloadable(engine: Engine, invocation_id: str) -> bool:

@@ -38,8 +38,19 @@ from journal.errors import (
 from .helpers import T0, acquire, append, create, step
 
 
+def _creation(invocation_id, value, key=None, lease=None):
+    from journal import Create, Started, digest, encode_entry, encode_value
+
+    raw = encode_value(value)
+    d = digest(bytes(raw))
+    record = InvocationRecord(invocation_id, "pkg.mod:agent", Status.PENDING, T0, T0, key, d)
+    return Create(record, encode_entry(Started("pkg.mod:agent", raw, T0, key, d)), lease)
+
+
 class StoreContract(abc.ABC):
     """The contract; not collected itself (its name does not start with Test)."""
+
+    takes_lease_with_creation = True  # `Create.lease`: a store may take it, or leave it to `Acquire`
 
     @abc.abstractmethod
     def make_store(self, tmp_path, request): ...
@@ -260,14 +271,7 @@ class StoreContract(abc.ABC):
         assert record.cancel_requested and record.status == Status.PENDING
 
     def test_invocations_created_in_one_batch_each_succeed_or_conflict_on_their_own(self, store):
-        from journal import Create, Started, digest, encode_entry, encode_value
-
-        def creation(invocation_id, value, key=None):
-            raw = encode_value(value)
-            d = digest(bytes(raw))
-            record = InvocationRecord(invocation_id, "pkg.mod:agent", Status.PENDING, T0, T0, key, d)
-            return Create(record, encode_entry(Started("pkg.mod:agent", raw, T0, key, d)))
-
+        creation = _creation
         create(store, "taken", value="first")
         results = store.apply([creation("a", 1), creation("taken", "other"), creation("taken", "first"),
                                creation("b", 2, key="thread-1"), creation("bad\x00id", 3)])
@@ -276,6 +280,37 @@ class StoreContract(abc.ABC):
         assert isinstance(conflict, InvocationConflict) and isinstance(bad, InvalidId)
         assert store.get("b").key == "thread-1" and store.entry_count("a") == 1
         assert {r.id for r in store.list(Status.PENDING)} == {"taken", "a", "b"}  # each one runnable
+
+    def test_a_creation_with_a_lease_leaves_one_owner_at_epoch_1(self, store):
+        from journal import HOST, Acquire
+
+        def lease(invocation_id, owner="me"):
+            return Acquire(invocation_id, owner, HOST, os.getpid(), 30_000_000, T0)
+
+        create(store, "old")
+        create(store, "first-of-key", key="thread-1")
+        results = store.apply([_creation("a", 1, lease=lease("a")), _creation("old", "hello", lease=lease("old")),
+                               _creation("behind", 2, key="thread-1", lease=lease("behind"))])
+        (a, a_created), (old, old_created), (behind, _) = results
+        assert a_created and not old_created
+        # An existing invocation, and one queued behind another of its key, are only created (or
+        # found): no lease is taken for them.
+        assert old.status == behind.status == Status.PENDING
+        assert store.live_lease("old", T0) is None and store.live_lease("behind", T0) is None
+        if self.takes_lease_with_creation:
+            assert a.status == Status.RUNNING and store.get("a").status == Status.RUNNING
+            assert [r.id for r in store.list(Status.RUNNING)] == ["a"]  # the status index says so too
+            assert {r.id for r in store.list(Status.PENDING)} == {"old", "first-of-key", "behind"}
+            assert store.live_lease("a", T0).owner == "me"
+            epoch = 1
+        else:
+            assert a.status == Status.PENDING and store.live_lease("a", T0) is None
+            epoch, _ = acquire(store, "a", "me")
+        assert epoch == 1
+        with pytest.raises(InvocationBusy):
+            acquire(store, "a", "rival")
+        append(store, "a", epoch, (1, step()))
+        assert [s for s, _ in store.entries("a")] == [0, 1]
 
     def test_every_cancel_request_is_counted_so_a_watcher_knows_when_to_look(self, store):
         create(store, "a")
@@ -379,5 +414,7 @@ class TestLmdbStore(StoreContract):
 
 
 class TestPostgresStore(StoreContract):
+    takes_lease_with_creation = False  # a lease is claimed with the rows' locks, by Acquire alone
+
     def make_store(self, tmp_path, request):
         return PostgresStore(request.getfixturevalue("postgres_url"))

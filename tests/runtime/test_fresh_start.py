@@ -1,10 +1,12 @@
 """`Engine.run` on an invocation it creates uses the entry 0 it wrote instead of reading the
 journal back; on one that existed it reads and replays the journal as always."""
 
+import anyio
 import pytest
 
 from journal import Status, decode_entry, decode_value, kind_of
 from runtime import Context
+from runtime._clock import now_us
 
 pytestmark = pytest.mark.anyio
 
@@ -76,3 +78,60 @@ async def test_a_run_after_start_reads_the_journal_start_wrote(open_engine, call
     assert outcome.status == Status.COMPLETED and outcome.result == "plan:('q',)"
     assert events[0] == ("read", "started-first")
     assert calls.counts == {"plan": 1}
+
+
+def _watch_ops(store, seen):
+    apply = store.apply
+
+    def watched(ops, *args, **kwargs):
+        seen.extend((type(op).__name__, getattr(op, "id", None) or op.record.id) for op in ops)
+        return apply(ops, *args, **kwargs)
+
+    store.apply = watched
+
+
+async def test_a_run_that_creates_its_invocation_takes_its_lease_with_the_creation(open_engine, calls):
+    plan = calls("plan")
+
+    async def agent(ctx: Context, q: str) -> str:
+        return await ctx.run("plan", plan, q)
+
+    async with open_engine() as engine:
+        seen: list[tuple[str, str]] = []
+        _watch_ops(engine.store, seen)
+        outcome = await engine.run(agent, "q", id="leased")
+        again = await engine.run(agent, "q", id="leased")  # attaches: finished, nothing to lease
+    assert outcome.status == again.status == Status.COMPLETED and calls.counts == {"plan": 1}
+    kinds = [kind for kind, invocation_id in seen if invocation_id == "leased"]
+    if engine.store.blocking:  # PostgreSQL claims a lease with Acquire alone (and creates outside `apply`)
+        assert kinds[:2] == ["Acquire", "Append"]
+    else:  # one transaction fewer per invocation started: Create took the lease
+        assert kinds[:2] == ["Create", "Append"]
+
+
+async def test_runs_cancelled_while_their_creation_commits_leave_their_invocations_runnable(open_engine, calls):
+    # The second run's creation joins the first one's group commit and is cancelled while it
+    # waits: whether or not it took the lease, the invocation must not stay leased to a run
+    # that is gone (nor marked running in this engine).
+    plan = calls("plan")
+
+    async def agent(ctx: Context, q: str) -> str:
+        return await ctx.run("plan", plan, q)
+
+    async with open_engine() as engine:
+        async def cancelled(invocation_id: str) -> None:
+            with anyio.move_on_after(0):
+                await engine.run(agent, invocation_id, id=invocation_id)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.run, agent, "first")
+            for i in range(3):
+                tg.start_soon(cancelled, f"cancelled-{i}")
+        for i in range(3):
+            record = engine.store.get(f"cancelled-{i}")
+            # (Cancelled too late to stop it, a run may also have finished.)
+            assert record is None or record.status in (Status.PENDING, Status.COMPLETED)
+            if record is not None and record.status == Status.PENDING:
+                assert engine.store.live_lease(f"cancelled-{i}", now_us()) is None
+                outcome = await engine.resume(f"cancelled-{i}")
+                assert outcome.status == Status.COMPLETED and outcome.result == f"plan:('cancelled-{i}',)"
