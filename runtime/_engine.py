@@ -167,9 +167,9 @@ class Engine:
         if not lease or fn is None or (self.handlers is not None and path not in self.handlers) \
                 or invocation_id in self._running:
             record, created = await self.committer.create(record, started)
-            return record, (_Fresh(at, entry, None) if created else None)
+            return record, (_Fresh(at, entry, None, None) if created else None)
         self._running.add(invocation_id)
-        leased = False
+        leased, mark = False, self._leases.mark()
         try:
             # Shielded: a cancellation while the batch commits must not lose the answer to
             # whether this engine now holds the lease.
@@ -180,7 +180,7 @@ class Engine:
         finally:
             if not leased:
                 self._running.discard(invocation_id)
-        return record, (_Fresh(at, entry, record if leased else None) if created else None)
+        return record, (_Fresh(at, entry, record if leased else None, mark) if created else None)
 
     @overload
     async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
@@ -428,9 +428,10 @@ class Engine:
         # execution here reach this point meanwhile.
         self._running.add(invocation_id)
         try:
-            if leased is not None:
-                epoch, record = 1, leased
+            if fresh is not None and fresh.record is not None:  # leased by `_start`
+                epoch, record, mark = 1, fresh.record, fresh.mark
             else:  # invocations starting together (a worker's batch, a fleet) share one transaction
+                mark = self._leases.mark()
                 with anyio.CancelScope(shield=True):  # whoever takes the lease is there to give it back
                     epoch, record = await self.committer.submit_batched(
                         Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
@@ -448,7 +449,7 @@ class Engine:
                 raise
             del record  # not kept for the whole run by this frame (many thousands may be in flight)
             ctx = execution.ctx
-            self._leases.add(ctx, epoch)
+            self._leases.add(ctx, epoch, mark)
             try:
                 if tracing is None:
                     return await execution.drive(fn, started)
@@ -506,3 +507,4 @@ class _Fresh(NamedTuple):
     created_at: int
     started: Started
     record: InvocationRecord | None
+    mark: int | None  # the lease watcher's, taken before the lease (`Leases.mark`)

@@ -42,14 +42,16 @@ if TYPE_CHECKING:
 class _Watched:
     __slots__ = ("ctx", "epoch", "renewed", "looked")
 
-    def __init__(self, ctx: InvocationContext, epoch: int) -> None:
+    def __init__(self, ctx: InvocationContext, epoch: int, looked: bool) -> None:
         self.ctx = ctx
         self.epoch = epoch
         self.renewed = time.monotonic()  # the lease was just acquired
-        # Whether a look read its record since. The claim's record shows the requests made
+        # Whether the requests this execution must know of are ones it knows, or ones the
+        # next change of the count will show. The claim's record shows the requests made
         # before it; one made between the claim and `add` may already be in the count that
-        # the last look saw, so the first look after `add` reads this record whatever the count.
-        self.looked = False
+        # a look saw meanwhile, so then the first look after `add` reads this record
+        # whatever the count (see `Leases.mark`).
+        self.looked = looked
 
 
 class Leases:
@@ -63,10 +65,23 @@ class Leases:
         self._loop: Any = None  # the event loop whose task is watching, if one is
         self._cancels: int | None = None  # the store's cancel request count at the last look
         self._looked = 0.0  # when every record was read last
+        self._looks = 0  # looks begun so far
+        self._looking = False  # one is reading the store now (a blocking store's reads wait)
 
-    def add(self, ctx: InvocationContext, epoch: int) -> None:
-        """Watch `ctx`'s lease (acquired just now at `epoch`) until `remove`."""
-        self._live[ctx.invocation_id] = _Watched(ctx, epoch)
+    def mark(self) -> int | None:
+        """Taken before a lease is claimed, given to `add` after: whether a look may have
+        counted, in between, a cancel request the claim's record did not show. None if one
+        is under way (it may count requests made after the claim)."""
+        return None if self._looking else self._looks
+
+    def add(self, ctx: InvocationContext, epoch: int, mark: int | None = None) -> None:
+        """Watch `ctx`'s lease (acquired just now at `epoch`, `mark` taken before) until `remove`.
+
+        With no look begun since `mark`, any request made after the claim changes the count
+        from the one the last look saw, and the next look reads every record: this one's need
+        not be read at once (one store read fewer per execution started)."""
+        looked = mark is not None and mark == self._looks and not self._looking
+        self._live[ctx.invocation_id] = _Watched(ctx, epoch, looked)
         loop = _current_loop()
         if self._loop is not loop:  # none running, or one left behind on a finished loop
             self._loop = loop
@@ -125,6 +140,14 @@ class Leases:
     async def _look_for_cancels(self) -> None:
         store, read = self.committer.store, self.committer.read
         counted = getattr(store, "cancel_requests_made", None)
+        self._looks += 1
+        self._looking = True
+        try:
+            return await self._look(store, read, counted)
+        finally:
+            self._looking = False
+
+    async def _look(self, store: Any, read: Any, counted: Any) -> None:
         try:
             count = None if counted is None else await read(counted)
             now = time.monotonic()

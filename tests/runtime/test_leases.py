@@ -69,3 +69,54 @@ async def test_a_cancel_made_while_a_claimed_invocation_reads_its_journal_reache
             await until(lambda: "b" in results, "the cancel request to reach b")
             tg.cancel_scope.cancel()
     assert results["b"].status == Status.CANCELLED
+
+
+async def test_the_watcher_reads_a_new_execution_s_record_only_when_a_cancel_may_have_slipped_by(tmp_path):
+    # An execution whose lease was claimed with no look of the watcher in between needs no
+    # read of its record: any cancel request made after the claim changes the count from
+    # the one the watcher saw last. When one comes, the next look reads it and the handler
+    # is cancelled. The looks are made here, one at a time (the watcher's own task would
+    # wait an hour between them), after "first" has had the first look, which reads all.
+    from journal import LmdbStore
+
+    store = LmdbStore(tmp_path / "db")
+    reads: list[str] = []
+    real_get = store.get
+
+    def get(invocation_id):
+        reads.append(invocation_id)
+        return real_get(invocation_id)
+
+    store.get = get
+    waiting = {"first": anyio.Event(), "x": anyio.Event()}
+
+    async def agent(ctx: Context) -> str:
+        waiting[ctx.invocation_id].set()
+        await ctx.sleep(3600)  # waited inline: a cancel request wakes it
+        return "slept"
+
+    try:
+        async with Engine.open(store=store, lease_ttl=3600, poll_interval=3600, inline_sleep_limit=7200) as engine:
+            look = engine._leases._look_for_cancels
+            async with anyio.create_task_group() as tg:
+                outcome = {}
+
+                async def run():
+                    outcome["x"] = await engine.run(agent, id="x")
+
+                tg.start_soon(lambda: engine.run(agent, id="first"))
+                await waiting["first"].wait()
+                await look()
+                assert reads == ["first"]
+                tg.start_soon(run)
+                await waiting["x"].wait()
+                for _ in range(3):
+                    await look()
+                assert reads == ["first"]
+                store.apply_one(RequestCancel("x", 1))  # from "another process": the count goes up
+                await look()
+                await until(lambda: "x" in outcome, "the cancel request to reach x")
+                tg.cancel_scope.cancel()
+        assert outcome["x"].status == Status.CANCELLED and "x" in reads
+    finally:
+        store.close()
