@@ -1,5 +1,6 @@
 """What only the LMDB store has: files on disk, growth, other processes, crashes, a full disk."""
 
+import contextlib
 import os
 import signal
 import stat
@@ -168,39 +169,39 @@ def test_undecodable_bytes_are_reported_by_id_and_seq_and_do_not_hide_others(tmp
         assert [e["kind"] for e in export(store, "good")] == ["started"]
 
 
-def _mount_tmpfs(where, size="3m"):
+@contextlib.contextmanager
+def _small_disk(tmp_path, size="3m"):
+    """A store path on a tmpfs of `size`, unmounted afterwards (skips where it cannot mount)."""
+    where = tmp_path / "small"
     os.makedirs(where, exist_ok=True)
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
-    return done.returncode == 0
+    if done.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
+    try:
+        yield where / "db"
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
 def test_a_full_disk_is_a_clear_error_and_loses_nothing_committed(tmp_path):
-    where = tmp_path / "small"
-    if not _mount_tmpfs(where):
-        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
-    store = None
-    try:
-        path = where / "db"
+    with _small_disk(tmp_path) as path:
         store = LmdbStore(path, map_size=64 * 1024 * 1024)
-        create(store)
-        epoch, _ = acquire(store)
-        seq = 0
-        with pytest.raises(DiskFull, match="disk .* is full"):
-            while True:
-                seq += 1
-                append(store, "inv-1", epoch, (seq, step("s", "y" * 50_000)))
-                store.sync()
-        written = seq - 1
-        store.close()
-        store = None
+        try:
+            create(store)
+            epoch, _ = acquire(store)
+            seq = 0
+            with pytest.raises(DiskFull, match="disk .* is full"):
+                while True:
+                    seq += 1
+                    append(store, "inv-1", epoch, (seq, step("s", "y" * 50_000)))
+                    store.sync()
+            written = seq - 1
+        finally:
+            store.close()
         with LmdbStore(path, readonly=True) as reopened:
             seqs = [s for s, _ in reopened.entries("inv-1")]
             assert seqs == list(range(written + 1))
             assert check(reopened) == []
-    finally:
-        if store is not None:
-            store.close()
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
 def test_a_large_batch_commits_in_bounded_transactions_each_operation_on_its_own(tmp_path):
@@ -232,32 +233,24 @@ def test_a_disk_full_in_a_large_batch_fails_only_what_was_not_committed(tmp_path
     from journal import Append
     from journal._lmdb import OPS_PER_TRANSACTION
 
-    where = tmp_path / "small"
-    if not _mount_tmpfs(where, size="8m"):
-        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
-    store = None
-    try:
-        path = where / "db"
+    with _small_disk(tmp_path, size="8m") as path:
         store = LmdbStore(path, map_size=64 * 1024 * 1024)
-        create(store)
-        epoch, _ = acquire(store)
-        ops = [Append("inv-1", epoch, [(seq, step("s", "y" * 20_000))]) for seq in range(1, OPS_PER_TRANSACTION * 4)]
-        results = store.apply(ops)
-        store.sync()
+        try:
+            create(store)
+            epoch, _ = acquire(store)
+            ops = [Append("inv-1", epoch, [(seq, step("s", "y" * 20_000))]) for seq in range(1, OPS_PER_TRANSACTION * 4)]
+            results = store.apply(ops)
+            store.sync()
+        finally:
+            store.close()
         done = [i for i, r in enumerate(results) if r is None]
         failed = [i for i, r in enumerate(results) if isinstance(r, DiskFull)]
         assert done and failed, "the disk should fill in the middle of the batch"
         assert done == list(range(len(done))) and failed == list(range(len(done), len(ops)))
         assert len(done) % OPS_PER_TRANSACTION == 0  # whole transactions committed, none in part
-        store.close()
-        store = None
         with LmdbStore(path, readonly=True) as reopened:
             assert [s for s, _ in reopened.entries("inv-1")] == list(range(len(done) + 1))
             assert check(reopened) == []
-    finally:
-        if store is not None:
-            store.close()
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
 def test_opening_a_store_another_process_has_grown_adopts_its_size(tmp_path):
