@@ -104,7 +104,7 @@ def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes
                 + "; pick a new --id, or pass the same input to attach to it"
             )
         return existing, False
-    if lease is not None and (record.key is None or _queue_head(txn, record.key) is None):
+    if lease is not None and record.key is None:
         # Its first lease, taken with its creation: what `Acquire` would find and do here.
         record.status, record.updated_at = Status.RUNNING, lease.now_us
         txn.put("leases", id_bytes, _enc.encode(Lease(1, lease.owner, lease.host, lease.pid, lease.now_us + lease.ttl_us)))

@@ -64,7 +64,7 @@ from ._store import (
     Store,
     Transition,
 )
-from .errors import InvocationBusy, InvocationConflict, InvocationNotFound, JournalError, PromiseConflict
+from .errors import InvocationBusy, InvocationConflict, InvocationNotFound, JournalError, LeaseLost, PromiseConflict
 
 T = TypeVar("T")
 
@@ -317,6 +317,10 @@ class KVStore(abc.ABC):
         id_bytes = validate_id(op.id)
         if op.epoch is not None:
             self._check_epoch(txn, id_bytes, op.id, op.epoch)
+        if op.owner is not None:
+            lease = _get_lease(txn, id_bytes)
+            if lease is None or lease.owner != op.owner:
+                raise LeaseLost(f"invocation {op.id!r} is not leased to {op.owner}; nothing to give back")
         return _transition(txn, id_bytes, op.id, op.transition)
 
     def _apply_resolve(self, txn: _Txn, op: Resolve) -> InvocationRecord:

@@ -71,11 +71,14 @@ class Renew(msgspec.Struct, gc=False):
 
 
 class SetStatus(msgspec.Struct, gc=False):
-    """Change status; with `epoch` set, only while that epoch owns the invocation."""
+    """Change status; with `epoch` set, only while that epoch owns the invocation; with
+    `owner`, only while that owner holds its lease (a lease given back by an owner that
+    cannot tell whether it took it)."""
 
     id: str
     transition: Transition
     epoch: int | None = None
+    owner: str | None = None
 
 
 class Resolve(msgspec.Struct, gc=False):
@@ -116,7 +119,8 @@ class Create(msgspec.Struct, gc=False):
     With `lease`, a store may also take the new invocation's lease for that owner in the
     same transaction: the record it returns is then `running` and the lease's epoch is 1
     (what `Engine.run` does with an invocation it starts, saving an `Acquire` of its own).
-    LMDB does unless another invocation of the key runs first; PostgreSQL never does."""
+    LMDB does for an invocation without a key (a key's queue decides who runs first, and
+    `Acquire` asks it); PostgreSQL never does."""
 
     record: InvocationRecord
     started: bytes

@@ -22,7 +22,6 @@ from journal import (
     Status,
     Store,
     UnencodableValue,
-    decode_entry,
     digest,
     encode_entry,
     encode_value,
@@ -35,14 +34,12 @@ from . import _otel
 from ._children import Children
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
-from ._execution import Execution
+from ._execution import prepare
 from ._first_of import first_of
 from ._handlers import load_handler, load_recorded, prepare_input, register
-from ._invocation import InvocationContext
 from ._leases import Leases
 from ._outcome import Event, Outcome
-from ._park import give_back, park, park_if_unloadable
-from ._replayer import Replayer
+from ._park import give_back, give_back_if_taken, park, park_if_unloadable
 from ._requests import check_rollback, refuse_child_promise, waiting_for
 from ._stream import events
 from .errors import HandlerNotFound, TerminalError
@@ -177,6 +174,9 @@ class Engine:
                 record, created = await self.committer.create(record, started, Acquire(
                     invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), at))
             leased = created and record.status == Status.RUNNING
+        except BaseException as exc:
+            await give_back_if_taken(self.committer, invocation_id, self.owner, exc)
+            raise
         finally:
             if not leased:
                 self._running.discard(invocation_id)
@@ -432,11 +432,19 @@ class Engine:
                 epoch, record, mark = 1, fresh.record, fresh.mark
             else:  # invocations starting together (a worker's batch, a fleet) share one transaction
                 mark = self._leases.mark()
-                with anyio.CancelScope(shield=True):  # whoever takes the lease is there to give it back
-                    epoch, record = await self.committer.submit_batched(
-                        Acquire(invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
+                try:
+                    with anyio.CancelScope(shield=True):  # whoever takes the lease is there to give it back
+                        epoch, record = await self.committer.submit_batched(Acquire(
+                            invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
+                except BaseException as exc:
+                    await give_back_if_taken(self.committer, invocation_id, self.owner, exc)
+                    raise
             try:
-                execution, started, tracing = await self._prepare(invocation_id, epoch, record, fresh)
+                # Created by this engine a moment ago and never leased before, its journal is the
+                # entry 0 it wrote (an append needs a lease): it is not read back.
+                written = fresh.started if fresh is not None and (
+                    fresh.record is not None or epoch == 1 and record.created_at == fresh.created_at) else None
+                execution, started, tracing = await prepare(self, invocation_id, epoch, record, written, self._children)
             except BaseException as exc:
                 # It does not run after all (a damaged journal, a cancellation): not left `running`.
                 with anyio.CancelScope(shield=True):
@@ -447,7 +455,7 @@ class Engine:
                     else:
                         await give_back(self.committer, invocation_id, epoch)
                 raise
-            del record  # not kept for the whole run by this frame (many thousands may be in flight)
+            del record, leased, fresh  # not kept for the whole run by this frame (many thousands may be in flight)
             ctx = execution.ctx
             self._leases.add(ctx, epoch, mark)
             try:
@@ -463,37 +471,6 @@ class Engine:
                 self._leases.remove(ctx)
         finally:
             self._running.discard(invocation_id)
-
-    async def _prepare(self, invocation_id: str, epoch: int, record: InvocationRecord,
-                       fresh: _Fresh | None) -> tuple[Execution, Started, Any]:
-        """The execution of an invocation just leased at `epoch`: its journal read (unless this
-        engine has just written it), its context, and its tracing if that is on."""
-        if fresh is not None and (fresh.record is not None or epoch == 1 and record.created_at == fresh.created_at):
-            # Created by this engine a moment ago and never leased before: its journal is the
-            # entry 0 it wrote (an append needs a lease), so it is not read back.
-            entries: dict[int, Any] = {0: fresh.started}
-        else:
-            entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
-                       for seq, data in await self._read(self.store.entries, invocation_id)}
-        replayer = Replayer(invocation_id, entries)
-        started: Started = replayer.started()
-        ctx = InvocationContext(
-            invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
-            max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=self.inline_sleep_limit,
-            always_replay=self.always_replay, key=started.key, spawner=self._children,
-        )
-        if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
-            ctx.state.preload(await self._read(self.store.state, started.key))
-        if self.on_step is not None:
-            hook = self.on_step
-            ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
-        if record.cancel_requested:
-            ctx.request_cancel("cancel requested")
-        ctx.machine.rollback = record.cancel_rollback
-        execution = Execution(ctx, epoch, committer=self.committer, handler_for=self.handler_for)
-        tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
-        return execution, started, tracing
-
 
 def _is_name(handler: str) -> bool:
     """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""

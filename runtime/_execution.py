@@ -11,7 +11,7 @@ cancel requests.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -32,12 +32,14 @@ from journal import (
     Status,
     Transition,
     UnencodableValue,
+    decode_entry,
     digest,
     encode_entry,
     encode_value,
 )
 from journal.errors import EntryTooLarge, InvocationConflict, JournalError, LeaseLost, StoreError
 
+from . import _otel
 from ._branches import install as install_branches
 from ._clock import now_us
 from ._composition import ContinueAsNew
@@ -47,9 +49,43 @@ from ._handlers import NO_INPUT, decode_input, load_recorded, prepare_input
 from ._invocation import InvocationContext, Restart
 from ._outcome import Outcome
 from ._park import give_back
+from ._replayer import Replayer
 from ._step_info import _current
 from ._suspend import Suspend
 from .errors import Cancelled, NondeterminismError, TerminalError
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+
+async def prepare(engine: Engine, invocation_id: str, epoch: int, record: InvocationRecord,
+                  started: Started | None, spawner: Any) -> tuple[Execution, Started, Any]:
+    """The execution of an invocation `engine` has just leased at `epoch`: its journal read
+    (unless `started` is all of it), its context (whose child invocations `spawner` starts),
+    and its tracing if that is on."""
+    if started is not None:
+        entries: dict[int, Any] = {0: started}
+    else:
+        entries = {seq: decode_entry(data, invocation_id=invocation_id, seq=seq)
+                   for seq, data in await engine.committer.read(engine.store.entries, invocation_id)}
+    replayer = Replayer(invocation_id, entries)
+    started = replayer.started()
+    ctx = InvocationContext(
+        invocation_id=invocation_id, replayer=replayer, committer=engine.committer, epoch=epoch,
+        max_entry_bytes=engine.store.max_entry_bytes, inline_sleep_limit=engine.inline_sleep_limit,
+        always_replay=engine.always_replay, key=started.key, spawner=spawner,
+    )
+    if started.key is not None and engine.store.blocking:  # ctx.state.set must not wait on the network
+        ctx.state.preload(await engine.committer.read(engine.store.state, started.key))
+    if engine.on_step is not None:
+        hook = engine.on_step
+        ctx.on_step = lambda name, how, secs, replayed: hook(invocation_id, name, how, secs, replayed)
+    if record.cancel_requested:
+        ctx.request_cancel("cancel requested")
+    ctx.machine.rollback = record.cancel_rollback
+    execution = Execution(ctx, epoch, committer=engine.committer, handler_for=engine.handler_for)
+    tracing = _otel.attempt(invocation_id, record.handler, started.trace, epoch) if _otel.enabled() else None
+    return execution, started, tracing
 
 
 class Execution:

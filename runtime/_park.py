@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+import anyio
+
 from journal import HOST, Acquire, Committer, SetStatus, Status, Transition
-from journal.errors import JournalError
+from journal.errors import JournalError, StoreError
 
 from ._clock import now_us
 from .errors import HandlerNotFound
@@ -29,14 +31,26 @@ async def park(committer: Committer, invocation_id: str, epoch: int, reason: str
         Status.DIVERGED, now_us(), divergence=reason, release=True), epoch), durable=True)
 
 
-async def give_back(committer: Committer, invocation_id: str, epoch: int) -> None:
-    """Give the lease (held at `epoch`) back and leave the invocation `pending`, to run again;
-    if the store refuses, the lease runs out by itself."""
+async def give_back(committer: Committer, invocation_id: str, epoch: int | None = None,
+                    owner: str | None = None) -> None:
+    """Give the lease back (held at `epoch`, or by `owner` if it is) and leave the invocation
+    `pending`, to run again; if the store refuses, the lease runs out by itself."""
     try:
-        await committer.submit(SetStatus(invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch),
-                               durable=True)
+        await committer.submit(SetStatus(
+            invocation_id, Transition(Status.PENDING, now_us(), release=True), epoch, owner), durable=True)
     except JournalError:
         pass
+
+
+async def give_back_if_taken(committer: Committer, invocation_id: str, owner: str, exc: BaseException) -> None:
+    """After a claim (`Create` with a lease, `Acquire`) ended in `exc` with no answer: the
+    store may have taken the lease all the same (a native asyncio cancellation, which an
+    anyio shield does not stop, or an fsync that failed after the commit), so give it back
+    if `owner` holds it. A refusal by the store's rules took nothing."""
+    if isinstance(exc, JournalError) and not isinstance(exc, StoreError):
+        return
+    with anyio.CancelScope(shield=True):
+        await give_back(committer, invocation_id, owner=owner)
 
 
 async def park_if_unloadable(engine: Engine, invocation_id: str) -> bool:

@@ -290,17 +290,19 @@ class StoreContract(abc.ABC):
         create(store, "old")
         create(store, "first-of-key", key="thread-1")
         results = store.apply([_creation("a", 1, lease=lease("a")), _creation("old", "hello", lease=lease("old")),
-                               _creation("behind", 2, key="thread-1", lease=lease("behind"))])
-        (a, a_created), (old, old_created), (behind, _) = results
+                               _creation("behind", 2, key="thread-1", lease=lease("behind")),
+                               _creation("keyed", 3, key="thread-2", lease=lease("keyed"))])
+        (a, a_created), (old, old_created), (behind, _), (keyed, _) = results
         assert a_created and not old_created
-        # An existing invocation, and one queued behind another of its key, are only created (or
-        # found): no lease is taken for them.
-        assert old.status == behind.status == Status.PENDING
-        assert store.live_lease("old", T0) is None and store.live_lease("behind", T0) is None
+        # An existing invocation is only found, and one with a key only created, even first in
+        # its key's queue: its `Acquire` asks the queue who runs first (two created in one
+        # microsecond sort by id there, not by arrival).
+        assert old.status == behind.status == keyed.status == Status.PENDING
+        assert all(store.live_lease(i, T0) is None for i in ("old", "behind", "keyed"))
         if self.takes_lease_with_creation:
             assert a.status == Status.RUNNING and store.get("a").status == Status.RUNNING
             assert [r.id for r in store.list(Status.RUNNING)] == ["a"]  # the status index says so too
-            assert {r.id for r in store.list(Status.PENDING)} == {"old", "first-of-key", "behind"}
+            assert {r.id for r in store.list(Status.PENDING)} == {"old", "first-of-key", "behind", "keyed"}
             assert store.live_lease("a", T0).owner == "me"
             epoch = 1
         else:

@@ -1,0 +1,129 @@
+"""A native asyncio cancellation (`task.cancel()`, `asyncio.wait_for`, `asyncio.timeout`)
+goes through anyio's shields. Landing in the middle of a group commit, it must neither
+leave an invocation leased to a run that is gone nor leave the batch open, which would
+hang every later operation of the engine."""
+
+import asyncio
+import threading
+
+import anyio
+import pytest
+
+from journal import LmdbStore, Status
+from runtime import Context, Engine
+from runtime._clock import now_us
+
+from ..waiting import DEADLINE, until
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+async def agent(ctx: Context, q: str) -> str:
+    return await ctx.run("plan", lambda: f"plan for {q}")
+
+
+def _held_fsync(tmp_path):
+    """A store whose fsyncs wait for `release` (until it is set), and `syncing`, set when
+    the first one starts waiting."""
+    store = LmdbStore(tmp_path / "db")
+    syncing, release = threading.Event(), threading.Event()
+    real_sync = store.sync
+
+    def held_sync():
+        if not release.is_set():
+            syncing.set()
+            release.wait(DEADLINE)
+        real_sync()
+
+    store.sync = held_sync
+    return store, syncing, release
+
+
+async def _start_runs(engine, syncing, names):
+    """Two runs whose creations make the first group commit, held in its fsync; behind it,
+    the runs of `names`, whose creations fill the next batch in that order (the first leads)."""
+    tasks = {name: asyncio.create_task(engine.run(agent, name, id=name)) for name in ("first", "second")}
+    await until(syncing.is_set, "the first batch's fsync")
+    for i, name in enumerate(names, start=1):
+        tasks[name] = asyncio.create_task(engine.run(agent, name, id=name))
+        await until(lambda i=i: engine.committer._filling is not None and len(engine.committer._filling.ops) == i,
+                    f"{name}'s creation to join the batch being filled")
+    return tasks
+
+
+async def _settled(engine, store, cancelled, tasks):
+    for name, task in tasks.items():
+        if name == cancelled:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        else:
+            with anyio.fail_after(DEADLINE):  # a batch left open would hang them for ever
+                outcome = await task
+            assert outcome.status == Status.COMPLETED and outcome.result == f"plan for {name}"
+    record = store.get(cancelled)
+    # Created (its batch committed) but given back: pending, with no lease, runnable here at once.
+    assert record is not None and record.status == Status.PENDING
+    assert store.live_lease(cancelled, now_us()) is None and cancelled not in engine._running
+    outcome = await engine.resume(cancelled)
+    assert outcome.status == Status.COMPLETED and outcome.result == f"plan for {cancelled}"
+
+
+async def test_a_run_cancelled_natively_while_its_creation_waits_in_a_batch_does_not_keep_the_lease(tmp_path):
+    store, syncing, release = _held_fsync(tmp_path)
+    try:
+        async with Engine.open(store=store) as engine:
+            tasks = await _start_runs(engine, syncing, ["leader", "victim"])
+            tasks["victim"].cancel()  # waits in the batch "leader" leads
+            await until(tasks["victim"].cancelling, "the cancellation to be delivered")
+            release.set()
+            await _settled(engine, store, "victim", tasks)
+    finally:
+        release.set()
+        store.close()
+
+
+async def test_a_batch_whose_leader_is_cancelled_natively_still_commits_for_the_others(tmp_path):
+    store, syncing, release = _held_fsync(tmp_path)
+    try:
+        async with Engine.open(store=store) as engine:
+            tasks = await _start_runs(engine, syncing, ["leader", "other"])
+            tasks["leader"].cancel()  # it leads the batch "other" waits in
+            await until(tasks["leader"].cancelling, "the cancellation to be delivered")
+            release.set()
+            await _settled(engine, store, "leader", tasks)
+    finally:
+        release.set()
+        store.close()
+
+
+async def test_a_run_whose_creation_s_flush_fails_does_not_keep_the_lease_it_committed(tmp_path):
+    # The transaction that created the invocation and took its lease committed; the fsync
+    # after it failed, so the run is told its creation failed. It must not leave the
+    # invocation `running` under a lease nobody renews.
+    from journal.errors import StoreError
+
+    store = LmdbStore(tmp_path / "db")
+    real_sync, failures = store.sync, [StoreError("the disk went away (a test's fsync)")]
+
+    def failing_sync():
+        if failures:
+            raise failures.pop()
+        real_sync()
+
+    store.sync = failing_sync  # (before the engine's committer takes it)
+    try:
+        async with Engine.open(store=store) as engine:
+            with pytest.raises(StoreError, match="disk went away"):
+                await engine.run(agent, "q", id="unlucky")
+            record = store.get("unlucky")
+            assert record is not None and record.status == Status.PENDING
+            assert store.live_lease("unlucky", now_us()) is None and "unlucky" not in engine._running
+            outcome = await engine.resume("unlucky")
+            assert outcome.status == Status.COMPLETED and outcome.result == "plan for q"
+    finally:
+        store.close()
