@@ -27,11 +27,10 @@ works; only a batch of one, on a disk whose recent fsyncs were quick, is flushed
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import enum
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar, TypeVarTuple, overload
+from typing import Any, TypeVar, TypeVarTuple, overload
 
 import anyio
 import anyio.lowlevel
@@ -78,7 +77,6 @@ class Committer:
         if self.durability is Durability.ASYNC and not self.blocking:
             store.start_background_sync(0.1)
         self.batches = 0  # how many transactions+fsyncs the sync path made (for benchmarks)
-        self._leading: set[asyncio.Task[None]] = set()  # batches being committed (asyncio)
 
     # The result of each kind of operation, as `Store.apply_one` gives it.
     @overload
@@ -173,55 +171,53 @@ class Committer:
         batch.ops.append(op)
         # The first to arrive leads. The batch must finish even if the leader is cancelled:
         # the others wait on it. An anyio cancellation stops at the shield; a native asyncio
-        # one (`asyncio.wait_for`, `task.cancel()`) goes through it, and would leave the batch
-        # open for ever with every later operation joining it, so on asyncio the lead is a
-        # task of its own that the leader's cancellation does not reach.
+        # one (`asyncio.wait_for`, `task.cancel()`) goes through it, so the leader defers
+        # it (`_deferring`) until the batch is committed: left open, the batch would have
+        # every later operation join it and wait for ever.
+        deferred: list[BaseException] = []
         with anyio.CancelScope(shield=True):
-            if _on_asyncio():
-                # In a context of its own: it is no branch of the handler whose commit leads.
-                lead = asyncio.get_running_loop().create_task(self._lead(batch), context=contextvars.Context())
-                self._leading.add(lead)  # the loop keeps only a weak reference to its tasks
-                lead.add_done_callback(self._leading.discard)
-                await asyncio.shield(lead)
-            else:
-                await self._lead(batch)
+            if self._in_flight is None:
+                await _deferring(anyio.lowlevel.checkpoint, deferred)  # tasks already runnable join this batch
+            while self._in_flight is not None:  # everyone arriving meanwhile joins this batch
+                await _deferring(self._in_flight.done.wait, deferred)
+            self._filling, self._in_flight = None, batch
+            try:
+                ops = [o for o in batch.ops if o is not None]
+                if self.blocking:
+                    done: Sequence[OpResult | BaseException] | None = await self.store.apply_async(ops, durable=batch.durable) if ops else []
+                    if done is None:
+                        done = await self._flusher.call(
+                            functools.partial(self.store.apply, ops, durable=batch.durable), deferred)
+                    results = iter(done)
+                else:
+                    results = iter(self.store.apply(ops) if ops else ())
+                    if batch.durable:  # a batch of acquires alone needs no flush
+                        await self._flusher.run(alone=len(batch.ops) == 1, deferred=deferred)
+                self.batches += 1
+                batch.results = [None if o is None else next(results) for o in batch.ops]
+            except BaseException as exc:  # a failed commit or fsync fails every op in it
+                batch.results = [exc] * len(batch.ops)
+                if not isinstance(exc, Exception):
+                    raise
+            finally:
+                self._in_flight = None
+                batch.done.set()
+        if deferred:
+            raise deferred[0]
         return _unwrap(batch.results[0])
 
-    async def _lead(self, batch: _Batch) -> None:
-        """Commit `batch` (and flush it, if it must be durable) once the one in flight is done."""
-        if self._in_flight is None:
-            await anyio.lowlevel.checkpoint()  # tasks already runnable join this batch
-        while self._in_flight is not None:  # everyone arriving meanwhile joins this batch
-            await self._in_flight.done.wait()
-        self._filling, self._in_flight = None, batch
+
+async def _deferring(wait: Callable[[], Awaitable[Any]], deferred: list[BaseException]) -> None:
+    """`await wait()`, and again after a native asyncio cancellation, which is kept in
+    `deferred` for the caller to raise once its work is done. (Inside an anyio shield
+    nothing else cancels: anyio does not cancel a shielded task, and trio's only
+    cancellation is anyio's.)"""
+    while True:
         try:
-            ops = [o for o in batch.ops if o is not None]
-            if self.blocking:
-                done: Sequence[OpResult | BaseException] | None = await self.store.apply_async(ops, durable=batch.durable) if ops else []
-                if done is None:
-                    done = await self._flusher.call(functools.partial(self.store.apply, ops, durable=batch.durable))
-                results = iter(done)
-            else:
-                results = iter(self.store.apply(ops) if ops else ())
-                if batch.durable:  # a batch of acquires alone needs no flush
-                    await self._flusher.run(alone=len(batch.ops) == 1)
-            self.batches += 1
-            batch.results = [None if o is None else next(results) for o in batch.ops]
-        except BaseException as exc:  # a failed commit or fsync fails every op in it
-            batch.results = [exc] * len(batch.ops)
-            if not isinstance(exc, Exception):
-                raise
-        finally:
-            self._in_flight = None
-            batch.done.set()
-
-
-def _on_asyncio() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # trio, through anyio
-        return False
-    return True
+            await wait()
+            return
+        except asyncio.CancelledError as exc:
+            deferred.append(exc)
 
 
 async def _ready(result: OpResult) -> OpResult:

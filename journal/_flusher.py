@@ -60,16 +60,18 @@ class Flusher:
             took = time.perf_counter() - started
             self.recent = max(took, 0.9 * self.recent + 0.1 * took)
 
-    async def run(self, *, alone: bool = False) -> None:
+    async def run(self, *, alone: bool = False, deferred: list[BaseException] | None = None) -> None:
         """Run one fsync. `alone`: nobody but the caller waits for it, so it may run inline."""
         if alone and self.recent < _INLINE_BELOW:
             self._timed()
             return
-        await self.call(self._timed)
+        await self.call(self._timed, deferred)
 
-    async def call(self, fn: Callable[[], Any]) -> Any:
+    async def call(self, fn: Callable[[], Any], deferred: list[BaseException] | None = None) -> Any:
         """Run `fn` on the thread and return its result: for a store whose commit waits on the
-        network (PostgreSQL), the whole transaction runs here, never on the loop."""
+        network (PostgreSQL), the whole transaction runs here, never on the loop. With
+        `deferred`, a native asyncio cancellation meanwhile is kept there, for the caller
+        to raise, and the wait goes on: the thread's work runs to its end anyway."""
         wake = _threadsafe_caller()
         if wake is None:  # an event loop we cannot call into from a thread: the portable path
             return await anyio.to_thread.run_sync(fn)
@@ -83,7 +85,14 @@ class Flusher:
                 thread.start()  # may raise (no more threads): nothing is queued then
                 self._thread = thread
             self._queue.put((outcome, lambda: wake(done.set), fn))
-        await done.wait()
+        if deferred is None:
+            await done.wait()
+        else:
+            while not done.is_set():
+                try:
+                    await done.wait()
+                except asyncio.CancelledError as exc:
+                    deferred.append(exc)
         failed, value = outcome
         if failed:
             raise value
