@@ -73,29 +73,18 @@ async def _settled(engine, store, cancelled, tasks):
     assert outcome.status == Status.COMPLETED and outcome.result == f"plan for {cancelled}"
 
 
-async def test_a_run_cancelled_natively_while_its_creation_waits_in_a_batch_does_not_keep_the_lease(tmp_path):
+@pytest.mark.parametrize("cancelled", ["follower", "leader"])
+async def test_a_run_cancelled_natively_in_a_batch_keeps_no_lease_and_the_batch_commits(tmp_path, cancelled):
+    # "follower" waits in the batch "leader" leads. Cancelling the follower must not leave
+    # its invocation leased; cancelling the leader must not leave the batch open.
     store, syncing, release = _held_fsync(tmp_path)
     try:
         async with Engine.open(store=store) as engine:
-            tasks = await _start_runs(engine, syncing, ["leader", "victim"])
-            tasks["victim"].cancel()  # waits in the batch "leader" leads
-            await until(tasks["victim"].cancelling, "the cancellation to be delivered")
+            tasks = await _start_runs(engine, syncing, ["leader", "follower"])
+            tasks[cancelled].cancel()
+            await until(tasks[cancelled].cancelling, "the cancellation to be delivered")
             release.set()
-            await _settled(engine, store, "victim", tasks)
-    finally:
-        release.set()
-        store.close()
-
-
-async def test_a_batch_whose_leader_is_cancelled_natively_still_commits_for_the_others(tmp_path):
-    store, syncing, release = _held_fsync(tmp_path)
-    try:
-        async with Engine.open(store=store) as engine:
-            tasks = await _start_runs(engine, syncing, ["leader", "other"])
-            tasks["leader"].cancel()  # it leads the batch "other" waits in
-            await until(tasks["leader"].cancelling, "the cancellation to be delivered")
-            release.set()
-            await _settled(engine, store, "leader", tasks)
+            await _settled(engine, store, cancelled, tasks)
     finally:
         release.set()
         store.close()
