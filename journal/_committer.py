@@ -26,16 +26,15 @@ works; only a batch of one, on a disk whose recent fsyncs were quick, is flushed
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar, TypeVarTuple, overload
+from typing import TypeVar, TypeVarTuple, overload
 
 import anyio
 import anyio.lowlevel
 
-from ._flusher import Flusher
+from ._flusher import Flusher, deferring
 from ._records import InvocationRecord
 from ._store import Acquire, Append, Continue, Create, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store
 
@@ -172,14 +171,14 @@ class Committer:
         # The first to arrive leads. The batch must finish even if the leader is cancelled:
         # the others wait on it. An anyio cancellation stops at the shield; a native asyncio
         # one (`asyncio.wait_for`, `task.cancel()`) goes through it, so the leader defers
-        # it (`_deferring`) until the batch is committed: left open, the batch would have
+        # it (`deferring`) until the batch is committed: left open, the batch would have
         # every later operation join it and wait for ever.
         deferred: list[BaseException] = []
         with anyio.CancelScope(shield=True):
             if self._in_flight is None:
-                await _deferring(anyio.lowlevel.checkpoint, deferred)  # tasks already runnable join this batch
+                await deferring(anyio.lowlevel.checkpoint, deferred)  # tasks already runnable join this batch
             while self._in_flight is not None:  # everyone arriving meanwhile joins this batch
-                await _deferring(self._in_flight.done.wait, deferred)
+                await deferring(self._in_flight.done.wait, deferred)
             self._filling, self._in_flight = None, batch
             try:
                 ops = [o for o in batch.ops if o is not None]
@@ -205,19 +204,6 @@ class Committer:
         if deferred:
             raise deferred[0]
         return _unwrap(batch.results[0])
-
-
-async def _deferring(wait: Callable[[], Awaitable[Any]], deferred: list[BaseException]) -> None:
-    """`await wait()`, and again after a native asyncio cancellation, which is kept in
-    `deferred` for the caller to raise once its work is done. (Inside an anyio shield
-    nothing else cancels: anyio does not cancel a shielded task, and trio's only
-    cancellation is anyio's.)"""
-    while True:
-        try:
-            await wait()
-            return
-        except asyncio.CancelledError as exc:
-            deferred.append(exc)
 
 
 async def _ready(result: OpResult) -> OpResult:

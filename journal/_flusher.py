@@ -28,7 +28,7 @@ import asyncio
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -88,11 +88,7 @@ class Flusher:
         if deferred is None:
             await done.wait()
         else:
-            while not done.is_set():
-                try:
-                    await done.wait()
-                except asyncio.CancelledError as exc:
-                    deferred.append(exc)
+            await deferring(done.wait, deferred)
         failed, value = outcome
         if failed:
             raise value
@@ -131,3 +127,16 @@ def _threadsafe_caller() -> Callable[[Callable[[], Any]], Any] | None:
         return trio.lowlevel.current_trio_token().run_sync_soon
     except (ImportError, RuntimeError):
         return None
+
+
+async def deferring(wait: Callable[[], Awaitable[Any]], deferred: list[BaseException]) -> None:
+    """`await wait()`, and again after a native asyncio cancellation, which is kept in
+    `deferred` for the caller to raise once its work is done. (Inside an anyio shield
+    nothing else cancels: anyio does not cancel a shielded task, and trio's only
+    cancellation is anyio's.)"""
+    while True:
+        try:
+            await wait()
+            return
+        except asyncio.CancelledError as exc:
+            deferred.append(exc)

@@ -138,16 +138,16 @@ class Leases:
                 w.renewed = now
 
     async def _look_for_cancels(self) -> None:
-        store, read = self.committer.store, self.committer.read
-        counted = getattr(store, "cancel_requests_made", None)
         self._looks += 1
         self._looking = True
         try:
-            return await self._look(store, read, counted)
+            await self._look()
         finally:
             self._looking = False
 
-    async def _look(self, store: Any, read: Any, counted: Any) -> None:
+    async def _look(self) -> None:
+        store, read = self.committer.store, self.committer.read
+        counted = getattr(store, "cancel_requests_made", None)
         try:
             count = None if counted is None else await read(counted)
             now = time.monotonic()
