@@ -113,6 +113,10 @@ def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes
 
 
 _owned_ids: dict[str, bytes] = {}
+# Above the invocations one process has in flight (10,000 agents in W5 of `python -m bench`):
+# a smaller table, cleared when full, would miss on nearly every append of such a fleet.
+# Entries go when their execution gives its lease back (`forget_owned`).
+OWNED_IDS_KEPT = 1 << 16
 
 
 def _owned_id(invocation_id: str) -> bytes:
@@ -122,10 +126,15 @@ def _owned_id(invocation_id: str) -> bytes:
     except (KeyError, TypeError):
         pass
     id_bytes = validate_id(invocation_id)
-    if len(_owned_ids) >= 4096:
+    if len(_owned_ids) >= OWNED_IDS_KEPT:
         _owned_ids.clear()
     _owned_ids[invocation_id] = id_bytes
     return id_bytes
+
+
+def forget_owned(invocation_id: str) -> None:
+    """The execution appending under `invocation_id` gave its lease back."""
+    _owned_ids.pop(invocation_id, None)
 
 
 def _queue_key(record: InvocationRecord, id_bytes: bytes) -> bytes:

@@ -41,6 +41,7 @@ from ._kvrules import (
     _transition,
     _unindex,
     _write_state,
+    forget_owned,
     lease_is_live,
 )
 
@@ -264,8 +265,15 @@ class KVStore(abc.ABC):
                 record.cancel_requested = False
                 _put_record(txn, id_bytes, record, old)
         if op.transition is not None:
-            return _transition(txn, id_bytes, op.id, op.transition)
+            record = _transition(txn, id_bytes, op.id, op.transition)
+            if op.transition.release:
+                self._released(id_bytes, op.id)
+            return record
         return None
+
+    def _released(self, id_bytes: bytes, invocation_id: str) -> None:
+        """This process's execution of the invocation ended: what it remembered for its appends goes."""
+        forget_owned(invocation_id)
 
     def _apply_continue(self, txn: _Txn, op: Continue) -> InvocationRecord:
         id_bytes = validate_id(op.id)

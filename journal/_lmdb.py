@@ -18,6 +18,7 @@ import lmdb
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
+from ._kvrules import OWNED_IDS_KEPT
 from ._kvstore import TABLES, KVStore, _Txn, check_lease
 from ._lmdb_tables import LmdbTables
 from ._records import Lease
@@ -200,10 +201,14 @@ class LmdbStore(LmdbTables, KVStore):
         if fenced is not None and fenced[0] == epoch and fenced[1] == data:
             return fenced[2]  # unchanged lease bytes give the same verdict: decode only what is new
         lease = check_lease(data, invocation_id, epoch)
-        if len(self._fenced) >= 1024:
+        if len(self._fenced) >= OWNED_IDS_KEPT:  # (entries go at `_released`)
             self._fenced.clear()
         self._fenced[id_bytes] = (epoch, data, lease)
         return lease
+
+    def _released(self, id_bytes: bytes, invocation_id: str) -> None:
+        super()._released(id_bytes, invocation_id)
+        self._fenced.pop(id_bytes, None)
 
     def _transact(self, work: Callable[[_Txn], T]) -> T:
         if self.readonly:

@@ -120,3 +120,58 @@ async def test_the_watcher_reads_a_new_execution_s_record_only_when_a_cancel_may
         assert outcome["x"].status == Status.CANCELLED and "x" in reads
     finally:
         store.close()
+
+
+async def test_a_watcher_started_again_reads_no_record_until_the_count_changes(tmp_path):
+    # The watcher's task ends with the last execution it watches; the next execution starts
+    # another. The count of cancel requests it saw last still holds: a request made later
+    # changes it. So the new task's first look reads no record (a fleet of 10,000 agents
+    # paid a read of each at that look), and a request made after the restart still gets
+    # through at the next look.
+    from journal import LmdbStore
+
+    store = LmdbStore(tmp_path / "db")
+    reads: list[str] = []
+    real_get = store.get
+
+    def get(invocation_id):
+        reads.append(invocation_id)
+        return real_get(invocation_id)
+
+    store.get = get
+    waiting = {"first": anyio.Event(), "y": anyio.Event()}
+
+    async def agent(ctx: Context) -> str:
+        waiting[ctx.invocation_id].set()
+        await ctx.sleep(3600)  # waited inline: a cancel request wakes it
+        return "slept"
+
+    try:
+        async with Engine.open(store=store, lease_ttl=3600, poll_interval=3600, inline_sleep_limit=7200) as engine:
+            leases = engine._leases
+            outcome = {}
+            async with anyio.create_task_group() as tg:
+                async def run(invocation_id):
+                    outcome[invocation_id] = await engine.run(agent, id=invocation_id)
+
+                tg.start_soon(run, "first")
+                await waiting["first"].wait()
+                await leases._look_for_cancels()  # the first look of all reads what it watches
+                assert reads == ["first"]
+                store.apply_one(RequestCancel("first", 1))
+                await leases._look_for_cancels()
+                await until(lambda: "first" in outcome, "the cancel request to reach first")
+                reads.clear()
+                leases._loop = None  # as when the task ended with the last execution it watched
+                tg.start_soon(run, "y")
+                await waiting["y"].wait()
+                await leases._look_for_cancels()
+                assert reads == []
+                store.apply_one(RequestCancel("y", 1))
+                await leases._look_for_cancels()
+                await until(lambda: "y" in outcome, "the cancel request to reach y")
+                tg.cancel_scope.cancel()
+        assert outcome["first"].status == Status.CANCELLED and outcome["y"].status == Status.CANCELLED
+        assert reads == ["y"]
+    finally:
+        store.close()
