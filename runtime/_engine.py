@@ -168,11 +168,11 @@ class Engine:
         self._running.add(invocation_id)
         leased, mark = False, self._leases.mark()
         try:
-            # Shielded: a cancellation while the batch commits must not lose the answer to
-            # whether this engine now holds the lease.
-            with anyio.CancelScope(shield=True):
-                record, created = await self.committer.create(record, started, Acquire(
-                    invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), at))
+            # Cancelled while the batch commits, the run does not know whether it took the
+            # lease: the except clause gives it back if it did (a shield around the wait
+            # would cost every run a cancel scope, and let it go on into the handler).
+            record, created = await self.committer.create(record, started, Acquire(
+                invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), at))
             leased = created and record.status == Status.RUNNING
         except BaseException as exc:
             await give_back_if_taken(self.committer, invocation_id, self.owner, exc)
@@ -432,10 +432,9 @@ class Engine:
                 epoch, record, mark = 1, fresh.record, fresh.mark
             else:  # invocations starting together (a worker's batch, a fleet) share one transaction
                 mark = self._leases.mark()
-                try:
-                    with anyio.CancelScope(shield=True):  # whoever takes the lease is there to give it back
-                        epoch, record = await self.committer.submit_batched(Acquire(
-                            invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
+                try:  # cancelled meanwhile, it may hold the lease all the same: given back below
+                    epoch, record = await self.committer.submit_batched(Acquire(
+                        invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
                 except BaseException as exc:
                     await give_back_if_taken(self.committer, invocation_id, self.owner, exc)
                     raise

@@ -240,8 +240,7 @@ class Execution:
             except TerminalError:  # changes journaled without their prior values (checked when asked)
                 pass
         try:
-            with anyio.CancelScope(shield=True):
-                record = await ctx.finish(entry, Transition(status, now_us(), release=True, **change))
+            record = await ctx.finish(entry, Transition(status, now_us(), release=True, **change))
         except LeaseLost:
             with anyio.CancelScope(shield=True):
                 record = await self._read(self.store.require, ctx.invocation_id)

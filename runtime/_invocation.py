@@ -338,10 +338,11 @@ class InvocationContext(Composition, Context):
         return self._wake
 
     async def finish(self, entry: Any | None, transition: Transition) -> Any:
-        """Commit the final entry (if any), everything buffered, and the status change, at once."""
+        """Commit the final entry (if any), everything buffered, and the status change, at once,
+        and wait for the answer to the end, cancelled meanwhile or not (`Committer.submit`)."""
         entries, state, seen = self.machine.take_final(entry)
         return await self._committer.submit(Append(self._id, self._epoch, entries, transition, state, seen),
-                                            durable=True)
+                                            durable=True, settle=True)
 
     # -- internals -------------------------------------------------------------------------
 

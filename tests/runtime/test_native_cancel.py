@@ -1,7 +1,10 @@
-"""A native asyncio cancellation (`task.cancel()`, `asyncio.wait_for`, `asyncio.timeout`)
-goes through anyio's shields. Landing in the middle of a group commit, it must neither
-leave an invocation leased to a run that is gone nor leave the batch open, which would
-hang every later operation of the engine."""
+"""Cancellations landing in the middle of a group commit.
+
+A native asyncio cancellation (`task.cancel()`, `asyncio.wait_for`, `asyncio.timeout`)
+goes through anyio's shields. It must neither leave an invocation leased to a run that is
+gone nor leave the batch open, which would hang every later operation of the engine. An
+anyio cancellation of a run whose last write is committing lets the write end and the
+run report it, as a shield would."""
 
 import asyncio
 import threading
@@ -114,4 +117,81 @@ async def test_a_run_whose_creation_s_flush_fails_does_not_keep_the_lease_it_com
             outcome = await engine.resume("unlucky")
             assert outcome.status == Status.COMPLETED and outcome.result == "plan for q"
     finally:
+        store.close()
+
+
+async def test_a_run_cancelled_while_its_last_write_commits_returns_how_it_ended(tmp_path):
+    # x's final write (its result and `completed`) waits in the batch "leader" leads, behind
+    # a batch whose fsync is held, when x's cancel scope is cancelled. The write commits with
+    # that batch, and `run` returns the outcome, not the cancellation: anyio's cancellation
+    # is level-triggered, so it comes at the caller's next checkpoint (none here).
+    store, syncing, release = _held_fsync(tmp_path)
+    release.set()  # not held until x has started
+    gate = anyio.Event()
+
+    async def gated(ctx: Context) -> str:
+        await gate.wait()
+        return "done"
+
+    outcome = {}
+    try:
+        async with Engine.open(store=store) as engine:
+            async with anyio.create_task_group() as tg:
+                scope = anyio.CancelScope()
+
+                async def run_x():
+                    with scope:
+                        outcome["x"] = await engine.run(gated, id="x")
+
+                tg.start_soon(run_x)
+                await until(lambda: "x" in engine._running and store.get("x") is not None, "x to start")
+                release.clear()
+                tasks = await _start_runs(engine, syncing, ["leader"])
+                gate.set()
+                await until(lambda: len(engine.committer._filling.ops) == 2, "x's last write to join it")
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()
+                release.set()
+                for task in tasks.values():
+                    await task
+        assert scope.cancel_called and not scope.cancelled_caught
+        assert outcome["x"].status == Status.COMPLETED and outcome["x"].result == "done"
+        assert store.get("x").status == Status.COMPLETED and store.live_lease("x", now_us()) is None
+    finally:
+        release.set()
+        store.close()
+
+
+async def test_a_run_cancelled_while_its_creation_commits_gives_its_lease_back_and_runs_nothing(tmp_path):
+    # "follower" is created, and takes its lease, in the batch "leader" leads, behind a
+    # batch whose fsync is held, when its cancel scope is cancelled. The creation commits;
+    # the run stops there: its handler makes no step, and the lease it took is given back.
+    store, syncing, release = _held_fsync(tmp_path)
+    outcome = {}
+    try:
+        async with Engine.open(store=store) as engine:
+            tasks = await _start_runs(engine, syncing, ["leader"])
+            scope = anyio.CancelScope()
+
+            async def run_follower():
+                with scope:
+                    outcome["follower"] = await engine.run(agent, "follower", id="follower")
+
+            follower = asyncio.create_task(run_follower())
+            await until(lambda: len(engine.committer._filling.ops) == 2, "follower's creation to join the batch")
+            scope.cancel()
+            await anyio.lowlevel.checkpoint()
+            release.set()
+            await follower
+            for task in tasks.values():
+                await task
+            assert scope.cancelled_caught and "follower" not in outcome
+            record = store.get("follower")
+            assert record is not None and record.status == Status.PENDING
+            assert [seq for seq, _ in store.entries("follower")] == [0]
+            assert store.live_lease("follower", now_us()) is None and "follower" not in engine._running
+            resumed = await engine.resume("follower")
+            assert resumed.status == Status.COMPLETED and resumed.result == "plan for follower"
+    finally:
+        release.set()
         store.close()
