@@ -71,12 +71,10 @@ async def test_a_cancel_made_while_a_claimed_invocation_reads_its_journal_reache
     assert results["b"].status == Status.CANCELLED
 
 
-async def test_the_watcher_reads_a_new_execution_s_record_only_when_a_cancel_may_have_slipped_by(tmp_path):
-    # An execution whose lease was claimed with no look of the watcher in between needs no
-    # read of its record: any cancel request made after the claim changes the count from
-    # the one the watcher saw last. When one comes, the next look reads it and the handler
-    # is cancelled. The looks are made here, one at a time (the watcher's own task would
-    # wait an hour between them), after "first" has had the first look, which reads all.
+def _watched_fleet(tmp_path, *names):
+    """An LMDB store that lists the records read from it, an event per invocation of
+    `names` set once its handler runs, and that handler: it sleeps an hour, inline, so
+    that only a cancel request wakes it."""
     from journal import LmdbStore
 
     store = LmdbStore(tmp_path / "db")
@@ -88,15 +86,30 @@ async def test_the_watcher_reads_a_new_execution_s_record_only_when_a_cancel_may
         return real_get(invocation_id)
 
     store.get = get
-    waiting = {"first": anyio.Event(), "x": anyio.Event()}
+    waiting = {name: anyio.Event() for name in names}
 
     async def agent(ctx: Context) -> str:
         waiting[ctx.invocation_id].set()
-        await ctx.sleep(3600)  # waited inline: a cancel request wakes it
+        await ctx.sleep(3600)
         return "slept"
 
+    return store, reads, waiting, agent
+
+
+def _engine_that_looks_when_told(store):
+    # The watcher's own task would wait an hour between looks: the tests make them.
+    return Engine.open(store=store, lease_ttl=3600, poll_interval=3600, inline_sleep_limit=7200)
+
+
+async def test_the_watcher_reads_a_new_execution_s_record_only_when_a_cancel_may_have_slipped_by(tmp_path):
+    # An execution whose lease was claimed with no look of the watcher in between needs no
+    # read of its record: any cancel request made after the claim changes the count from
+    # the one the watcher saw last. When one comes, the next look reads it and the handler
+    # is cancelled. The looks are made here, one at a time (the watcher's own task would
+    # wait an hour between them), after "first" has had the first look, which reads all.
+    store, reads, waiting, agent = _watched_fleet(tmp_path, "first", "x")
     try:
-        async with Engine.open(store=store, lease_ttl=3600, poll_interval=3600, inline_sleep_limit=7200) as engine:
+        async with _engine_that_looks_when_told(store) as engine:
             look = engine._leases._look_for_cancels
             async with anyio.create_task_group() as tg:
                 outcome = {}
@@ -128,26 +141,9 @@ async def test_a_watcher_started_again_reads_no_record_until_the_count_changes(t
     # changes it. So the new task's first look reads no record (a fleet of 10,000 agents
     # paid a read of each at that look), and a request made after the restart still gets
     # through at the next look.
-    from journal import LmdbStore
-
-    store = LmdbStore(tmp_path / "db")
-    reads: list[str] = []
-    real_get = store.get
-
-    def get(invocation_id):
-        reads.append(invocation_id)
-        return real_get(invocation_id)
-
-    store.get = get
-    waiting = {"first": anyio.Event(), "y": anyio.Event()}
-
-    async def agent(ctx: Context) -> str:
-        waiting[ctx.invocation_id].set()
-        await ctx.sleep(3600)  # waited inline: a cancel request wakes it
-        return "slept"
-
+    store, reads, waiting, agent = _watched_fleet(tmp_path, "first", "y")
     try:
-        async with Engine.open(store=store, lease_ttl=3600, poll_interval=3600, inline_sleep_limit=7200) as engine:
+        async with _engine_that_looks_when_told(store) as engine:
             leases = engine._leases
             outcome = {}
             async with anyio.create_task_group() as tg:
