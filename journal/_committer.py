@@ -26,6 +26,7 @@ works; only a batch of one, on a disk whose recent fsyncs were quick, is flushed
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import functools
 import math
@@ -224,14 +225,42 @@ async def _seen_out(done: anyio.Event) -> None:
     without the two each invocation paid (docs/performance.md). anyio's cancellation is
     level-triggered, so the caller's next checkpoint raises it again. A native asyncio
     cancellation (`task.cancel()`, `asyncio.timeout`) is raised at once, as it passes
-    through a shield too: it is delivered once, and must not be lost."""
+    through a shield too: it is delivered once, and must not be lost, even when it lands
+    together with an anyio one (asyncio then folds the two into one exception)."""
+    task = _asyncio_task()
+    before = task.cancelling() if task is not None else 0
     try:
         await done.wait()
-    except BaseException:
-        if anyio.current_effective_deadline() != -math.inf:  # not from a cancelled anyio scope
+    except BaseException as exc:
+        if not _anyio_cancelled_alone(exc, task, before):
             raise
         with anyio.CancelScope(shield=True):
             await done.wait()
+
+
+def _asyncio_task() -> asyncio.Task[object] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # not asyncio: trio
+        return None
+
+
+def _anyio_cancelled_alone(exc: BaseException, task: asyncio.Task[object] | None, before: int) -> bool:
+    """Whether `exc` is a cancellation by an anyio scope and nothing else (a cancelled scope
+    delivers it again at the next checkpoint; anything else is delivered once)."""
+    if anyio.current_effective_deadline() != -math.inf:  # no cancelled scope around the caller
+        return False
+    if task is None:  # trio: every cancellation is a scope's
+        return True
+    # anyio cancels a task with a message of its own, once per wait; asyncio counts every
+    # `cancel()` in `cancelling()`, so a native one landing at the same moment shows there.
+    return (isinstance(exc, asyncio.CancelledError) and task.cancelling() == before + 1
+            and bool(exc.args) and isinstance(exc.args[0], str)
+            and exc.args[0].startswith(_ANYIO_CANCEL_MESSAGE))
+
+
+# How anyio (4.x) words the cancellations it delivers on asyncio; its own check reads the same.
+_ANYIO_CANCEL_MESSAGE = "Cancelled via cancel scope "
 
 
 async def _ready(result: OpResult) -> OpResult:

@@ -115,8 +115,9 @@ def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes
 _owned_ids: dict[str, bytes] = {}
 # Above the invocations one process has in flight (10,000 agents in W5 of `python -m bench`):
 # a smaller table, cleared when full, would miss on nearly every append of such a fleet.
-# Entries go when their execution gives its lease back (`forget_owned`).
-OWNED_IDS_KEPT = 1 << 16
+# Entries go when their lease is given back or lost (`forget_owned`); the bound is for
+# what is left behind otherwise (a process that stops mid-run), about 0.5 KiB an entry.
+OWNED_IDS_KEPT = 1 << 15
 
 
 def _owned_id(invocation_id: str) -> bytes:

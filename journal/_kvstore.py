@@ -272,7 +272,8 @@ class KVStore(abc.ABC):
         return None
 
     def _released(self, id_bytes: bytes, invocation_id: str) -> None:
-        """This process's execution of the invocation ended: what it remembered for its appends goes."""
+        """The invocation's lease was given back (or lost): what the append path remembered
+        of its owner goes (`_owned_id`, and a backend's cache of lease verdicts)."""
         forget_owned(invocation_id)
 
     def _apply_continue(self, txn: _Txn, op: Continue) -> InvocationRecord:
@@ -291,7 +292,9 @@ class KVStore(abc.ABC):
             _write_state(txn, id_bytes, op.id, op.state)
         _insert(txn, new_bytes, op.record, op.started)
         old.continued_as = op.record.id
-        return _transition(txn, id_bytes, op.id, op.transition, old)
+        record = _transition(txn, id_bytes, op.id, op.transition, old)
+        self._released(id_bytes, op.id)  # the next generation is another invocation
+        return record
 
     def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
         id_bytes = validate_id(op.id)
@@ -329,7 +332,10 @@ class KVStore(abc.ABC):
             lease = _get_lease(txn, id_bytes)
             if lease is None or lease.owner != op.owner:
                 raise LeaseLost(f"invocation {op.id!r} is not leased to {op.owner}; nothing to give back")
-        return _transition(txn, id_bytes, op.id, op.transition)
+        record = _transition(txn, id_bytes, op.id, op.transition)
+        if op.transition.release:
+            self._released(id_bytes, op.id)
+        return record
 
     def _apply_resolve(self, txn: _Txn, op: Resolve) -> InvocationRecord:
         id_bytes = validate_id(op.id)

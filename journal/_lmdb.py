@@ -23,7 +23,7 @@ from ._kvstore import TABLES, KVStore, _Txn, check_lease
 from ._lmdb_tables import LmdbTables
 from ._records import Lease
 from ._store import Append, Op, OpResult
-from .errors import DiskFull, FormatVersionError, JournalError, StoreError
+from .errors import DiskFull, FormatVersionError, JournalError, LeaseLost, StoreError
 
 if TYPE_CHECKING:
     from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
@@ -200,7 +200,11 @@ class LmdbStore(LmdbTables, KVStore):
         fenced = self._fenced.get(id_bytes)
         if fenced is not None and fenced[0] == epoch and fenced[1] == data:
             return fenced[2]  # unchanged lease bytes give the same verdict: decode only what is new
-        lease = check_lease(data, invocation_id, epoch)
+        try:
+            lease = check_lease(data, invocation_id, epoch)
+        except LeaseLost:  # taken over: this owner appends no more
+            self._released(id_bytes, invocation_id)
+            raise
         if len(self._fenced) >= OWNED_IDS_KEPT:  # (entries go at `_released`)
             self._fenced.clear()
         self._fenced[id_bytes] = (epoch, data, lease)

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any, NamedTuple, TypeVar, overload
 
 import anyio
+import anyio.lowlevel
 
 from journal import (
     HOST,
@@ -170,9 +171,11 @@ class Engine:
         try:
             # Cancelled while the batch commits, the run does not know whether it took the
             # lease: the except clause gives it back if it did (a shield around the wait
-            # would cost every run a cancel scope, and let it go on into the handler).
+            # would cost every run a cancel scope, and let it go on into the handler). A
+            # batch it led, or an `async` commit, was no checkpoint: the run stops here too.
             record, created = await self.committer.create(record, started, Acquire(
                 invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), at))
+            await anyio.lowlevel.checkpoint_if_cancelled()
             leased = created and record.status == Status.RUNNING
         except BaseException as exc:
             await give_back_if_taken(self.committer, invocation_id, self.owner, exc)
@@ -435,6 +438,7 @@ class Engine:
                 try:  # cancelled meanwhile, it may hold the lease all the same: given back below
                     epoch, record = await self.committer.submit_batched(Acquire(
                         invocation_id, self.owner, HOST, os.getpid(), int(self.lease_ttl * 1e6), now_us()))
+                    await anyio.lowlevel.checkpoint_if_cancelled()  # (as in `_start`)
                 except BaseException as exc:
                     await give_back_if_taken(self.committer, invocation_id, self.owner, exc)
                     raise

@@ -235,7 +235,7 @@ def test_what_the_append_path_remembers_of_an_execution_goes_when_it_gives_its_l
     # table cleared at 1,024 missed on nearly every append of 10,000 agents). What it keeps
     # of an execution goes with the lease, so a long-lived worker does not accumulate it;
     # an execution that appends after that is fenced as before.
-    from journal import Transition
+    from journal import SetStatus, Transition
     from journal._kvrules import _owned_ids
     from journal.errors import LeaseLost
 
@@ -250,6 +250,13 @@ def test_what_the_append_path_remembers_of_an_execution_goes_when_it_gives_its_l
         with pytest.raises(LeaseLost):
             append(store, "inv-1", 1, (3, step("u")))
         assert [s for s, _ in store.entries("inv-1")] == [0, 1, 2]
+        # Given back by a status change (a cancelled claim, a parked invocation) ...
+        store.apply_one(SetStatus("inv-0", Transition(Status.PENDING, T0, release=True), 1))
+        # ... or taken over by another owner once it expired: this one's next append fails.
+        acquire(store, "inv-2", "other", now=T0 + 60_000_000)
+        with pytest.raises(LeaseLost):
+            append(store, "inv-2", 1, (2, step("t")))
+        assert store._fenced == {} and not {"inv-0", "inv-1", "inv-2"} & set(_owned_ids)
 
 
 def test_a_disk_full_in_a_large_batch_fails_only_what_was_not_committed(tmp_path):

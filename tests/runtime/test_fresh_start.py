@@ -135,3 +135,26 @@ async def test_runs_cancelled_while_their_creation_commits_leave_their_invocatio
                 assert engine.store.live_lease(f"cancelled-{i}", now_us()) is None
                 outcome = await engine.resume(f"cancelled-{i}")
                 assert outcome.status == Status.COMPLETED and outcome.result == f"plan:('cancelled-{i}',)"
+
+
+async def test_a_run_cancelled_before_it_starts_runs_nothing_and_leaves_its_invocation_runnable(open_engine, calls):
+    # The run's scope is cancelled before it is called. Its creation may commit all the
+    # same (a batch it leads, or its own, makes no checkpoint); its handler never starts,
+    # and whatever lease the creation took is given back at once.
+    plan = calls("plan")
+
+    async def agent(ctx: Context, q: str) -> str:
+        return await ctx.run("plan", plan, q)
+
+    async with open_engine() as engine:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await engine.run(agent, "q", id="x")
+        assert scope.cancelled_caught and calls.counts == {}
+        record = engine.store.get("x")
+        assert record is None or record.status == Status.PENDING
+        if record is not None:
+            assert [seq for seq, _ in engine.store.entries("x")] == [0]
+            assert engine.store.live_lease("x", now_us()) is None and "x" not in engine._running
+        outcome = await engine.run(agent, "q", id="x")
+    assert outcome.status == Status.COMPLETED and calls.counts == {"plan": 1}

@@ -195,3 +195,54 @@ async def test_a_run_cancelled_while_its_creation_commits_gives_its_lease_back_a
     finally:
         release.set()
         store.close()
+
+
+@pytest.mark.parametrize("first", ["native", "anyio"])
+async def test_a_native_cancellation_landing_with_an_anyio_one_during_the_last_write_is_not_lost(tmp_path, first):
+    # x's final write waits in a batch when its task is cancelled natively (`task.cancel()`,
+    # as `asyncio.timeout` does) and its anyio scope is cancelled too, in the same moment.
+    # asyncio folds the two into one exception; the anyio one alone would let the run
+    # return its outcome (above), but the native one is delivered once and must end the
+    # task. The write commits either way.
+    store, syncing, release = _held_fsync(tmp_path)
+    release.set()  # not held until x has started
+    gate = anyio.Event()
+
+    async def gated(ctx: Context) -> str:
+        await gate.wait()
+        return "done"
+
+    after_scope = []
+    try:
+        async with Engine.open(store=store) as engine:
+            scope = anyio.CancelScope()
+
+            async def run_x():
+                with scope:
+                    await engine.run(gated, id="x")
+                after_scope.append(True)  # (reached only if the native cancellation was lost)
+                await anyio.lowlevel.checkpoint()
+
+            x = asyncio.create_task(run_x())
+            await until(lambda: "x" in engine._running and store.get("x") is not None, "x to start")
+            release.clear()
+            tasks = await _start_runs(engine, syncing, ["leader"])
+            gate.set()
+            await until(lambda: len(engine.committer._filling.ops) == 2, "x's last write to join the batch")
+            if first == "native":
+                x.cancel()
+                scope.cancel()
+            else:
+                scope.cancel()
+                x.cancel()
+            await anyio.lowlevel.checkpoint()
+            release.set()
+            with pytest.raises(asyncio.CancelledError):
+                await x
+            for task in tasks.values():
+                await task
+        assert after_scope == []
+        assert store.get("x").status == Status.COMPLETED and store.live_lease("x", now_us()) is None
+    finally:
+        release.set()
+        store.close()
