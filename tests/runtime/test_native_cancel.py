@@ -59,6 +59,28 @@ async def _start_runs(engine, syncing, names):
     return tasks
 
 
+def _gated():
+    """An event, and a handler that waits for it, then returns "done"."""
+    gate = anyio.Event()
+
+    async def gated(ctx: Context) -> str:
+        await gate.wait()
+        return "done"
+
+    return gate, gated
+
+
+async def _hold_last_write(engine, store, syncing, release, gate):
+    """Once x (running `_gated`'s handler) has started: hold the next fsync behind a batch of
+    two runs, open the next batch with "leader", and let x's final write join it."""
+    await until(lambda: "x" in engine._running and store.get("x") is not None, "x to start")
+    release.clear()
+    tasks = await _start_runs(engine, syncing, ["leader"])
+    gate.set()
+    await until(lambda: len(engine.committer._filling.ops) == 2, "x's last write to join the batch")
+    return tasks
+
+
 async def _settled(engine, store, cancelled, tasks):
     for name, task in tasks.items():
         if name == cancelled:
@@ -127,11 +149,7 @@ async def test_a_run_cancelled_while_its_last_write_commits_returns_how_it_ended
     # is level-triggered, so it comes at the caller's next checkpoint (none here).
     store, syncing, release = _held_fsync(tmp_path)
     release.set()  # not held until x has started
-    gate = anyio.Event()
-
-    async def gated(ctx: Context) -> str:
-        await gate.wait()
-        return "done"
+    gate, gated = _gated()
 
     outcome = {}
     try:
@@ -144,11 +162,7 @@ async def test_a_run_cancelled_while_its_last_write_commits_returns_how_it_ended
                         outcome["x"] = await engine.run(gated, id="x")
 
                 tg.start_soon(run_x)
-                await until(lambda: "x" in engine._running and store.get("x") is not None, "x to start")
-                release.clear()
-                tasks = await _start_runs(engine, syncing, ["leader"])
-                gate.set()
-                await until(lambda: len(engine.committer._filling.ops) == 2, "x's last write to join it")
+                tasks = await _hold_last_write(engine, store, syncing, release, gate)
                 scope.cancel()
                 await anyio.lowlevel.checkpoint()
                 release.set()
@@ -206,11 +220,7 @@ async def test_a_native_cancellation_landing_with_an_anyio_one_during_the_last_w
     # task. The write commits either way.
     store, syncing, release = _held_fsync(tmp_path)
     release.set()  # not held until x has started
-    gate = anyio.Event()
-
-    async def gated(ctx: Context) -> str:
-        await gate.wait()
-        return "done"
+    gate, gated = _gated()
 
     after_scope = []
     try:
@@ -224,11 +234,7 @@ async def test_a_native_cancellation_landing_with_an_anyio_one_during_the_last_w
                 await anyio.lowlevel.checkpoint()
 
             x = asyncio.create_task(run_x())
-            await until(lambda: "x" in engine._running and store.get("x") is not None, "x to start")
-            release.clear()
-            tasks = await _start_runs(engine, syncing, ["leader"])
-            gate.set()
-            await until(lambda: len(engine.committer._filling.ops) == 2, "x's last write to join the batch")
+            tasks = await _hold_last_write(engine, store, syncing, release, gate)
             if first == "native":
                 x.cancel()
                 scope.cancel()
