@@ -134,7 +134,7 @@ def _owned_id(invocation_id: str) -> bytes:
 
 
 def forget_owned(invocation_id: str) -> None:
-    """The execution appending under `invocation_id` gave its lease back."""
+    """The owner appending under `invocation_id` gave its lease back, or lost it."""
     _owned_ids.pop(invocation_id, None)
 
 
