@@ -16,7 +16,7 @@ Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
     timers       wake_at(u64 BE) id     -> b""
     promises     id 0x00 name           -> Resolution
     state        key 0x00 name          -> raw value (a thread's durable state)
-    keyq         key 0x00 queued_at(u64 BE) id -> b"" (invocations of a key, in run order)
+    keyq         key 0x00 queued_at(u64 BE) id -> b"" (invocations of a key, in creation order)
 """
 
 from __future__ import annotations
@@ -67,6 +67,23 @@ class _Txn(abc.ABC):
     @abc.abstractmethod
     def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Items whose key starts with `prefix`, from `start` (inclusive) in key order."""
+
+    @abc.abstractmethod
+    def last(self, table: str, prefix: bytes) -> bytes | None:
+        """The greatest key that starts with `prefix`. In a write transaction, nobody else
+        adds a key under `prefix` until this one ends (LMDB has one writer; PostgreSQL
+        locks the prefix)."""
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The least key greater than every key that starts with `prefix` (None: no such key)."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return None
+    p[-1] += 1
+    return bytes(p)
 
 
 def entry_key(id_bytes: bytes, seq: int) -> bytes:
@@ -152,10 +169,21 @@ def _queue_head(txn: _Txn, key: str) -> str | None:
 
 def _insert(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> None:
     if record.key is not None:
-        record.queued_at = record.queued_at or record.created_at
+        record.queued_at = record.queued_at or _queue_place(txn, record.key, record.created_at)
         txn.put("keyq", _queue_key(record, id_bytes), b"")
     _put_record(txn, id_bytes, record, None)
     txn.put("entries", entry_key(id_bytes, 0), started)
+
+
+def _queue_place(txn: _Txn, key: str, created_at: int) -> int:
+    """Where a new invocation of `key` queues: behind every invocation already there, even
+    one stamped later by its clock. Two creators' clocks may read the same microsecond, or
+    disagree (another host, or a clock set back), and the queue sorts by this number first."""
+    tail = txn.last("keyq", key.encode() + b"\x00")
+    if tail is None:
+        return created_at
+    behind = int.from_bytes(tail[len(key.encode()) + 1:][:8], "big") + 1
+    return max(created_at, behind)
 
 
 def _check_has_key(record: InvocationRecord) -> None:

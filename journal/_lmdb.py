@@ -18,7 +18,7 @@ import lmdb
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
-from ._kvrules import OWNED_IDS_KEPT
+from ._kvrules import OWNED_IDS_KEPT, prefix_end
 from ._kvstore import TABLES, KVStore, _Txn, check_lease
 from ._lmdb_tables import LmdbTables
 from ._records import Lease
@@ -76,6 +76,14 @@ class _LmdbTxn(_Txn):
                 if not key.startswith(prefix):
                     return
                 yield key, value
+
+    def last(self, table: str, prefix: bytes) -> bytes | None:
+        with self._txn.cursor(db=self._dbs[table]) as cursor:
+            end = prefix_end(prefix)
+            if not (cursor.prev() if end is not None and cursor.set_range(end) else cursor.last()):
+                return None
+            key = cursor.key()
+            return key if key.startswith(prefix) else None
 
 
 class _Reading(_LmdbTxn):

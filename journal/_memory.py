@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
-from ._kvrules import TABLES, _Txn
+from ._kvrules import TABLES, _Txn, prefix_end
 from ._kvstore import KVStore
 from ._tables import MemoryTables
 
@@ -56,6 +56,12 @@ class _MemoryTxn(_Txn):
             if not key.startswith(prefix):
                 break
             yield key, t.data[key]
+
+    def last(self, table: str, prefix: bytes) -> bytes | None:
+        keys = self._tables[table].keys
+        end = prefix_end(prefix)
+        i = (bisect.bisect_left(keys, end) if end is not None else len(keys)) - 1
+        return keys[i] if i >= 0 and keys[i].startswith(prefix) else None
 
 
 class MemoryStore(MemoryTables, KVStore):

@@ -26,12 +26,13 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._kvrules import TABLES, _Txn, entry_key
+from ._kvrules import TABLES, _Txn, entry_key, prefix_end
 
 SCHEMA = "journal"
 FORMAT_VERSION = 2  # 1: every table `(k bytea, v bytea)` with LMDB's keys, no invocation_id column
 LOCK_CLASS = 0x6A6F  # high half of the advisory lock keys of owners ("jo")
 _LOCKED = {"invocations": 1, "leases": 2}  # tables whose rows a write transaction locks when it reads them
+_PREFIX_LOCK = 3  # the advisory lock class of a prefix that `last` reads in a write transaction
 
 
 def owner_lock_key(owner: str) -> tuple[int, int]:
@@ -71,11 +72,19 @@ class _Layout:
     def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
         """The query for the rules' `scan(prefix, start)`, in key order."""
         low = start if start is not None and start > prefix else prefix
-        high = _upper(prefix)
+        high = prefix_end(prefix)
         (first,) = self.columns
         if high is None:
             return f"{self.select} WHERE {first} >= %s ORDER BY {first}", [low]
         return f"{self.select} WHERE {first} >= %s AND {first} < %s ORDER BY {first}", [low, high]
+
+    def last(self, prefix: bytes) -> tuple[str, list[Any]]:
+        """The query for the rules' `last(prefix)`: the greatest key under `prefix`."""
+        high = prefix_end(prefix)
+        (first,) = self.columns
+        below = "" if high is None else f" AND {first} < %s"
+        return (f"SELECT {first} FROM {self.table} WHERE {first} >= %s{below} ORDER BY {first} DESC LIMIT 1",
+                [prefix] if high is None else [prefix, high])
 
 
 class _Entries(_Layout):
@@ -112,17 +121,6 @@ def _one_invocation(prefix: bytes) -> bytes:
     if not prefix.endswith(b"\x00") or prefix.count(b"\x00") != 1:
         raise ValueError(f"this table is scanned by its first key part only, not by {prefix!r}")
     return prefix[:-1]
-
-
-def _upper(prefix: bytes) -> bytes | None:
-    """The least key greater than every key starting with `prefix` (None: no bound)."""
-    p = bytearray(prefix)
-    while p and p[-1] == 0xFF:
-        p.pop()
-    if not p:
-        return None
-    p[-1] += 1
-    return bytes(p)
 
 
 def _split_status(key: bytes) -> tuple[str, bytes]:
@@ -287,6 +285,14 @@ class PgTxn(_Txn):
         layout = LAYOUTS[table]
         sql, args = layout.scan(prefix, start)
         return iter([(layout.join(row[:-1]), row[-1]) for row in self._cur.execute(sql, args).fetchall()])
+
+    def last(self, table: str, prefix: bytes) -> bytes | None:
+        if self._write:  # two creators must not both see the same last key of a key's queue
+            self._cur.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
+                              (_PREFIX_LOCK, zlib.crc32(table.encode() + b"\x00" + prefix) & 0x7FFFFFFF))
+        sql, args = LAYOUTS[table].last(prefix)
+        row = self._cur.execute(sql, args).fetchone()
+        return None if row is None else LAYOUTS[table].join(row)
 
     def owner_alive(self, owner: str) -> bool:
         classid, objid = owner_lock_key(owner)

@@ -192,6 +192,30 @@ def test_a_claim_skips_an_invocation_whose_rows_another_transaction_holds(store,
     assert epoch == 1
 
 
+def test_a_creator_waits_for_another_creating_in_the_same_keys_queue_and_queues_behind_it(store, postgres_url):
+    import psycopg
+
+    from journal._kvrules import _create
+    from journal._postgres_rows import PgTxn
+
+    from .test_store_conformance import _creation
+
+    first = _creation("first", 1, key="thread-1")
+    with psycopg.connect(postgres_url) as other:  # another worker, its creation not committed yet
+        _create(PgTxn(other.cursor(), write=True), b"first", first.record, first.started)
+        created = []
+        creator = threading.Thread(target=lambda: created.append(
+            create(store, "second", key="thread-1", at=T0 - 5_000)), daemon=True)  # its clock is behind
+        creator.start()
+        waits = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        wait_until(lambda: created or other.execute(waits).fetchone()[0] == 1,
+                   "the second creator to wait for the first one's lock on the key's queue, or to return")
+        assert not created, "the second creator went ahead while the first held the key's queue"
+        other.commit()
+    creator.join(timeout=30)
+    assert created and store.key_queue("thread-1") == ["first", "second"]
+
+
 def test_every_row_of_one_invocation_is_keyed_by_its_id_first(store):
     rows = store._writer.execute("""
         SELECT c.relname, array_agg(a.attname ORDER BY k.ord)

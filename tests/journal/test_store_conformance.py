@@ -295,8 +295,7 @@ class StoreContract(abc.ABC):
         (a, a_created), (old, old_created), (behind, _), (keyed, _) = results
         assert a_created and not old_created
         # An existing invocation is only found, and one with a key only created, even first in
-        # its key's queue: its `Acquire` asks the queue who runs first (two created in one
-        # microsecond sort by id there, not by arrival).
+        # its key's queue: its `Acquire` asks the queue who runs first.
         assert old.status == behind.status == keyed.status == Status.PENDING
         assert all(store.live_lease(i, T0) is None for i in ("old", "behind", "keyed"))
         if self.takes_lease_with_creation:
@@ -313,6 +312,26 @@ class StoreContract(abc.ABC):
             acquire(store, "a", "rival")
         append(store, "a", epoch, (1, step()))
         assert [s for s, _ in store.entries("a")] == [0, 1]
+
+    def test_a_keys_queue_keeps_the_order_of_creation_whatever_the_creators_clocks_read(self, store):
+        create(store, "z", key="thread-1", at=T0)
+        create(store, "a", key="thread-1", at=T0)  # the same microsecond, and an id that sorts first
+        create(store, "m", key="thread-1", at=T0 - 5_000)  # a clock 5 ms behind: another host, or set back
+        create(store, "x", key="thread-2", at=T0 - 10)  # another key's queue is its own
+        store.apply([_creation("c", 1, key="thread-3"), _creation("b", 2, key="thread-3")])  # one transaction
+        assert store.key_queue("thread-1") == ["z", "a", "m"]
+        assert store.key_queue("thread-2") == ["x"] and store.key_queue("thread-3") == ["c", "b"]
+        for behind in ("a", "m"):
+            with pytest.raises(InvocationBusy, match="queued behind 'z'"):
+                acquire(store, behind)
+        epoch, _ = acquire(store, "z")
+        append(store, "z", epoch, (1, step()), transition=Transition(Status.COMPLETED, T0 + 1, release=True))
+        with pytest.raises(InvocationBusy, match="queued behind 'a'"):
+            acquire(store, "m")
+        acquire(store, "a")
+        # A key's first invocation in a while queues at its own clock's time again.
+        create(store, "late", key="thread-2", at=T0 + 60_000_000)
+        assert store.get("late").queued_at == T0 + 60_000_000
 
     def test_every_cancel_request_is_counted_so_a_watcher_knows_when_to_look(self, store):
         create(store, "a")
