@@ -11,7 +11,7 @@ import pytest
 from journal import Append, PostgresStore, Renew, Status, open_store
 from journal.errors import FormatVersionError, InvocationBusy, LeaseLost, StoreError
 
-from ..waiting import wait_until
+from ..waiting import DEADLINE, until, wait_until
 from .helpers import T0, acquire, append, create, step
 
 HOLDER = """
@@ -159,6 +159,42 @@ async def test_a_step_on_the_event_loop_after_a_takeover_is_refused_by_the_lease
     results = await store.apply_async([Append("inv-1", epoch, [(1, step("late"))])])
     assert isinstance(results[0], LeaseLost)
     assert [seq for seq, _ in store.entries("inv-1")] == [0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_batch_sent_from_the_event_loop_commits_for_everyone_when_its_leader_is_cancelled_natively(
+        store, postgres_url, anyio_backend):
+    import asyncio
+
+    import anyio
+    import psycopg
+
+    from journal import Committer
+
+    create(store)
+    create(store, "inv-2")
+    epoch, _ = acquire(store)
+    epoch2, _ = acquire(store, "inv-2")
+    committer = Committer(store)
+    await committer.submit(Append("inv-1", epoch, [(1, step("a"))]))  # the loop's connection is open
+    with psycopg.connect(postgres_url) as other:  # holds the batch's statement until it rolls back
+        other.execute("LOCK TABLE journal.entries IN EXCLUSIVE MODE")
+        leader = asyncio.create_task(committer.submit(Append("inv-1", epoch, [(2, step("b"))])))
+        follower = asyncio.create_task(committer.submit(Append("inv-2", epoch2, [(1, step("c"))])))
+        waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'relation' AND NOT granted"
+        await until(lambda: other.execute(waiting).fetchone()[0] == 1, "the batch's statement to wait for the lock")
+        leader.cancel()  # asyncio's own cancellation goes through anyio's shield
+        other.rollback()
+    with anyio.fail_after(DEADLINE):
+        assert await follower is None
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    # The statement ran to its end: both steps are journaled, and the connection still works.
+    assert [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]
+    assert [seq for seq, _ in store.entries("inv-2")] == [0, 1]
+    assert await committer.submit(Append("inv-2", epoch2, [(2, step("d"))])) is None
+    assert [seq for seq, _ in store.entries("inv-2")] == [0, 1, 2]
 
 
 @pytest.mark.anyio
