@@ -226,8 +226,15 @@ async def _to_its_end(work: Coroutine[Any, Any, T], deferred: list[BaseException
     if task is None:
         return await work
     running = task.get_loop().create_task(work)
-    await deferring(lambda: asyncio.shield(running), deferred)
-    return running.result()
+    while True:
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError as exc:
+            if running.cancelled():  # the work itself: the loop is closing, nothing is left to wait for
+                raise
+            deferred.append(exc)
+            if running.done():  # it ended as the cancellation came
+                return running.result()
 
 
 async def _seen_out(done: anyio.Event) -> None:

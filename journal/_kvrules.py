@@ -125,8 +125,7 @@ def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes
         # Its first lease, taken with its creation: what `Acquire` would find and do here.
         record.status, record.updated_at = Status.RUNNING, lease.now_us
         txn.put("leases", id_bytes, _enc.encode(Lease(1, lease.owner, lease.host, lease.pid, lease.now_us + lease.ttl_us)))
-    _insert(txn, id_bytes, record, started)
-    return record, True
+    return _insert(txn, id_bytes, record, started), True
 
 
 _owned_ids: dict[str, bytes] = {}
@@ -167,12 +166,17 @@ def _queue_head(txn: _Txn, key: str) -> str | None:
     return None
 
 
-def _insert(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> None:
+def _insert(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> InvocationRecord:
+    """Write a new invocation; the record as written. A new invocation of a key is placed in
+    its queue on a copy of `record`: a transaction retried whole (a PostgreSQL deadlock, a
+    grown LMDB map) must read the queue's end again, not reuse what its first try read."""
     if record.key is not None:
-        record.queued_at = record.queued_at or _queue_place(txn, record.key, record.created_at)
+        if not record.queued_at:  # (a continuation keeps its predecessor's place)
+            record = msgspec.structs.replace(record, queued_at=_queue_place(txn, record.key, record.created_at))
         txn.put("keyq", _queue_key(record, id_bytes), b"")
     _put_record(txn, id_bytes, record, None)
     txn.put("entries", entry_key(id_bytes, 0), started)
+    return record
 
 
 def _queue_place(txn: _Txn, key: str, created_at: int) -> int:

@@ -197,6 +197,41 @@ async def test_a_batch_sent_from_the_event_loop_commits_for_everyone_when_its_le
     assert [seq for seq, _ in store.entries("inv-2")] == [0, 1, 2]
 
 
+_SHUTDOWN_IN_FLIGHT = """
+import asyncio
+import psycopg
+from journal import Append, Committer, PostgresStore
+from tests.journal.helpers import acquire, create, step
+from tests.waiting import until
+store = PostgresStore({url!r})
+create(store)
+epoch, _ = acquire(store)
+
+async def main():
+    committer = Committer(store)
+    await committer.submit(Append("inv-1", epoch, [(1, step("a"))]))  # the loop's connection is open
+    other = psycopg.connect({url!r})
+    other.execute("LOCK TABLE journal.entries IN EXCLUSIVE MODE")  # the next statement waits
+    asyncio.create_task(committer.submit(Append("inv-1", epoch, [(2, step("b"))])))
+    waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'relation' AND NOT granted"
+    await until(lambda: other.execute(waiting).fetchone()[0] == 1, "the statement to wait for the lock")
+    print("main returns with a batch in flight", flush=True)
+
+asyncio.run(main())
+print("the loop closed", flush=True)
+"""
+
+
+def test_an_event_loop_closing_with_a_batch_of_steps_in_flight_closes(postgres_url):
+    # Closing, the loop cancels the statement's own task: its leader must stop waiting for it.
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", _SHUTDOWN_IN_FLIGHT.format(url=postgres_url)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "the loop closed", done.stdout + done.stderr
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_other_batches_are_left_to_the_thread(store, anyio_backend):
@@ -250,6 +285,40 @@ def test_a_creator_waits_for_another_creating_in_the_same_keys_queue_and_queues_
         other.commit()
     creator.join(timeout=30)
     assert created and store.key_queue("thread-1") == ["first", "second"]
+
+
+def test_a_creation_retried_after_a_deadlock_reads_its_place_in_its_keys_queue_again(store, postgres_url):
+    # Two workers create in two keys each, in opposite orders. PostgreSQL breaks the deadlock
+    # by rolling one back, and the store retries it whole: the retry must not reuse the place
+    # its first try read, or it queues ahead of an invocation committed in between.
+    import psycopg
+
+    from journal._kvrules import _create
+    from journal._postgres_rows import PgTxn
+
+    from .test_store_conformance import _creation
+
+    def create_in(txn, invocation_id, key):
+        op = _creation(invocation_id, 1, key=key, at=T0 + 5_000)  # the other worker's clock is ahead
+        _create(txn, invocation_id.encode(), op.record, op.started)
+
+    with psycopg.connect(postgres_url) as other:
+        other.execute("SET deadlock_timeout = '60s'")  # the store's session is the one that gives up
+        txn = PgTxn(other.cursor(), write=True)
+        create_in(txn, "o2", "thread-2")  # holds thread-2's queue
+        done = []
+        creator = threading.Thread(target=lambda: done.append(
+            store.apply([_creation("a", 1, key="thread-1"), _creation("b", 2, key="thread-2")])), daemon=True)
+        creator.start()  # places a in thread-1's queue, then waits for thread-2's
+        waits = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        wait_until(lambda: other.execute(waits).fetchone()[0] == 1, "the store to wait for thread-2's queue")
+        create_in(txn, "o1", "thread-1")  # waits for thread-1's queue: the store's try is rolled back
+        other.commit()
+    creator.join(timeout=30)
+    assert done and [r[1] for r in done[0]] == [True, True]  # both created, on the retry
+    assert store.key_queue("thread-1") == ["o1", "a"] and store.key_queue("thread-2") == ["o2", "b"]
+    with pytest.raises(InvocationBusy, match="queued behind 'o1'"):
+        acquire(store, "a")
 
 
 def test_every_row_of_one_invocation_is_keyed_by_its_id_first(store):

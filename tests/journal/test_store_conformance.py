@@ -38,13 +38,13 @@ from journal.errors import (
 from .helpers import T0, acquire, append, create, step
 
 
-def _creation(invocation_id, value, key=None, lease=None):
+def _creation(invocation_id, value, key=None, lease=None, at=T0):
     from journal import Create, Started, digest, encode_entry, encode_value
 
     raw = encode_value(value)
     d = digest(bytes(raw))
-    record = InvocationRecord(invocation_id, "pkg.mod:agent", Status.PENDING, T0, T0, key, d)
-    return Create(record, encode_entry(Started("pkg.mod:agent", raw, T0, key, d)), lease)
+    record = InvocationRecord(invocation_id, "pkg.mod:agent", Status.PENDING, at, at, key, d)
+    return Create(record, encode_entry(Started("pkg.mod:agent", raw, at, key, d)), lease)
 
 
 class StoreContract(abc.ABC):
