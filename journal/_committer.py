@@ -30,8 +30,8 @@ import asyncio
 import enum
 import functools
 import math
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar, TypeVarTuple, overload
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar, TypeVarTuple, overload
 
 import anyio
 import anyio.lowlevel
@@ -193,8 +193,8 @@ class Committer:
             try:
                 ops = [o for o in batch.ops if o is not None]
                 if self.blocking:
-                    done: Sequence[OpResult | BaseException] | None = await _to_its_end(
-                        self.store.apply_async(ops, durable=batch.durable), deferred) if ops else []
+                    done: Sequence[OpResult | BaseException] | None = await self.store.apply_async(
+                        ops, durable=batch.durable, deferred=deferred) if ops else []
                     if done is None:
                         done = await self._flusher.call(
                             functools.partial(self.store.apply, ops, durable=batch.durable), deferred)
@@ -215,26 +215,6 @@ class Committer:
         if deferred:
             raise deferred[0]
         return _unwrap(batch.results[0])
-
-
-async def _to_its_end(work: Coroutine[Any, Any, T], deferred: list[BaseException]) -> T:
-    """`await work`, run to its end even if a native asyncio cancellation comes meanwhile (kept
-    in `deferred`, as `deferring` keeps it). A statement that the event loop sends itself,
-    stopped half-way, would fail every operation of its batch and leave its reply unread on
-    the connection. Off asyncio only anyio cancels, and the caller's shield stops it."""
-    task = _asyncio_task()
-    if task is None:
-        return await work
-    running = task.get_loop().create_task(work)
-    while True:
-        try:
-            return await asyncio.shield(running)
-        except asyncio.CancelledError as exc:
-            if running.cancelled():  # the work itself: the loop is closing, nothing is left to wait for
-                raise
-            deferred.append(exc)
-            if running.done():  # it ended as the cancellation came
-                return running.result()
 
 
 async def _seen_out(done: anyio.Event) -> None:

@@ -90,7 +90,8 @@ class KVStore(abc.ABC):
     def start_background_sync(self, interval: float) -> None:  # noqa: B027 - nothing to flush, as sync()
         pass
 
-    async def apply_async(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any] | None:
+    async def apply_async(self, ops: Sequence[Op], *, durable: bool = True,
+                          deferred: list[BaseException] | None = None) -> list[Any] | None:
         return None  # a local store's `apply` is quick enough to call from the loop
 
     def wait_for_work(self, timeout: float) -> None:

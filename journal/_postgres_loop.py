@@ -49,13 +49,15 @@ class LoopWriter:
         conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
         return cls(conn, asyncio.get_running_loop())
 
-    async def append(self, rows: list[tuple[bytes, int, bytes, bytes]], *, durable: bool) -> list[tuple[bytes, int]]:
+    async def append(self, rows: list[tuple[bytes, int, bytes, bytes]], *, durable: bool,
+                     deferred: list[BaseException] | None = None) -> list[tuple[bytes, int]]:
         """Run the statement over `(id, seq, data, lease bytes)` rows; the `(id, seq)` inserted.
-        The caller holds `lock`."""
+        The caller holds `lock`. With `deferred`, a native cancellation is kept there and the
+        statement waited for to its end."""
         pq = self._psycopg.pq
         if self._sync_commit is not durable:
             self._pg.send_query(b"SET synchronous_commit = " + (b"on" if durable else b"off"))
-            await self._result()
+            await self._result(deferred)
             self._sync_commit = durable
         n = len(rows)
         params: list[bytes] = []
@@ -64,27 +66,27 @@ class LoopWriter:
         name = b"journal_append_%d" % n
         if n not in self._prepared and len(self._prepared) < _PREPARED_SIZES:
             self._pg.send_prepare(name, _sql(n), [_BYTEA, _INT4, _BYTEA, _BYTEA] * n)
-            await self._result()
+            await self._result(deferred)
             self._prepared.add(n)
         if n in self._prepared:
             self._pg.send_query_prepared(name, params, [1] * len(params), 1)
         else:
             self._pg.send_query_params(_sql(n), params, [_BYTEA, _INT4, _BYTEA, _BYTEA] * n, [1] * len(params), 1)
-        res = await self._result()
+        res = await self._result(deferred)
         assert res.status == pq.ExecStatus.TUPLES_OK
         return [(bytes(res.get_value(i, 0)), int.from_bytes(res.get_value(i, 1), "big"))
                 for i in range(res.ntuples)]
 
-    async def _result(self) -> Any:
+    async def _result(self, deferred: list[BaseException] | None) -> Any:
         """Flush what was sent, wait for the whole reply, and return its (last) result."""
         pg, pq = self._pg, self._psycopg.pq
         while pg.flush():
-            await self._wait(write=True)
+            await self._wait(True, deferred)
         while True:
             pg.consume_input()
             if not pg.is_busy():
                 break
-            await self._wait(write=False)
+            await self._wait(False, deferred)
         result, failed = None, None
         while (res := pg.get_result()) is not None:
             if res.status == pq.ExecStatus.FATAL_ERROR and failed is None:
@@ -94,17 +96,31 @@ class LoopWriter:
             raise self._psycopg.errors.error_from_result(failed, encoding="utf-8")
         return result
 
-    async def _wait(self, *, write: bool) -> None:
+    async def _wait(self, write: bool, deferred: list[BaseException] | None) -> None:
+        """Until the socket is ready. A cancellation kept in `deferred` waits again: the
+        statement is on its way, and its reply must be read (a future of our own, rather than
+        a shield, costs the statement nothing when no cancellation comes)."""
         fd = self._pg.socket
-        done = self.loop.create_future()
         add, remove = (self.loop.add_writer, self.loop.remove_writer) if write else (
             self.loop.add_reader, self.loop.remove_reader)
-        add(fd, lambda: None if done.done() else done.set_result(None))
-        try:
-            await done
-        finally:
-            remove(fd)
+        while True:
+            done = self.loop.create_future()
+            add(fd, _set_ready, done)
+            try:
+                await done
+                return
+            except asyncio.CancelledError as exc:
+                if deferred is None:
+                    raise
+                deferred.append(exc)
+            finally:
+                remove(fd)
 
     def close(self) -> None:
         """Close the socket at once, from any thread and without the loop."""
         self._pg.finish()
+
+
+def _set_ready(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)

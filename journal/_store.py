@@ -189,11 +189,15 @@ class Store(Protocol):
         (PostgreSQL's synchronous_commit) may then commit without waiting for the disk."""
 
     async def apply_async(
-        self, ops: Sequence[Op], *, durable: bool = True
+        self, ops: Sequence[Op], *, durable: bool = True, deferred: builtins.list[BaseException] | None = None
     ) -> builtins.list[OpResult | BaseException] | None:
         """`apply` without leaving the event loop, for a `blocking` store that can wait on the
         network asynchronously; None if it cannot for this batch (nothing was done), and the
-        caller then runs `apply` on a thread. The default always says None."""
+        caller then runs `apply` on a thread. The default always says None.
+
+        With `deferred`, a native asyncio cancellation is kept there instead of raised: once
+        the batch is sent, the wait for its answer goes on (others may be waiting for their
+        operations in it), and before that, nothing is done (None)."""
         return None
 
     @overload
