@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, TypeVarTuple, overload
@@ -78,6 +79,8 @@ class Committer:
         if self.durability is Durability.ASYNC and not self.blocking:
             store.start_background_sync(0.1)
         self.batches = 0  # how many transactions+fsyncs the sync path made (for benchmarks)
+        # A store written before `apply_async` took `deferred` is called as it was.
+        self._defers = self.blocking and "deferred" in inspect.signature(store.apply_async).parameters
 
     # The result of each kind of operation, as `Store.apply_one` gives it.
     @overload
@@ -193,8 +196,11 @@ class Committer:
             try:
                 ops = [o for o in batch.ops if o is not None]
                 if self.blocking:
-                    done: Sequence[OpResult | BaseException] | None = await self.store.apply_async(
-                        ops, durable=batch.durable, deferred=deferred) if ops else []
+                    done: Sequence[OpResult | BaseException] | None = []
+                    if ops and self._defers:
+                        done = await self.store.apply_async(ops, durable=batch.durable, deferred=deferred)
+                    elif ops:
+                        done = await self.store.apply_async(ops, durable=batch.durable)
                     if done is None:
                         done = await self._flusher.call(
                             functools.partial(self.store.apply, ops, durable=batch.durable), deferred)

@@ -290,10 +290,10 @@ class PostgresStore(PostgresTables, KVStore):
         except (errors.SerializationFailure, errors.DeadlockDetected):
             return None  # rolled back; the thread's path retries it
         except self._psycopg.Error as exc:
-            self._drop_loop_writer()
+            self._drop_loop_writer(writer)
             raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
         except BaseException:  # a cancellation not deferred: its reply would meet the next statement
-            self._drop_loop_writer()
+            self._drop_loop_writer(writer)
             raise
         finally:
             writer.lock.release()
@@ -335,8 +335,11 @@ class PostgresStore(PostgresTables, KVStore):
         self._aio = writer
         return writer
 
-    def _drop_loop_writer(self) -> None:
-        writer, self._aio = self._aio, None
+    def _drop_loop_writer(self, writer: LoopWriter | None = None) -> None:
+        """Close the loop's connection: `writer`, if given, and the store's if it is that one
+        (another may have replaced it meanwhile, which goes on)."""
+        if writer is None or writer is self._aio:
+            writer, self._aio = self._aio, None
         if writer is not None:
             writer.close()
 

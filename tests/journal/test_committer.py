@@ -324,3 +324,19 @@ async def test_invocations_created_beside_a_batch_of_acquires_are_fsynced_before
     assert fsyncs_at_return == {i: 1 for i in range(20)} and committer.batches == 1
     assert all(store.get(f"new-{i}").status == Status.PENDING for i in range(20))
     store.close()
+
+
+async def test_a_blocking_store_whose_apply_async_predates_deferred_is_called_as_before():
+    from .helpers import NetworkStore
+
+    class Earlier(NetworkStore):
+        async def apply_async(self, ops, *, durable=True):  # no `deferred`: written before it
+            self.sent_async = len(ops)
+            return None  # the thread's path, then
+
+    store = Earlier()
+    create(store)
+    epoch, _ = acquire(store)
+    committer = Committer(store, "sync")
+    assert await committer.submit(Append("inv-1", epoch, [(1, step("a"))])) is None
+    assert store.sent_async == 1 and store.entry_count("inv-1") == 2
