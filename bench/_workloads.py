@@ -318,7 +318,7 @@ def idle_worker(parent: str, suspended: int, watch_s: float = 5.0) -> dict:
         cpu = _proc_cpu_s(proc.pid) - cpu_before
         peak = _proc_status_kib(proc.pid, "VmHWM")
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)  # (SIGINT is ignored when the benchmark runs as a background job)
         _, err = proc.communicate(timeout=60)
     if proc.returncode not in (0, 130):
         raise RuntimeError(f"the worker failed ({proc.returncode}):\n{err.decode(errors='replace')}")

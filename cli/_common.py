@@ -210,7 +210,7 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
 
         # The receiver stays installed until the work has cleaned up (closed the store): a
         # Ctrl-C meanwhile is received here instead of raising KeyboardInterrupt in the cleanup.
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with anyio.open_signal_receiver(*stops) as signals:
             if early:  # a signal came before the receiver was there to get it
                 return None, True
             async with anyio.create_task_group() as tg:
@@ -223,9 +223,9 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
     # not treat as a stop, and the command would go on as if nothing had happened.
     early: list[int] = []
     previous = {}
+    stops = stop_signals()
     if threading.current_thread() is threading.main_thread():
-        previous = {s: signal.signal(s, lambda signum, frame: early.append(signum))
-                    for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, lambda signum, frame: early.append(signum)) for s in stops}
     try:
         return anyio.run(main)
     except BaseExceptionGroup as group:
@@ -233,6 +233,21 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def stop_signals() -> tuple[signal.Signals, ...]:
+    """The signals that stop a command: SIGINT (Ctrl-C) and SIGTERM, but not one this process
+    was started with ignored. A script's background job (`journal worker &`) ignores SIGINT,
+    so that a Ctrl-C at the terminal stops only the script's foreground command; it goes on
+    ignoring it, as Python itself and other programs do, and SIGTERM stops it."""
+    return tuple(s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN)
+
+
+def how_to_stop() -> str:
+    """What stops this command, for its start-up line."""
+    if signal.SIGINT in stop_signals():
+        return "SIGTERM or Ctrl-C stops it"
+    return "SIGTERM stops it (it was started with SIGINT ignored, as a script's background job is)"
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,7 +13,18 @@ import click
 
 from runtime import Engine
 
-from ._common import OK, Exit, db_option, echo_err, edge, fail, own_the_collector, store_path
+from ._common import (
+    OK,
+    Exit,
+    db_option,
+    echo_err,
+    edge,
+    fail,
+    how_to_stop,
+    own_the_collector,
+    stop_signals,
+    store_path,
+)
 from ._outcome import Progress
 from ._run import importable_cwd, load
 
@@ -148,7 +158,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
             bound = sock.getsockname()
             shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
             echo_err(f"serving on http://{shown}:{bound[1]} (store {path}, {workers} workers, "
-                     f"handlers: {', '.join(handlers) or 'none'}); SIGTERM or Ctrl-C stops it")
+                     f"handlers: {', '.join(handlers) or 'none'}); {how_to_stop()}")
             async with anyio.create_task_group() as tg:
                 worker_scope = anyio.CancelScope()
 
@@ -163,7 +173,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
                 tg.start_soon(run_server)
                 if workers:
                     tg.start_soon(run_workers)
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                with anyio.open_signal_receiver(*stop_signals()) as signals:
                     async for _ in signals:
                         break
                 # Workers first: their invocations give the lease back and stay pending.

@@ -18,6 +18,7 @@ from ._common import (
     echo_err,
     edge,
     fail,
+    how_to_stop,
     is_postgres,
     json_option,
     out,
@@ -143,7 +144,7 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     if not quiet:
         shown = redact_url(path)
         echo_err(f"worker on {shown} (pid {os.getpid()}, concurrency {concurrency}"
-                 + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + "); Ctrl-C stops it")
+                 + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + f"); {how_to_stop()}")
 
     def parked(invocation_id: str, reason: str) -> None:
         echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")

@@ -1,6 +1,7 @@
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,12 @@ def sh(db, tmp_path):
 
     run.argv = lambda *args: [sys.executable, "-m", "cli", *args, "--db", db]
     run.env = env
+    # Started as from a terminal, where Ctrl-C reaches a command, whatever the test run was
+    # started as: a script's background job (`pytest &`) ignores SIGINT, and so would its
+    # children (`journal` keeps a SIGINT it was started with ignored, as other programs do).
+    run.popen = lambda *args, sigint=signal.SIG_DFL, **options: subprocess.Popen(
+        run.argv(*args), cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint), **options)
     return run
 
 

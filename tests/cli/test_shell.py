@@ -73,10 +73,7 @@ def test_human_approval_flow_end_to_end(sh, log, db):
 
 def test_ctrl_c_exits_130_and_the_invocation_stays_resumable(sh, log, tmp_path):
     marker = tmp_path / "in-wait"
-    proc = subprocess.Popen(
-        sh.argv("run", target("slow"), "--input", json.dumps({"log": log.path, "marker": str(marker)}), "--id", "s"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=sh.env,
-    )
+    proc = sh.popen("run", target("slow"), "--input", json.dumps({"log": log.path, "marker": str(marker)}), "--id", "s")
     try:
         wait_until(marker.exists, "the step to start")
         proc.send_signal(signal.SIGINT)
@@ -102,8 +99,7 @@ def test_ctrl_c_stops_a_worker_and_leaves_its_invocation_pending(sh, log, tmp_pa
     marker = tmp_path / "in-wait"
     sh("run", target("gated"), "--input", json.dumps({"log": log.path, "marker": str(marker)}), "--id", "w")
     sh("resolve", "w", "go")  # pending now: the worker takes it
-    worker = subprocess.Popen(sh.argv("worker"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=tmp_path, env=sh.env)
+    worker = sh.popen("worker")
     try:
         wait_until(marker.exists, "the worker to start the step")
         worker.send_signal(signal.SIGINT)

@@ -2,7 +2,6 @@
 
 import json
 import signal
-import subprocess
 
 from ..waiting import Lines, wait_until
 from .conftest import target
@@ -107,8 +106,7 @@ def test_run_behind_an_unfinished_invocation_of_its_key_exits_3_and_waits_in_the
 
 
 def _start(sh, tmp_path, *args):
-    return subprocess.Popen(sh.argv(*args), env=sh.env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return sh.popen(*args)
 
 
 def _stop(*procs):
