@@ -245,9 +245,14 @@ def stop_signals() -> tuple[signal.Signals, ...]:
 
 def how_to_stop() -> str:
     """What stops this command, for its start-up line."""
-    if signal.SIGINT in stop_signals():
+    stops = stop_signals()
+    if len(stops) == 2:
         return "SIGTERM or Ctrl-C stops it"
-    return "SIGTERM stops it (it was started with SIGINT ignored, as a script's background job is)"
+    if signal.SIGTERM in stops:
+        return "SIGTERM stops it (it was started with SIGINT ignored, as a script's background job is)"
+    if signal.SIGINT in stops:
+        return "Ctrl-C stops it (it was started with SIGTERM ignored)"
+    return "it was started with SIGINT and SIGTERM ignored: only SIGKILL stops it"
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("_run", "Run a handler as a new durable invocation (or attach to --id)."),
     "start": ("_workers", "Record a pending invocation and print its id, without running it."),
     "resume": ("_run", "Continue an invocation: replay, then run the rest live."),
-    "worker": ("_workers", "Run invocations as they become runnable, until Ctrl-C."),
+    "worker": ("_workers", "Run invocations as they become runnable, until Ctrl-C or SIGTERM."),
     "serve": ("_serve", "Serve the HTTP API and web UI, and run invocations (until SIGTERM or Ctrl-C)."),
     "ls": ("_inspect", "List invocations, oldest first."),
     "show": ("_inspect", "Show an invocation: status, input, result and every entry."),

@@ -115,11 +115,13 @@ def _is_name(handler: str) -> bool:
 @edge
 def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, until_idle: bool, durability: str,
            quiet: bool) -> None:
-    """Run invocations as they become runnable, until Ctrl-C.
+    """Run invocations as they become runnable, until Ctrl-C or SIGTERM.
 
     Picks up pending invocations, those whose owner died, and timers that are due;
     resolved promises make their invocations pending, so the worker continues them.
-    Ctrl-C stops cleanly: invocations in flight stay pending for the next worker.
+    Ctrl-C or SIGTERM stops cleanly: invocations in flight stay pending for the next
+    worker. Started with SIGINT ignored (`journal worker &` in a script), it goes on
+    ignoring Ctrl-C.
 
     Any number of workers, on any number of hosts, may share a PostgreSQL store: each
     invocation runs in one of them at a time, and a new one wakes them at once
