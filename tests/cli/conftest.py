@@ -78,13 +78,30 @@ def sh(db, tmp_path):
 
     run.argv = lambda *args: [sys.executable, "-m", "cli", *args, "--db", db]
     run.env = env
-    # Started as from a terminal, where Ctrl-C reaches a command, whatever the test run was
-    # started as: a script's background job (`pytest &`) ignores SIGINT, and so would its
-    # children (`journal` keeps a SIGINT it was started with ignored, as other programs do).
-    run.popen = lambda *args, sigint=signal.SIG_DFL, **options: subprocess.Popen(
-        run.argv(*args), cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint), **options)
-    return run
+    started: list[subprocess.Popen[str]] = []
+
+    def popen(*args: str, sigint: signal.Handlers = signal.SIG_DFL) -> subprocess.Popen[str]:
+        """`journal ARGS` in the background, killed at the end of the test if still running.
+        Started as from a terminal, where Ctrl-C reaches a command, whatever the test run was
+        started as: a script's background job (`pytest &`) ignores SIGINT, and so would its
+        children (`journal` keeps a SIGINT it was started with ignored, as other programs do)."""
+        proc = subprocess.Popen(run.argv(*args), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+        started.append(proc)
+        return proc
+
+    def stopped(proc: subprocess.Popen[str], signum: int = signal.SIGINT, timeout: float = 30) -> str:
+        """Send `signum` to `proc`; its stderr once it has exited."""
+        proc.send_signal(signum)
+        return proc.communicate(timeout=timeout)[1]
+
+    run.popen, run.stopped = popen, stopped
+    yield run
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def loads(text: str):

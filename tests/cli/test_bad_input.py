@@ -612,35 +612,25 @@ def test_a_full_disk_leaves_the_invocation_pending(durability, sh, tmp_path):
 @pytest.mark.parametrize("attempt", range(10))
 def test_ctrl_c_stops_an_idle_worker_without_a_traceback(sh, db, tmp_path, attempt):
     worker = sh.popen("worker")
-    try:
-        assert "SIGTERM or Ctrl-C stops it" in worker.stderr.readline()
-        if attempt % 2:  # every other time, once it has the store open: inside its loop
-            _wait_until_store_mapped(db, worker.pid)
-        worker.send_signal(signal.SIGINT)
-        out, err = worker.communicate(timeout=30)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
+    assert "SIGTERM or Ctrl-C stops it" in worker.stderr.readline()
+    if attempt % 2:  # every other time, once it has the store open: inside its loop
+        _wait_until_store_mapped(db, worker.pid)
+    err = sh.stopped(worker, signal.SIGINT)
     assert worker.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
 
 
 def test_a_worker_started_with_sigint_ignored_goes_on_ignoring_it_and_stops_on_sigterm(sh, db, tmp_path):
     worker = sh.popen("worker", sigint=signal.SIG_IGN)  # as `journal worker &` in a script
-    try:
-        assert "SIGTERM stops it (it was started with SIGINT ignored" in worker.stderr.readline()
-        worker.send_signal(signal.SIGINT)  # discarded by the kernel, before or after start-up
-        _wait_until_store_mapped(db, worker.pid)
-        worker.send_signal(signal.SIGINT)
-        # Still serving: it runs an invocation started now.
-        assert sh("start", target("greet"), "--input", '"ann"', "--id", "g").returncode == 0
-        wait_until(lambda: json.loads(sh("show", "g", "--json").stdout)["status"] == "completed",
-                   "the worker to run the invocation")
-        worker.send_signal(signal.SIGTERM)
-        out, err = worker.communicate(timeout=30)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
+    assert "SIGTERM stops it (it was started with SIGINT ignored" in worker.stderr.readline()
+    worker.send_signal(signal.SIGINT)  # discarded by the kernel, before or after start-up
+    _wait_until_store_mapped(db, worker.pid)
+    worker.send_signal(signal.SIGINT)
+    # Still serving: it runs an invocation started now.
+    assert sh("start", target("greet"), "--input", '"ann"', "--id", "g").returncode == 0
+    wait_until(lambda: json.loads(sh("show", "g", "--json").stdout)["status"] == "completed",
+               "the worker to run the invocation")
+    err = sh.stopped(worker, signal.SIGTERM)
     assert worker.returncode == 130, err
     assert "Traceback" not in err
 

@@ -74,13 +74,8 @@ def test_human_approval_flow_end_to_end(sh, log, db):
 def test_ctrl_c_exits_130_and_the_invocation_stays_resumable(sh, log, tmp_path):
     marker = tmp_path / "in-wait"
     proc = sh.popen("run", target("slow"), "--input", json.dumps({"log": log.path, "marker": str(marker)}), "--id", "s")
-    try:
-        wait_until(marker.exists, "the step to start")
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_until(marker.exists, "the step to start")
+    err = sh.stopped(proc, signal.SIGINT)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "journal resume s" in err
     assert "Traceback" not in err
@@ -100,13 +95,8 @@ def test_ctrl_c_stops_a_worker_and_leaves_its_invocation_pending(sh, log, tmp_pa
     sh("run", target("gated"), "--input", json.dumps({"log": log.path, "marker": str(marker)}), "--id", "w")
     sh("resolve", "w", "go")  # pending now: the worker takes it
     worker = sh.popen("worker")
-    try:
-        wait_until(marker.exists, "the worker to start the step")
-        worker.send_signal(signal.SIGINT)
-        _, err = worker.communicate(timeout=20)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
+    wait_until(marker.exists, "the worker to start the step")
+    err = sh.stopped(worker, signal.SIGINT)
     assert worker.returncode == 130, err
     assert "Traceback" not in err
     assert json.loads(sh("show", "w", "--json").stdout)["status"] == "pending"
