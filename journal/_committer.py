@@ -196,11 +196,9 @@ class Committer:
             try:
                 ops = [o for o in batch.ops if o is not None]
                 if self.blocking:
-                    done: Sequence[OpResult | BaseException] | None = []
-                    if ops and self._defers:
-                        done = await self.store.apply_async(ops, durable=batch.durable, deferred=deferred)
-                    elif ops:
-                        done = await self.store.apply_async(ops, durable=batch.durable)
+                    keep = {"deferred": deferred} if self._defers else {}
+                    done: Sequence[OpResult | BaseException] | None = await self.store.apply_async(
+                        ops, durable=batch.durable, **keep) if ops else []
                     if done is None:
                         done = await self._flusher.call(
                             functools.partial(self.store.apply, ops, durable=batch.durable), deferred)

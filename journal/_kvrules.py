@@ -183,11 +183,11 @@ def _queue_place(txn: _Txn, key: str, created_at: int) -> int:
     """Where a new invocation of `key` queues: behind every invocation already there, even
     one stamped later by its clock. Two creators' clocks may read the same microsecond, or
     disagree (another host, or a clock set back), and the queue sorts by this number first."""
-    tail = txn.last("keyq", key.encode() + b"\x00")
+    prefix = key.encode() + b"\x00"
+    tail = txn.last("keyq", prefix)
     if tail is None:
         return created_at
-    behind = int.from_bytes(tail[len(key.encode()) + 1:][:8], "big") + 1
-    return max(created_at, behind)
+    return max(created_at, int.from_bytes(tail[len(prefix):len(prefix) + 8], "big") + 1)
 
 
 def _check_has_key(record: InvocationRecord) -> None:

@@ -101,7 +101,7 @@ def sh(db, tmp_path):
     for proc in started:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+        proc.communicate()
 
 
 def loads(text: str):

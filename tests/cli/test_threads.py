@@ -105,10 +105,6 @@ def test_run_behind_an_unfinished_invocation_of_its_key_exits_3_and_waits_in_the
     assert _state(journal, "k") == {"key": "k", "state": {"history": ["first", "second"]}, "queue": []}
 
 
-def _start(sh, tmp_path, *args):
-    return sh.popen(*args)
-
-
 def _stop(*procs):
     for proc in procs:
         if proc.poll() is None:
@@ -128,54 +124,46 @@ def _wait_until_running(sh, invocation_id, proc):
 def _start_holder(sh, tmp_path):
     """`journal run` of a turn on key "k" (id "h") that holds the key until `release` exists."""
     release = tmp_path / "release"
-    holder = _start(sh, tmp_path, "run", target("held_turn"), "--key", "k", "--id", "h",
+    holder = sh.popen("run", target("held_turn"), "--key", "k", "--id", "h",
                     "--input", json.dumps({"release": str(release)}))
     return release, holder
 
 
 def test_run_waits_while_an_earlier_invocation_of_its_key_runs_in_another_process(sh, tmp_path, db):
     release, holder = _start_holder(sh, tmp_path)
-    waiter = None
-    try:
-        _wait_until_running(sh, "h", holder)
-        waiter = _start(sh, tmp_path, "run", target("turn"), "--key", "k", "--id", "after", "--input", '"next"')
-        err = Lines(waiter.stderr)
-        err.wait_for("after waits for h, which runs first on key 'k'")
-        assert waiter.poll() is None  # waiting its turn, not failing
-        assert json.loads(sh("state", "k", "--json").stdout)["queue"] == ["h", "after"]
-        release.touch()
-        assert waiter.wait(timeout=60) == 0, err.text()
-        assert json.loads(waiter.stdout.read()) == ["held", "next", "next, after 0 turns"]
-        assert holder.wait(timeout=30) == 0
-    finally:
-        _stop(holder, *([waiter] if waiter else []))
+    _wait_until_running(sh, "h", holder)
+    waiter = sh.popen("run", target("turn"), "--key", "k", "--id", "after", "--input", '"next"')
+    err = Lines(waiter.stderr)
+    err.wait_for("after waits for h, which runs first on key 'k'")
+    assert waiter.poll() is None  # waiting its turn, not failing
+    assert json.loads(sh("state", "k", "--json").stdout)["queue"] == ["h", "after"]
+    release.touch()
+    assert waiter.wait(timeout=60) == 0, err.text()
+    assert json.loads(waiter.stdout.read()) == ["held", "next", "next, after 0 turns"]
+    assert holder.wait(timeout=30) == 0
     state = json.loads(sh("state", "k", "--json").stdout)
     assert state["state"]["history"] == ["held", "next", "next, after 0 turns"] and state["queue"] == []
 
 
 def test_ctrl_c_while_waiting_for_its_turn_leaves_the_invocation_queued(sh, tmp_path, db):
     release, holder = _start_holder(sh, tmp_path)
-    waiter = None
-    try:
-        _wait_until_running(sh, "h", holder)
-        waiter = _start(sh, tmp_path, "run", target("turn"), "--key", "k", "--id", "after", "--input", '"next"')
-        # Once it says it waits, it is in the loop that Ctrl-C must leave cleanly.
-        err = Lines(waiter.stderr)
-        err.wait_for("after waits for h, which runs first on key 'k'")
-        waiter.send_signal(signal.SIGINT)
-        assert waiter.wait(timeout=60) == 130, err.text()
-        assert f"journal resume after --db {db}" in err.text()
-        assert json.loads(sh("state", "k", "--json").stdout)["queue"] == ["h", "after"]
-        release.touch()
-        assert holder.wait(timeout=30) == 0
-    finally:
-        _stop(holder, *([waiter] if waiter else []))
+    _wait_until_running(sh, "h", holder)
+    waiter = sh.popen("run", target("turn"), "--key", "k", "--id", "after", "--input", '"next"')
+    # Once it says it waits, it is in the loop that Ctrl-C must leave cleanly.
+    err = Lines(waiter.stderr)
+    err.wait_for("after waits for h, which runs first on key 'k'")
+    waiter.send_signal(signal.SIGINT)
+    assert waiter.wait(timeout=60) == 130, err.text()
+    assert f"journal resume after --db {db}" in err.text()
+    assert json.loads(sh("state", "k", "--json").stdout)["queue"] == ["h", "after"]
+    release.touch()
+    assert holder.wait(timeout=30) == 0
     assert sh("resume", "after").returncode == 0
 
 
 def test_run_behind_an_invocation_whose_process_died_names_it(sh, tmp_path, db):
     release = tmp_path / "release"
-    holder = _start(sh, tmp_path, "run", target("held_turn"), "--key", "k", "--id", "h",
+    holder = sh.popen("run", target("held_turn"), "--key", "k", "--id", "h",
                     "--input", json.dumps({"release": str(release)}))
     try:
         _wait_until_running(sh, "h", holder)
