@@ -49,6 +49,7 @@ from ._records import Resolution as Resolution
 from ._records import Status as Status
 from ._store import Acquire as Acquire
 from ._store import Append as Append
+from ._store import Capability as Capability
 from ._store import Continue as Continue
 from ._store import Create as Create
 from ._store import OpResult as OpResult
@@ -86,7 +87,7 @@ from .maintenance import trim as trim
 
 __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
-    "Acquire", "Append", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
+    "Acquire", "Append", "Capability", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
     "StateKeys", "StateSet", "Continue", "Create", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
