@@ -80,10 +80,10 @@ from .kv import lease_is_live as lease_is_live
 from .maintenance import Problem as Problem
 from .maintenance import check as check
 from .maintenance import compact as compact
-from .maintenance import entry_view as entry_view
-from .maintenance import export as export
 from .maintenance import migrate as migrate
 from .maintenance import trim as trim
+from .views import entry_view as entry_view
+from .views import export as export
 
 __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",

@@ -95,6 +95,6 @@ async def test_http_answers_are_as_they_were(store_path):
 
 
 def _app(engine):
-    from cli._http import Service, create_app
+    from runtime.http import create_app
 
-    return create_app(Service(engine, {}))
+    return create_app(engine)
