@@ -4,7 +4,7 @@ handler's `except Exception` does not catch them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 
 class Suspend(BaseException):
@@ -30,3 +30,11 @@ class ContinueAsNew(BaseException):
 
 class Restart(BaseException):
     """Internal (always-replay mode): unwind after a live step so the handler replays from the top."""
+
+
+def pause() -> NoReturn:
+    """Suspend the calling invocation waiting on nothing: it keeps its journal, gives its
+    lease back, and no worker runs it; it goes on only when something resumes it
+    (`journal resume`, `Engine.resume`), replaying to here. For integrations whose own
+    framework decides when to go on (a LangGraph `interrupt()` in a durable node)."""
+    raise Suspend()

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from journal.errors import JournalError
 
-from .._engine import Engine
+from .. import Engine
 from ._errors import ApiError, api_error, error_response, journal_error
 from ._guard import DEFAULT_MAX_BODY
 from ._middleware import BearerToken, SlashesInIds

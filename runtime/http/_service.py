@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import anyio
 from starlette.requests import Request
 
-from .._engine import Engine
+from .. import Engine
 from ..hooks import Observer, StepEvent
 from ._errors import ApiError
 from ._guard import DEFAULT_MAX_BODY, checked_id

@@ -24,7 +24,7 @@ from typing import Any
 
 from journal import InvocationRecord, Status
 
-from .._step_info import current_step
+from .. import current_step
 from ..hooks import Attempt as AttemptInfo
 from ..hooks import AttemptObserver, Observer
 
