@@ -78,7 +78,13 @@ class Append(msgspec.Struct, gc=False):
 
 
 class Acquire(msgspec.Struct, gc=False):
-    """Take the lease; result is `(epoch, record)`. Raises InvocationBusy if a live owner has it."""
+    """Take the lease; result is `(epoch, record)`. Raises InvocationBusy if a live owner has it.
+
+    With `wait_turn`, for an invocation queued behind another of its key: take the lease as
+    its waiter instead of refusing, leaving it `pending`, so that no other process claims it
+    while the process that started it waits for its turn (which it then acquires again, as
+    the same owner). Where the invocation's turn has come, nothing is taken and the epoch
+    returned is 0."""
 
     id: str
     owner: str
@@ -87,6 +93,7 @@ class Acquire(msgspec.Struct, gc=False):
     ttl_us: int
     now_us: int
     ignore_queue: bool = False  # copying entries in (a fork) is not running: the key's queue does not apply
+    wait_turn: bool = False
 
 
 class Renew(msgspec.Struct, gc=False):
@@ -142,11 +149,11 @@ class Create(msgspec.Struct, gc=False):
     """Create `record` with entry 0 (`started`) unless it exists: `Store.create` as an operation,
     so that many creations share a transaction. Result: (record, created).
 
-    With `lease`, a store may also take the new invocation's lease for that owner in the
-    same transaction: the record it returns is then `running` and the lease's epoch is 1
-    (what `Engine.run` does with an invocation it starts, saving an `Acquire` of its own).
-    LMDB does for an invocation without a key (a key's queue decides who runs first, and
-    `Acquire` asks it); PostgreSQL never does."""
+    With `lease`, a store that declares `Capability.LEASE_AT_CREATE` also takes the new
+    invocation's lease for that owner in the same transaction, at epoch 1 (what `Engine.run`
+    does with an invocation it starts, saving an `Acquire` of its own): the record it
+    returns is then `running`, unless the invocation is queued behind another of its key,
+    when it stays `pending` with the owner as its waiter (`Acquire.wait_turn`)."""
 
     record: InvocationRecord
     started: bytes

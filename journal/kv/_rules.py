@@ -121,11 +121,20 @@ def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
                 + "; pick a new --id, or pass the same input to attach to it"
             )
         return existing, False
-    if lease is not None and record.key is None:
-        # Its first lease, taken with its creation: what `Acquire` would find and do here.
+    if lease is None:
+        return _insert(txn, id_bytes, record, started), True
+    # Its first lease, taken with its creation: what `Acquire` would find and do here. One
+    # of a key runs now only if it is first in its key's queue; behind another, it stays
+    # `pending` with its creator as its waiter (`Acquire.wait_turn`), so that from the
+    # moment it exists every other process sees that someone will run it.
+    txn.put("leases", id_bytes, _enc.encode(Lease(1, lease.owner, lease.host, lease.pid, lease.now_us + lease.ttl_us)))
+    if record.key is None:
         record.status, record.updated_at = Status.RUNNING, lease.now_us
-        txn.put("leases", id_bytes, _enc.encode(Lease(1, lease.owner, lease.host, lease.pid, lease.now_us + lease.ttl_us)))
-    return _insert(txn, id_bytes, record, started), True
+        return _insert(txn, id_bytes, record, started), True
+    inserted = _insert(txn, id_bytes, record, started)
+    if _queue_head(txn, record.key) != record.id:
+        return inserted, True
+    return _transition(txn, id_bytes, record.id, Transition(Status.RUNNING, lease.now_us), inserted), True
 
 
 _owned_ids: dict[str, bytes] = {}

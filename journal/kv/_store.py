@@ -322,22 +322,30 @@ class KVStore(abc.ABC):
         record = _require_record(txn, id_bytes, op.id)
         if record.finished:
             raise InvocationBusy(f"invocation {op.id!r} is already {record.status}; there is nothing to run")
-        if record.key is not None and not op.ignore_queue:
-            head = _queue_head(txn, record.key)
-            if head is not None and head != op.id:
-                raise InvocationBusy(
-                    f"invocation {op.id!r} is queued behind {head!r} on key {record.key!r}: invocations of "
-                    "one key run one at a time, in arrival order; it runs when that one finishes"
-                )
+        head = _queue_head(txn, record.key) if record.key is not None and not op.ignore_queue else None
+        queued = head is not None and head != op.id
+        if queued and not op.wait_turn:
+            raise InvocationBusy(
+                f"invocation {op.id!r} is queued behind {head!r} on key {record.key!r}: invocations of "
+                "one key run one at a time, in arrival order; it runs when that one finishes"
+            )
+        if op.wait_turn and not queued:
+            return 0, record  # its turn has come: nothing to wait for
         lease = _get_lease(txn, id_bytes)
         if lease is not None and self._lease_live(txn, lease, op.now_us) and lease.owner != op.owner:
+            if record.status == Status.PENDING:
+                raise InvocationBusy(
+                    f"invocation {op.id!r} waits for its turn on key {record.key!r} in process {lease.pid} on "
+                    f"{lease.host}, which started it and runs it when its turn comes"
+                )
             raise InvocationBusy(
                 f"invocation {op.id!r} is being run by process {lease.pid} on {lease.host} "
                 f"(lease epoch {lease.epoch}); wait for it, or for its lease to expire"
             )
         epoch = (lease.epoch if lease else 0) + 1
         txn.put("leases", id_bytes, _enc.encode(Lease(epoch, op.owner, op.host, op.pid, op.now_us + op.ttl_us)))
-        record = _transition(txn, id_bytes, op.id, Transition(Status.RUNNING, op.now_us), record)
+        if not queued:  # a waiter's lease leaves the invocation pending, where its turn finds it
+            record = _transition(txn, id_bytes, op.id, Transition(Status.RUNNING, op.now_us), record)
         return epoch, record
 
     def _apply_renew(self, txn: Txn, op: Renew) -> None:

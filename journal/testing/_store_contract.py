@@ -299,18 +299,22 @@ class StoreContract(abc.ABC):
                                creation_op("keyed", 3, key="thread-2", lease=lease("keyed"))])
         (a, a_created), (old, old_created), (behind, _), (keyed, _) = results
         assert a_created and not old_created
-        # An existing invocation is only found, and one with a key only created, even first in
-        # its key's queue: its `Acquire` asks the queue who runs first.
-        assert old.status == behind.status == keyed.status == Status.PENDING
-        assert all(store.live_lease(i, T0) is None for i in ("old", "behind", "keyed"))
+        # An existing invocation is only found: nothing is taken from it.
+        assert old.status == Status.PENDING and store.live_lease("old", T0) is None
         if Capability.LEASE_AT_CREATE in store.capabilities:
-            assert a.status == Status.RUNNING and store.get("a").status == Status.RUNNING
-            assert [r.id for r in store.list(Status.RUNNING)] == ["a"]  # the status index says so too
-            assert {r.id for r in store.list(Status.PENDING)} == {"old", "first-of-key", "behind", "keyed"}
-            assert store.live_lease("a", T0).owner == "me"
+            # First in its key's queue it runs; behind another it waits, held by its creator,
+            # whom nobody else can take it from until its turn comes.
+            assert a.status == keyed.status == Status.RUNNING and store.get("a").status == Status.RUNNING
+            assert {r.id for r in store.list(Status.RUNNING)} == {"a", "keyed"}  # the status index says so too
+            assert behind.status == Status.PENDING and store.live_lease("behind", T0).owner == "me"
+            assert {r.id for r in store.list(Status.PENDING)} == {"old", "first-of-key", "behind"}
+            assert store.live_lease("a", T0).owner == store.live_lease("keyed", T0).owner == "me"
+            with pytest.raises(InvocationBusy):
+                acquire(store, "behind", "rival", now=T0 + 1)
             epoch = 1
         else:
-            assert a.status == Status.PENDING and store.live_lease("a", T0) is None
+            assert a.status == behind.status == keyed.status == Status.PENDING
+            assert all(store.live_lease(i, T0) is None for i in ("a", "behind", "keyed"))
             epoch, _ = acquire(store, "a", "me")
         assert epoch == 1
         with pytest.raises(InvocationBusy):
