@@ -118,7 +118,7 @@ def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
                 f"invocation {record.id!r} already exists ({existing.status}, handler "
                 f"{existing.handler}) and was started with a different "
                 + ("input" if existing.handler == record.handler else f"handler than {record.handler}")
-                + "; pick a new --id, or pass the same input to attach to it"
+                + "; start it under another id, or with the same input to attach to it"
             )
         return existing, False
     if lease is not None and record.key is None:
