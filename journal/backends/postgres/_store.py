@@ -59,6 +59,7 @@ from ._owners import OwnerSession
 from ._rows import (
     DDL,
     FORMAT_VERSION,
+    LAYOUTS,
     LOCK_CLASS,
     SCHEMA,
     PgTxn,
@@ -144,6 +145,10 @@ class PostgresStore(PostgresTables, KVStore):
                     conn.execute(statement)
                 conn.execute(CREATE_TABLES)
                 conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES ('format', %s)", (str(FORMAT_VERSION).encode(),))
+            elif found == str(FORMAT_VERSION).encode():
+                # A table added within the format (the listing index, filled on the first
+                # page: journal/kv/_listing.py); every other table exists already.
+                conn.execute(LAYOUTS["listing"].ddl[0])
         if found is not None and found != str(FORMAT_VERSION).encode():
             version = found.decode(errors="replace")
             older = version.isdigit() and int(version) < FORMAT_VERSION
