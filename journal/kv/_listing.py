@@ -106,6 +106,27 @@ def page(txn: Txn, query: Query, decode: Decode) -> Page:
     return Page(items, None)
 
 
+def page_by_scan(txn: Txn, query: Query, decode: Decode) -> Page:
+    """`page` without the index, reading every record: for a store written before the index
+    existed and opened read-only (nothing may build the index then)."""
+    found: list[tuple[bytes, InvocationRecord | Damaged]] = []
+    for id_bytes, data in txn.scan("invocations", b""):
+        try:
+            record = decode(bytes(data), bytes(id_bytes))
+        except CorruptEntry as exc:
+            found.append((_newest(0) + bytes(id_bytes), Damaged(bytes(id_bytes).decode(errors="replace"), str(exc))))
+            continue
+        if query.matches(record):
+            found.append((_newest(record.created_at) + bytes(id_bytes), record))
+    found.sort(key=lambda pair: pair[0])
+    if query.after is not None:
+        after = _newest(query.after.created_at) + query.after.id.encode()
+        found = [pair for pair in found if pair[0] > after]
+    items = [item for _, item in found[:query.limit]]
+    more = len(found) > query.limit
+    return Page(items, Cursor(items[-1].created_at, items[-1].id) if more else None)
+
+
 def _chosen(query: Query) -> list[bytes]:
     """The index that narrows `query` most: its key, its handler, its statuses, or all."""
     if query.key is not None:

@@ -140,14 +140,22 @@ class KVStore(abc.ABC):
     def page(self, query: Query) -> Page:
         """A page of invocations newest first, through the listing index (`_listing.py`):
         only the records it returns are read (and one more, to know if a next page exists)."""
+        indexed = self._ensure_listing()
+        with self._read() as txn:
+            return (_listing.page if indexed else _listing.page_by_scan)(txn, query, _decode_record)
+
+    def _ensure_listing(self) -> bool:
+        """Whether the listing index covers every record, building it if it does not yet (a
+        store written before it existed); False if it cannot be built (a read-only store)."""
         if not self._listing_built:
             with self._read() as txn:
                 built = txn.get("meta", _listing.BUILT) is not None
             if not built:
+                if getattr(self, "readonly", False):
+                    return False
                 self._transact(lambda txn: None if txn.get("meta", _listing.BUILT) else _listing.build(txn, _decode_record))
             self._listing_built = True
-        with self._read() as txn:
-            return _listing.page(txn, query, _decode_record)
+        return True
 
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]:
         id_bytes = validate_id(invocation_id)

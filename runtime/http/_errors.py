@@ -8,7 +8,14 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse as _StarletteJSON
 
-from journal.errors import InvalidId, InvocationConflict, InvocationNotFound, PromiseConflict, PromiseNotFound
+from journal.errors import (
+    CorruptEntry,
+    InvalidId,
+    InvocationConflict,
+    InvocationNotFound,
+    PromiseConflict,
+    PromiseNotFound,
+)
 
 from ..errors import PromiseNotSettable, RollbackImpossible
 
@@ -46,6 +53,8 @@ async def api_error(request: Request, exc: Exception) -> JSONResponse:
 _STATUS: dict[type[Exception], int] = {
     InvocationNotFound: 404, PromiseNotFound: 404, InvocationConflict: 409, PromiseConflict: 409,
     PromiseNotSettable: 409, RollbackImpossible: 409, InvalidId: 400,
+    # A damaged record: the request is fine, the invocation it names cannot be read.
+    CorruptEntry: 409,
 }
 
 
