@@ -96,7 +96,10 @@ class StoreContract(abc.ABC):
     def test_a_page_filters_by_status_handler_key_text_and_time(self, store: Any) -> None:
         self._five(store)
         acquire(store, "p3")
-        ids = lambda **kw: [r.id for r in store.page(Query(**kw)).items]  # noqa: E731
+
+        def ids(**kw: Any) -> list[str]:
+            return [r.id for r in store.page(Query(**kw)).items]
+
         assert ids(statuses=(Status.RUNNING,)) == ["p3"]
         assert ids(statuses=(Status.RUNNING, Status.PENDING)) == ["p4", "p3", "p2", "p1", "p0"]
         assert ids(handler="pkg.mod:odd") == ["p3", "p1"]
