@@ -54,6 +54,8 @@ def refuse_unknown_promise(store: Store, invocation_id: str, name: str) -> None:
     already (settling it again is then answered by the store), or has recorded it: a value
     sent to a name it never asks for would wait unread forever (a typo must not vanish)."""
     record = store.require(invocation_id)
+    if record.finished:
+        return  # the store refuses it, saying the invocation has finished (an early value could not help)
     if name == record.waiting or name in record.waiting_any or store.resolution(invocation_id, name) is not None:
         return
     for seq, data in store.entries(invocation_id):
