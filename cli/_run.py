@@ -288,10 +288,12 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
 @click.argument("name")
 @click.argument("value", metavar="[JSON]", required=False)
 @click.option("--reject", metavar="MSG", help="Reject the promise instead: the handler gets PromiseRejected(MSG).")
+@click.option("--early", is_flag=True,
+              help="Deliver it although the invocation does not wait on NAME yet: it is kept until the handler asks.")
 @db_option
 @json_option
 @edge
-def resolve(invocation_id: str, name: str, value: str | None, reject: str | None, db: str | None,
+def resolve(invocation_id: str, name: str, value: str | None, reject: str | None, early: bool, db: str | None,
             as_json: bool) -> None:
     """Resolve (or --reject) a promise an invocation waits for.
 
@@ -299,6 +301,9 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 
     A suspended invocation waiting on NAME becomes pending: `journal resume ID` (or a
     running `journal worker`) continues it. JSON `-` reads the value from stdin.
+
+    A promise the invocation neither waits on nor has recorded is refused (exit 2), so
+    that a typo in NAME does not vanish; --early delivers it ahead of the handler's asking.
 
     A parent suspended in ctx.call waits on `child:CHILD`, which only the child's result
     settles: resolve what the child waits for instead (`journal resume PARENT` says what).
@@ -321,8 +326,8 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
     async def work(engine: Engine) -> Any:
         engine.store.require(invocation_id)
         if reject is not None:
-            return await engine.reject(invocation_id, name, reject)
-        return await engine.resolve(invocation_id, name, decoded)
+            return await engine.reject(invocation_id, name, reject, early=early)
+        return await engine.resolve(invocation_id, name, decoded, early=early)
 
     record = _execute(db, "sync", Progress(False), work)
     if as_json:

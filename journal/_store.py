@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol, overload, runtime_checkable
 import msgspec
 
 from ._entries import ErrorInfo
+from ._listing import Page, Query
 from ._records import InvocationRecord, Lease, Resolution, Status
 
 
@@ -197,6 +198,12 @@ class Store(Protocol):
         """`get`, raising InvocationNotFound (with what to do) when there is no such invocation."""
 
     def list(self, status: Status | None = None) -> list[InvocationRecord]: ...
+
+    def page(self, query: Query) -> Page:
+        """One page of invocations, newest first (creation time, then id), filtered and
+        continued after `query.after` as `journal.Query` says. A record that does not decode
+        is listed as `journal.Damaged` and the others still are. Kept in an index: a page
+        filtered by status, handler or key reads only the records it returns and one more."""
 
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]: ...
 

@@ -39,7 +39,7 @@ from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
 from ._handlers import load_handler, load_recorded, prepare_input, register
 from ._outcome import Event, Outcome
-from ._requests import check_rollback, refuse_child_promise, waiting_for
+from ._requests import check_rollback, refuse_child_promise, refuse_unknown_promise, waiting_for
 from ._stream import events
 from ._worker import Worker
 from .errors import HandlerNotFound, TerminalError
@@ -321,20 +321,27 @@ class Engine:
         with `ctx.call` (and that child's own awaited child, and so on), in its latest generation."""
         return waiting_for(self.store, invocation_id)
 
-    async def resolve(self, invocation_id: str, name: str, value: Any = None) -> InvocationRecord:
+    async def resolve(self, invocation_id: str, name: str, value: Any = None, *, early: bool = False) -> InvocationRecord:
         """Deliver `value` to promise `name`; a suspended invocation waiting on it becomes pending.
 
-        A `child:` promise (what `ctx.call` waits for) is refused: the child's result settles it."""
+        A `child:` promise (what `ctx.call` waits for) is refused: the child's result settles it.
+        So is a promise the invocation neither waits on nor has recorded (`PromiseNotFound`),
+        unless `early` says it is meant ahead of the handler's asking."""
         await self._read(refuse_child_promise, self.store, invocation_id, name)
+        if not early:
+            await self._read(refuse_unknown_promise, self.store, invocation_id, name)
         try:
             raw = bytes(encode_value(value))
         except UnencodableValue as exc:
             raise TerminalError(f"cannot resolve promise {name!r}: {exc}") from None
         return await self.committer.submit(Resolve(invocation_id, name, now_us(), raw), durable=True)
 
-    async def reject(self, invocation_id: str, name: str, message: str) -> InvocationRecord:
-        """Reject promise `name`: the handler's `ctx.promise(name)` raises `PromiseRejected`."""
+    async def reject(self, invocation_id: str, name: str, message: str, *, early: bool = False) -> InvocationRecord:
+        """Reject promise `name`: the handler's `ctx.promise(name)` raises `PromiseRejected`.
+        Refused as `resolve` refuses."""
         await self._read(refuse_child_promise, self.store, invocation_id, name)
+        if not early:
+            await self._read(refuse_unknown_promise, self.store, invocation_id, name)
         return await self.committer.submit(Resolve(invocation_id, name, now_us(), None, message), durable=True)
 
     async def cancel(self, invocation_id: str, *, run: bool = True, rollback: bool = False) -> Outcome:

@@ -22,6 +22,7 @@ import msgspec
 from .._codec import DEFAULT_MAX_ENTRY_BYTES
 from .._entries import NIL
 from .._ids import validate_id
+from .._listing import Page, Query
 from .._records import InvocationRecord, Lease, Resolution, Status
 from .._store import (
     Acquire,
@@ -39,6 +40,7 @@ from .._store import (
     Transition,
 )
 from ..errors import InvocationBusy, InvocationConflict, InvocationNotFound, JournalError, LeaseLost, PromiseConflict
+from . import _listing
 from ._rules import (
     _CANCELS,
     Txn,
@@ -75,6 +77,7 @@ class KVStore(abc.ABC):
     max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
     blocking: bool = False
     capabilities: frozenset[Capability] = frozenset({Capability.CANCEL_COUNTER})
+    _listing_built = False  # this store's listing index is known to cover every record
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Txn]: ...
@@ -133,6 +136,26 @@ class KVStore(abc.ABC):
                 if record is not None:
                     out.append(record)
             return out
+
+    def page(self, query: Query) -> Page:
+        """A page of invocations newest first, through the listing index (`_listing.py`):
+        only the records it returns are read (and one more, to know if a next page exists)."""
+        indexed = self._ensure_listing()
+        with self._read() as txn:
+            return (_listing.page if indexed else _listing.page_by_scan)(txn, query, _decode_record)
+
+    def _ensure_listing(self) -> bool:
+        """Whether the listing index covers every record, building it if it does not yet (a
+        store written before it existed); False if it cannot be built (a read-only store)."""
+        if not self._listing_built:
+            with self._read() as txn:
+                built = txn.get("meta", _listing.BUILT) is not None
+            if not built:
+                if getattr(self, "readonly", False):
+                    return False
+                self._transact(lambda txn: None if txn.get("meta", _listing.BUILT) else _listing.build(txn, _decode_record))
+            self._listing_built = True
+        return True
 
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]:
         id_bytes = validate_id(invocation_id)
@@ -261,6 +284,7 @@ class KVStore(abc.ABC):
                     txn.delete("keyq", _queue_key(record, id_bytes))
                 if not keep_record:
                     _unindex(txn, id_bytes, record)
+                    _listing.delete_all(txn, id_bytes, record)
                     txn.delete("invocations", id_bytes)
                 removed += 1
             return removed

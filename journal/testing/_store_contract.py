@@ -17,7 +17,9 @@ from .. import (
     Append,
     Capability,
     Continue,
+    Cursor,
     InvocationRecord,
+    Query,
     Renew,
     RequestCancel,
     Resolve,
@@ -71,6 +73,52 @@ class StoreContract(abc.ABC):
         s = self.make_store(tmp_path, request)
         yield s
         s.close()
+
+    # -- pages (`Store.page`) ---------------------------------------------------------------
+
+    def _five(self, store: Any) -> None:
+        for n in range(5):
+            create(store, f"p{n}", value=n, handler="pkg.mod:even" if n % 2 == 0 else "pkg.mod:odd",
+                   key="thread" if n < 2 else None, at=T0 + n)
+
+    def test_a_page_is_newest_first_and_pages_by_cursor_each_invocation_once(self, store: Any) -> None:
+        self._five(store)
+        seen, query = [], Query(limit=2)
+        while True:
+            found = store.page(query)
+            assert len(found.items) <= 2
+            seen += [r.id for r in found.items]
+            if found.next is None:
+                break
+            query = Query(limit=2, after=found.next)
+        assert seen == ["p4", "p3", "p2", "p1", "p0"]
+
+    def test_a_page_filters_by_status_handler_key_text_and_time(self, store: Any) -> None:
+        self._five(store)
+        acquire(store, "p3")
+
+        def ids(**kw: Any) -> list[str]:
+            return [r.id for r in store.page(Query(**kw)).items]
+
+        assert ids(statuses=(Status.RUNNING,)) == ["p3"]
+        assert ids(statuses=(Status.RUNNING, Status.PENDING)) == ["p4", "p3", "p2", "p1", "p0"]
+        assert ids(handler="pkg.mod:odd") == ["p3", "p1"]
+        assert ids(key="thread") == ["p1", "p0"]
+        assert ids(text="P2") == ["p2"]
+        assert ids(text="ODD", statuses=(Status.PENDING,)) == ["p1"]
+        assert ids(since=T0 + 1, until=T0 + 3) == ["p2", "p1"]
+        assert ids(handler="pkg.mod:even", after=Cursor(T0 + 4, "p4")) == ["p2", "p0"]
+        assert ids(handler="nothing") == []
+
+    def test_a_page_follows_status_changes_and_deletions(self, store: Any) -> None:
+        self._five(store)
+        epoch, _ = acquire(store, "p2")
+        store.apply_one(SetStatus("p2", Transition(Status.COMPLETED, T0 + 10, release=True), epoch))
+        assert [r.id for r in store.page(Query(statuses=(Status.COMPLETED,))).items] == ["p2"]
+        assert "p2" not in [r.id for r in store.page(Query(statuses=(Status.PENDING,))).items]
+        store.delete(["p2"])
+        assert [r.id for r in store.page(Query()).items] == ["p4", "p3", "p1", "p0"]
+        assert store.page(Query(statuses=(Status.COMPLETED,))).items == []
 
     def test_create_writes_record_and_start_entry(self, store: Any) -> None:
         record, created = create(store, "inv-1", value={"q": 1})

@@ -96,7 +96,7 @@ def test_run_behind_an_unfinished_invocation_of_its_key_exits_3_and_waits_in_the
                                  "--json").stdout)
     assert as_json["id"] == "w2" and as_json["status"] == "pending"
     assert _state(journal, "k")["queue"] == ["w1", "w2"]
-    journal("resolve", "w2", "go")
+    journal("resolve", "w2", "go", "--early")  # queued: it has not asked yet
     early = journal("resume", "w2")
     assert early.exit_code == 3 and "the queue waits for w1, suspended on promise 'go'" in early.stderr
 

@@ -229,7 +229,7 @@ async def test_a_promise_resolved_before_it_is_awaited_does_not_suspend(open_eng
 
     async with open_engine() as engine:
         await engine.start(agent, id="early")
-        await engine.resolve("early", "early", 7)
+        await engine.resolve("early", "early", 7, early=True)  # meant ahead of its asking
         assert (await engine.resume("early")).result == 7
 
 

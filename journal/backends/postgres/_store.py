@@ -51,12 +51,14 @@ from ..._ids import validate_id
 from ..._records import InvocationRecord, Lease
 from ..._store import Acquire, Append, Capability, Create, Op, Renew
 from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreError
+from ...kv._listing import BUILT as LISTING_BUILT
 from ...kv._rules import Txn, _lease_dec, _owned_id, check_lease, entry_key, lease_is_live
 from ...kv._store import KVStore
 from ._owners import OwnerSession
 from ._rows import (
     DDL,
     FORMAT_VERSION,
+    LAYOUTS,
     LOCK_CLASS,
     SCHEMA,
     PgTxn,
@@ -142,6 +144,12 @@ class PostgresStore(PostgresTables, KVStore):
                     conn.execute(statement)
                 conn.execute(CREATE_TABLES)
                 conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES ('format', %s)", (str(FORMAT_VERSION).encode(),))
+                # Nothing to index yet: the listing index is complete from the start.
+                conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES (%s, '1')", (LISTING_BUILT,))
+            elif found == str(FORMAT_VERSION).encode():
+                # A table added within the format (the listing index, filled on the first
+                # page: journal/kv/_listing.py); every other table exists already.
+                conn.execute(LAYOUTS["listing"].ddl[0])
         if found is not None and found != str(FORMAT_VERSION).encode():
             version = found.decode(errors="replace")
             older = version.isdigit() and int(version) < FORMAT_VERSION
