@@ -37,7 +37,7 @@ from journal.errors import InvocationBusy, JournalError
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
-from ._handlers import load_handler, load_recorded, prepare_input, register
+from ._handlers import is_name, load_handler, load_recorded, prepare_input, register
 from ._outcome import Event, Outcome
 from ._requests import check_rollback, refuse_child_promise, refuse_unknown_promise, waiting_for
 from ._stream import events
@@ -146,7 +146,7 @@ class Engine:
         must go on to execute it (`Executor.execute` gives the lease back however that ends)."""
         if isinstance(handler, str) and self.handlers is not None and handler in self.handlers:
             fn, path = self.handlers[handler], handler  # recorded by its name
-        elif isinstance(handler, str) and _is_name(handler):
+        elif isinstance(handler, str) and is_name(handler):
             fn, path = None, handler  # a worker given `--handler NAME=TARGET` runs it and checks its input
         else:
             fn = load_handler(handler) if isinstance(handler, str) else handler
@@ -402,8 +402,3 @@ class Engine:
     async def _execute(self, invocation_id: str, fn: Callable[..., Any] | None = None,
                        fresh: Fresh | None = None) -> Outcome:
         return await self._executor.execute(invocation_id, fn, fresh)
-
-
-def _is_name(handler: str) -> bool:
-    """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
-    return ":" not in handler and "/" not in handler and os.sep not in handler

@@ -236,3 +236,8 @@ async def slow_turn(ctx: Context, message: str) -> list:
     """A thread's turn that works a little, then appends its message (needs --key)."""
     answer = await ctx.run("answer", _slow_answer, message)
     return ctx.state.update("history", [answer], reducer=_append, default=[])
+
+
+async def name_parent(ctx: Context, n: int) -> int:
+    """Awaits a child named by its registered NAME, `child` (a worker given that handler runs it)."""
+    return await ctx.call("child", n, id=f"{ctx.invocation_id}.kid") + 1
