@@ -111,6 +111,9 @@ def measure(plan: Plan, parent: str, only: set[str], log: Callable[[str], None])
                 if "W1" in only:
                     log(f"repetition {rep + 1}: W1 {mode}")
                     record(f"W1/{mode}", _workloads.step_overhead, parent, mode)
+                    if mode != "exit":
+                        for fn in ("thread", "async"):
+                            record(f"W1 {fn}/{mode}", _workloads.step_overhead, parent, mode, 1000, fn)
                 if "W2" in only:
                     log(f"repetition {rep + 1}: W2 {mode}")
                     record(f"W2/{mode}", _workloads.throughput, parent, mode)
@@ -204,6 +207,13 @@ def summarise(samples: dict[str, list[dict]]) -> list[dict]:
                 target={"sync": 1.2, "async": 3.0}.get(mode),
                 target_text={"sync": "<= 1.2x", "async": "<= 3x"}.get(mode, ""),
             ))
+    for fn, what in (("thread", "plain fn on a thread"), ("async", "async fn")):
+        for mode in ("sync", "async"):
+            key = f"W1 {fn}/{mode}"
+            if key in samples:
+                rows.append(_row(f"W1 step overhead, {what}", mode, "per step", "us", samples[key], "us_per_step",
+                                 "raw commit + fsync" if mode == "sync" else "raw commit, no sync",
+                                 higher_is_better=False))
     for mode in MODES:
         key = f"W2/{mode}"
         if key in samples:

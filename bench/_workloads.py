@@ -96,19 +96,24 @@ def group_commit(parent: str, appenders: int, per_appender: int) -> dict:
 # -- W1/W2: steps through the Engine ------------------------------------------------------------------
 
 
-async def _w1(path: str, mode: str, steps: int) -> dict:
+_W1_HANDLERS = {"inline": _agents.steps, "thread": _agents.threaded_steps, "async": _agents.async_steps}
+
+
+async def _w1(path: str, mode: str, steps: int, fn: str = "inline") -> dict:
     async with Engine.open(path, durability=mode) as engine:
         started = time.perf_counter()
-        outcome = await engine.run(_agents.steps, steps)
+        outcome = await engine.run(_W1_HANDLERS[fn], steps)
         total = time.perf_counter() - started
     assert outcome.status == Status.COMPLETED, outcome
     loop = _agents.loop_seconds.pop(outcome.id)
     return {"us_per_step": loop / steps * 1e6, "invocation_seconds": total}
 
 
-def step_overhead(parent: str, mode: str, steps: int = 1000) -> dict:
-    """W1: one invocation of `steps` sequential no-op steps returning 100 bytes."""
-    return anyio.run(_w1, fresh_dir(parent, "w1"), mode, steps)
+def step_overhead(parent: str, mode: str, steps: int = 1000, fn: str = "inline") -> dict:
+    """W1: one invocation of `steps` sequential no-op steps returning 100 bytes; `fn` says
+    how the step function runs: a plain one on the loop ("inline", W1 itself), a plain one
+    on a step thread ("thread"), or an `async def` ("async")."""
+    return anyio.run(_w1, fresh_dir(parent, "w1"), mode, steps, fn)
 
 
 async def _w2(path: str, mode: str, invocations: int, steps: int) -> dict:

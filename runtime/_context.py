@@ -56,25 +56,28 @@ class Context(abc.ABC):
     @overload
     async def run(
         self, name: str, fn: Callable[..., object], *args: Any, retry: RetryPolicy | None = None,
-        type: TypeForm[U], timeout: float | None = None, **kwargs: Any,
+        type: TypeForm[U], timeout: float | None = None, inline: bool = False,
+        **kwargs: Any,
     ) -> U: ...
     @overload
     async def run(
         self, name: str, fn: Callable[[*Ts], Awaitable[T]], *args: *Ts, retry: RetryPolicy | None = None,
-        type: None = None, timeout: float | None = None, **kwargs: Any,
+        type: None = None, timeout: float | None = None, inline: bool = False,
+        **kwargs: Any,
     ) -> T: ...
     @overload
     async def run(
         self, name: str, fn: Callable[[*Ts], T], *args: *Ts, retry: RetryPolicy | None = None,
-        type: None = None, timeout: float | None = None, **kwargs: Any,
+        type: None = None, timeout: float | None = None, inline: bool = False,
+        **kwargs: Any,
     ) -> T: ...
     @overload
     async def run(self, name: str, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T: ...
     @overload
     async def run(self, name: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
 
-    # mypy cannot match `*args: *Ts` with `*args: Any`, and a keyword named retry, type or
-    # timeout is always the step's own option, never one of `fn`'s.
+    # mypy cannot match `*args: *Ts` with `*args: Any`, and a keyword named retry, type,
+    # timeout or inline is always the step's own option, never one of `fn`'s.
     @abc.abstractmethod  # type: ignore[misc]
     async def run(
         self,
@@ -84,6 +87,7 @@ class Context(abc.ABC):
         retry: RetryPolicy | None = None,
         type: Any = None,
         timeout: float | None = None,
+        inline: bool = False,
         **kwargs: Any,
     ) -> Any:
         """Run `fn(*args, **kwargs)` once as the durable step `name` and return its result.
@@ -93,6 +97,13 @@ class Context(abc.ABC):
         replay `fn` is not called. A `TerminalError` fails the step at once; any other
         exception is retried by `retry` (default: 3 attempts with exponential backoff),
         then fails the step for good. Failures are journaled and raised again on replay.
+
+        An `async def` runs on the event loop. A plain function runs on a thread of the
+        engine's (`Engine(step_threads=N)`, 64 by default), so a blocking call (a synchronous
+        SDK) holds up no other invocation nor the lease renewals; `inline=True` runs one
+        known not to block on the loop instead, saving the hand-over (tens of µs). `timeout`
+        bounds each attempt either way: a plain function still running when it passes is
+        left to finish on its thread, its result dropped.
         """
 
     @abc.abstractmethod

@@ -40,6 +40,8 @@ from ._executor import Executor, Fresh, Settings
 from ._handlers import is_name, load_handler, load_recorded, prepare_input, register
 from ._outcome import Event, Outcome
 from ._requests import check_rollback, refuse_child_promise, refuse_unknown_promise, waiting_for
+from ._step_threads import DEFAULT_LIMIT as DEFAULT_STEP_THREADS
+from ._step_threads import StepThreads
 from ._stream import events
 from ._worker import Worker
 from .errors import HandlerNotFound, TerminalError
@@ -66,6 +68,7 @@ class Engine:
         always_replay: bool = False,
         handlers: dict[str, Callable[..., Any] | str] | None = None,
         observers: list[Observer] | None = None,
+        step_threads: int = DEFAULT_STEP_THREADS,
     ) -> None:
         self.store = store
         # The handlers this engine may run, by name; None: any handler path it can import.
@@ -86,7 +89,7 @@ class Engine:
         self._executor = Executor(Settings(
             committer=self.committer, owner=self.owner, lease_ttl=lease_ttl, inline_sleep_limit=inline_sleep_limit,
             always_replay=always_replay, handler_for=self.handler_for, observers=self.observers,
-            poll_interval=poll_interval))
+            poll_interval=poll_interval, threads=StepThreads(step_threads)))
         self._running = self._executor.running  # executing in this process right now
         self._worker = Worker(self._executor, self.handlers, poll_interval)
 

@@ -63,6 +63,7 @@ from ._machine import Ending
 from ._outcome import Outcome
 from ._replayer import Replayer
 from ._step_info import _current
+from ._step_threads import StepThreads
 from ._suspend import ContinueAsNew
 from .errors import HandlerNotFound, TerminalError
 from .hooks import Attempt, AttemptObserver, Observers
@@ -80,6 +81,7 @@ class Settings:
     handler_for: Callable[[str], Callable[..., Any]]  # the engine's choice of code for a recorded name
     observers: Observers
     poll_interval: float
+    threads: StepThreads  # where plain step functions run
 
 
 class Fresh(NamedTuple):
@@ -193,7 +195,7 @@ class Executor:
         ctx = InvocationContext(
             invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
             max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=settings.inline_sleep_limit,
-            always_replay=settings.always_replay, key=started.key, spawner=self.children,
+            always_replay=settings.always_replay, key=started.key, spawner=self.children, threads=settings.threads,
         )
         if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
             ctx.state.preload(await self._read(self.store.state, started.key))

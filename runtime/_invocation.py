@@ -47,6 +47,7 @@ from ._replayer import R, Replayer
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._state import State
 from ._step_info import _current
+from ._step_threads import StepThreads, runs_on_loop
 from ._steps import (
     PLAIN,
     attempts,
@@ -62,6 +63,10 @@ from ._suspend import Restart, Suspend
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
 __all__ = ["InvocationContext", "idempotency_key"]
+
+
+# For a context made without an engine's threads (replay in tests, which runs no step).
+_PROCESS_THREADS = StepThreads()
 
 
 class InvocationContext(Composition, Context):
@@ -80,6 +85,7 @@ class InvocationContext(Composition, Context):
         key: str | None = None,
         spawner: Any = None,
         replay_only: bool = False,
+        threads: StepThreads | None = None,
     ) -> None:
         self._id = invocation_id
         self.machine = Machine(invocation_id, replayer, max_entry_bytes, replay_only=replay_only)
@@ -93,6 +99,7 @@ class InvocationContext(Composition, Context):
         self._commit_inline = committer.commits_inline
         self._key = key
         self._spawner = spawner  # the engine: starts and runs child invocations
+        self._threads = threads or _PROCESS_THREADS  # where plain step functions run
         self.state = State(self, key)
         self._inflight = 0  # steps and timers in flight
         self._wake: anyio.Event | None = None  # made by the first wait (most executions never wait)
@@ -141,6 +148,7 @@ class InvocationContext(Composition, Context):
         retry: RetryPolicy | None = None,
         type: Any = None,
         timeout: float | None = None,
+        inline: bool = False,
         **kwargs: Any,
     ) -> Any:
         check_step(name, fn)
@@ -157,6 +165,8 @@ class InvocationContext(Composition, Context):
         # A step pays no coroutine call for what does not apply (the hot path of every live step).
         if machine.cancel_reason is not None or machine.pending or self._restarting:
             await self._before_side_effect(seq, prev)
+        if not inline and not runs_on_loop(fn):  # a plain function may block: it runs on a thread
+            fn = self._threads.wrap(fn)
         if self.wrap_step is not None:
             fn = self.wrap_step(fn)
         started = time.perf_counter() if self.on_step is not None else 0.0
