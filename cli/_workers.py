@@ -152,10 +152,14 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     def parked(invocation_id: str, reason: str) -> None:
         echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
 
+    def skipped(invocation_id: str, reason: str) -> None:
+        echo_err(f"[{render.cut(invocation_id, 20)}] skipped: {reason}")
+
     async def main() -> None:
         async with Engine.open(path, durability=durability, handlers=handlers) as engine:
             engine.on_step = steps
             engine.on_park = parked
+            engine.on_skip = skipped
             await engine.serve(concurrency=concurrency, idle_exit=until_idle)
 
     _, interrupted = run_async(main)

@@ -191,6 +191,10 @@ class Store(Protocol):
 
     def list(self, status: Status | None = None) -> list[InvocationRecord]: ...
 
+    def ids(self, status: Status) -> builtins.list[str]:
+        """The ids of the invocations of `status`, read from the status index without decoding
+        a record: what a worker lists by when one record among them is damaged."""
+
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]: ...
 
     def entry_count(self, invocation_id: str) -> int: ...

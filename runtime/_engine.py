@@ -88,6 +88,10 @@ class Engine:
         self.on_step: Callable[[str, str, str, float, bool], None] | None = None
         # Told (id, reason) when the worker parks an invocation whose handler does not load.
         self.on_park: Callable[[str, str], None] | None = None
+        # Told (id, reason) once when the worker leaves an invocation alone: its record is
+        # damaged, or it records a handler NAME this worker has no code for.
+        self.on_skip: Callable[[str, str], None] | None = None
+        self._skipped: set[str] = set()
         self._active: set[str] = set()  # scheduled by serve() in this process
         self._running: set[str] = set()  # executing in this process right now
         self._leases = Leases(self.committer, lease_ttl, poll_interval)  # renewed by one task for all
@@ -114,6 +118,10 @@ class Engine:
         """The handler an invocation records by `name`: one this engine was given, or (without
         `handlers`) the function at that import path, if `load_recorded`'s rule lets it be imported."""
         if self.handlers is None:
+            if _is_name(name):
+                raise HandlerNotFound(
+                    f"handler {name!r} is a name, not code to import: the process that runs it must be "
+                    f"given its code, with --handler {name}=path/to/file.py:function (or package.module:function)")
             return load_recorded(name)
         try:
             return self.handlers[name]
@@ -316,20 +324,61 @@ class Engine:
     # -- recovery and the worker loop -----------------------------------------------------------
 
     def runnable(self) -> list[str]:
-        """Invocations that should run now: pending, running with a dead owner, due timers."""
+        """Invocations that should run now: pending, running with a dead owner, due timers.
+
+        One whose record does not decode is left alone (and `on_skip` told once): a damaged
+        record stops nothing but its own invocation."""
         now = now_us()
-        ids = [r.id for r in self.store.list(Status.PENDING)]
-        for record in self.store.list(Status.RUNNING):
-            if self.store.live_lease(record.id, now) is None:
-                ids.append(record.id)
+        records = self._listed(Status.PENDING)
+        ids = list(records)
+        for invocation_id, record in self._listed(Status.RUNNING).items():
+            if record is not None and self.store.live_lease(invocation_id, now) is None:
+                ids.append(invocation_id)
+                records[invocation_id] = record
         ids += self.store.due_timers(now)
         seen: set[str] = set()
         busy = self._active | self._running
         # `seen.add` returns None: the idiom keeps each id's first occurrence, in order.
         ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]  # type: ignore[func-returns-value]
-        if self.handlers is not None:  # others are left for a worker that was given their handler
-            ids = [i for i in ids if (r := self.store.get(i)) is not None and r.handler in self.handlers]
-        return ids
+        out = []
+        for invocation_id in ids:
+            record = records[invocation_id] if invocation_id in records else self._record(invocation_id)
+            if record is None:
+                continue
+            if self.handlers is not None:
+                if record.handler in self.handlers:  # others are left for a worker given their handler
+                    out.append(invocation_id)
+            elif _is_name(record.handler):
+                self._skip(invocation_id, (
+                    f"it records the handler name {record.handler!r}, and this worker was given no code for "
+                    f"it; it stays pending for a worker started with --handler {record.handler}=path/to/file.py:"
+                    f"function, or run it here: journal resume {invocation_id} --handler "
+                    f"{record.handler}=path/to/file.py:function"))
+            else:
+                out.append(invocation_id)
+        return out
+
+    def _listed(self, status: Status) -> dict[str, InvocationRecord | None]:
+        """The invocations of `status` by id, read in one go; if a record among them does not
+        decode, each is read on its own, and a damaged one maps to None."""
+        try:
+            return {r.id: r for r in self.store.list(status)}
+        except CorruptEntry:
+            return {i: self._record(i) for i in self.store.ids(status)}
+
+    def _record(self, invocation_id: str) -> InvocationRecord | None:
+        """The invocation's record; None if it is gone, or damaged (said once, `_skip`)."""
+        try:
+            return self.store.get(invocation_id)
+        except CorruptEntry as exc:
+            self._skip(invocation_id, f"{exc}. The other invocations run; `journal check` lists the damage")
+            return None
+
+    def _skip(self, invocation_id: str, reason: str) -> None:
+        if invocation_id not in self._skipped:
+            self._skipped.add(invocation_id)
+            if self.on_skip is not None:
+                self.on_skip(invocation_id, reason)
 
     async def recover(self, *, concurrency: int = 16) -> list[Outcome]:
         """Resume every invocation left pending or orphaned (its owner died or its lease expired)."""
@@ -364,6 +413,8 @@ class Engine:
                         await self._execute(invocation_id)
             except (InvocationBusy, LeaseLost):
                 pass
+            except CorruptEntry as exc:  # its record, damaged since it was listed, or its journal (parked)
+                self._skip(invocation_id, f"{exc}. The other invocations run; `journal check` lists the damage")
             finally:
                 self._active.discard(invocation_id)
                 if not self._active:

@@ -134,6 +134,11 @@ class KVStore(abc.ABC):
                     out.append(record)
             return out
 
+    def ids(self, status: Status) -> builtins.list[str]:
+        prefix = Status(status).value.encode() + b"\x00"
+        with self._read() as txn:
+            return [key[len(prefix):].decode(errors="replace") for key, _ in txn.scan("status", prefix)]
+
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]:
         id_bytes = validate_id(invocation_id)
         prefix = id_bytes + b"\x00"
