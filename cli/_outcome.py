@@ -46,6 +46,19 @@ class Progress:
             line += render.styled("  failed", fg="red")
         echo_err(render.Styled(line))
 
+    def ended(self, outcome: Outcome) -> None:
+        """An invocation a worker ran has ended: a failure or a divergence is logged (even with
+        `-q`, which quiets the steps), so that a worker's or server's log shows what went wrong."""
+        if outcome.status == Status.FAILED:
+            error = outcome.error
+            text = f"failed: {error.type}: {error.message}" if error else "failed"
+        elif outcome.status == Status.DIVERGED:
+            first = (outcome.divergence or "").strip().splitlines()
+            text = "diverged" + (f": {first[0]}" if first else "") + f"; `journal replay {outcome.id}` shows it"
+        else:
+            return
+        echo_err(f"[{render.cut(outcome.id, 20)}] {text}")
+
     def summary(self) -> str:
         return f"{self.live} step{'s' if self.live != 1 else ''} live, {self.replayed} replayed"
 

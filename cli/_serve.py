@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +24,7 @@ from ._common import (
     how_to_stop,
     own_the_collector,
     stop_signals,
+    stopped_message,
     store_path,
 )
 from ._outcome import Progress
@@ -97,7 +99,7 @@ def _listen(host: str, port: int) -> socket.socket:
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
 @click.option("--max-body", metavar="BYTES", type=click.IntRange(1), default=1 << 20, show_default=True,
               help="The largest request body accepted; larger ones get 413.")
-@click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
 def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_file: str | None, workers: int,
           durability: str, max_body: int, quiet: bool) -> None:
@@ -106,8 +108,9 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
     Requests may start only the handlers registered with --handler NAME=TARGET; they
     never name code to import. Binding to anything but loopback requires a token
     (--token-file or JOURNAL_TOKEN), which every API request must then send as
-    `Authorization: Bearer TOKEN`. SIGTERM stops cleanly: invocations in flight give
-    their lease back and stay pending. docs/http.md describes every endpoint.
+    `Authorization: Bearer TOKEN`. SIGTERM (or Ctrl-C) stops cleanly, with exit status
+    0: invocations in flight give their lease back and stay pending. docs/http.md
+    describes every endpoint.
 
     Example:
 
@@ -146,6 +149,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
         # a record never chooses the code a worker imports (DESIGN.md).
         async with Engine.open(path, durability=durability, handlers=handlers) as engine:
             engine.on_step = steps
+            engine.on_outcome = steps.ended
             app = create_app(engine, handlers=handlers, token=token, max_body=max_body, workers=workers)
             config = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False,
                                     lifespan="off", timeout_graceful_shutdown=5)
@@ -169,18 +173,22 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
                 if workers:
                     tg.start_soon(run_workers)
                 with anyio.open_signal_receiver(*stop_signals()) as signals:
-                    async for _ in signals:
+                    async for signum in signals:
+                        stopped_by.append(signal.Signals(signum))
                         break
                 # Workers first: their invocations give the lease back and stay pending.
                 worker_scope.cancel()
                 stop_streams(app)
                 server.should_exit = True
 
+    stopped_by: list[signal.Signals] = []
     try:
         anyio.run(main, backend="asyncio", backend_options={"use_uvloop": _has_uvloop()})
     finally:
         sock.close()
-    raise Exit(OK, f"stopped ({steps.summary()}); unfinished invocations stay resumable")
+    if stopped_by:
+        raise Exit(OK, stopped_message(stopped_by[0], steps.summary()))
+    raise Exit(OK, f"stopped ({steps.summary()}); invocations in flight are pending for the next worker")
 
 
 def _has_uvloop() -> bool:

@@ -92,6 +92,8 @@ class Engine:
         # damaged, or it records a handler NAME this worker has no code for.
         self.on_skip: Callable[[str, str], None] | None = None
         self._skipped: set[str] = set()
+        # Told the outcome of each invocation the worker loop (`serve`) runs.
+        self.on_outcome: Callable[[Outcome], None] | None = None
         self._active: set[str] = set()  # scheduled by serve() in this process
         self._running: set[str] = set()  # executing in this process right now
         self._leases = Leases(self.committer, lease_ttl, poll_interval)  # renewed by one task for all
@@ -410,7 +412,9 @@ class Engine:
             try:
                 async with limiter:
                     if await self._loadable(invocation_id):
-                        await self._execute(invocation_id)
+                        outcome = await self._execute(invocation_id)
+                        if self.on_outcome is not None:
+                            self.on_outcome(outcome)
             except (InvocationBusy, LeaseLost):
                 pass
             except CorruptEntry as exc:  # its record, damaged since it was listed, or its journal (parked)
