@@ -258,7 +258,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
         journal resume 3f2a9c
         journal resume 3f2a9c --handler agents/triage.py:triage
     """
-    from ._workers import parse_handlers
+    from ._workers import lone_target, parse_handlers
 
     noted = None
     if not runs_recorded_handlers(db) and not handler_specs:
@@ -270,7 +270,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     handlers = parse_handlers(handler_specs) if handler_specs else None
     # A lone TARGET is the code to run, whatever name the journal records; NAME=TARGET pairs
     # are looked up by the recorded name.
-    fn = next(iter(handlers.values())) if handlers and len(handler_specs) == 1 and "=" not in handler_specs[0] else None
+    fn = next(iter(handlers.values())) if handlers and lone_target(handler_specs) else None
     show = sys.stderr.isatty() if progress is None else progress
     steps = Progress(show)
     started = time.perf_counter()

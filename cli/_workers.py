@@ -55,6 +55,12 @@ def parse_handlers(specs: tuple[str, ...]) -> dict[str, Any]:
     return handlers
 
 
+def lone_target(specs: tuple[str, ...]) -> str | None:
+    """The TARGET of a `--handler` given once and bare: the code to run whatever name the journal
+    records (`resume`, `replay`). NAME=TARGET pairs, or several, are looked up by recorded name."""
+    return specs[0] if len(specs) == 1 and "=" not in specs[0] else None
+
+
 @click.command()
 @click.argument("handler", metavar="TARGET|NAME")
 @click.option("--input", "input_json", metavar="JSON", help="The handler's input as JSON (`-` reads stdin).")
@@ -84,7 +90,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
     value, _ = read_input(input_json, input_file)
     path = store_path(db)
     warn_store(path)
-    target: Any = handler if _is_name(handler) else load(handler)
+    target: Any = handler if is_name(handler) else load(handler)
 
     async def main() -> Any:
         async with Engine.open(path) as engine:
@@ -102,7 +108,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
         out(record.id)
 
 
-def _is_name(handler: str) -> bool:
+def is_name(handler: str) -> bool:
     return ":" not in handler and "/" not in handler and os.sep not in handler
 
 
