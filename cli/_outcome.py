@@ -14,6 +14,7 @@ import click
 from journal import InvocationRecord, Status, iso_from_us
 from journal.views import error_json
 from runtime import Outcome
+from runtime.hooks import Attempt, AttemptObserver, Observer, StepEvent
 
 from . import _render as render
 from ._common import DIVERGED, FAILED, OK, SUSPENDED, Exit, echo_err, out, suggest
@@ -21,8 +22,9 @@ from ._common import DIVERGED, FAILED, OK, SUSPENDED, Exit, echo_err, out, sugge
 _MARKS = {"live": "✓", "replayed": "↺", "failed": "✗"}
 
 
-class Progress:
-    """Prints each step as it finishes (stderr), for `run`, `resume` and `worker`."""
+class Progress(Observer):
+    """Prints each step as it finishes (stderr), for `run`, `resume`, `worker` and `serve`,
+    and each invocation a worker parks because its handler does not load here."""
 
     def __init__(self, enabled: bool, *, prefix_ids: bool = False) -> None:
         self.enabled = enabled
@@ -30,37 +32,57 @@ class Progress:
         self.live = 0
         self.replayed = 0
 
-    def __call__(self, invocation_id: str, name: str, how: str, seconds: float, replayed: bool) -> None:
+    def step(self, event: StepEvent) -> None:
+        replayed = event.how == "replayed"
         if replayed:
             self.replayed += 1
         else:
             self.live += 1
         if not self.enabled:
             return
-        mark = _MARKS.get(how, "·")
-        colour = {"live": "green", "failed": "red"}.get(how)
-        when = "replayed" if replayed else render.duration(seconds)
-        prefix = f"[{render.cut(invocation_id, 20)}] " if self.prefix_ids else "  "
-        line = f"{render.safe(prefix)}{render.styled(mark, fg=colour)} {render.cut(name, 40):<24} {when:>9}"
-        if how == "failed":
+        mark = _MARKS.get(event.how, "·")
+        colour = {"live": "green", "failed": "red"}.get(event.how)
+        when = "replayed" if replayed else render.duration(event.seconds)
+        prefix = f"[{render.cut(event.invocation_id, 20)}] " if self.prefix_ids else "  "
+        line = f"{render.safe(prefix)}{render.styled(mark, fg=colour)} {render.cut(event.name, 40):<24} {when:>9}"
+        if event.how == "failed":
             line += render.styled("  failed", fg="red")
         echo_err(render.Styled(line))
 
-    def ended(self, outcome: Outcome) -> None:
-        """An invocation a worker ran has ended: a failure or a divergence is logged (even with
-        `-q`, which quiets the steps), so that a worker's or server's log shows what went wrong."""
-        if outcome.status == Status.FAILED:
-            error = outcome.error
-            text = f"failed: {error.type}: {error.message}" if error else "failed"
-        elif outcome.status == Status.DIVERGED:
-            first = (outcome.divergence or "").strip().splitlines()
-            text = "diverged" + (f": {first[0]}" if first else "") + f"; `journal replay {outcome.id}` shows it"
-        else:
-            return
-        echo_err(f"[{render.cut(outcome.id, 20)}] {text}")
+    def parked(self, invocation_id: str, reason: str) -> None:
+        echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
+
+    def skipped(self, invocation_id: str, reason: str) -> None:
+        echo_err(f"[{render.cut(invocation_id, 20)}] skipped: {reason}")
+
+    def attempt(self, attempt: Attempt) -> AttemptObserver | None:
+        # A worker's or server's log (ids prefixed) tells how each invocation it ran ended
+        # badly; `run` and `resume` report their one outcome themselves (`report`).
+        return _Ending(attempt.invocation_id) if self.prefix_ids else None
 
     def summary(self) -> str:
         return f"{self.live} step{'s' if self.live != 1 else ''} live, {self.replayed} replayed"
+
+
+class _Ending(AttemptObserver):
+    """Logs an attempt that left its invocation failed or diverged, even with `-q`, which quiets
+    only the steps: a worker's or server's log shows what went wrong."""
+
+    __slots__ = ("invocation_id",)
+
+    def __init__(self, invocation_id: str) -> None:
+        self.invocation_id = invocation_id
+
+    def ended(self, status: Status, record: InvocationRecord | None, replayed: int) -> None:
+        if status == Status.FAILED:
+            error = record.error if record is not None else None
+            text = f"failed: {error.type}: {error.message}" if error else "failed"
+        elif status == Status.DIVERGED:
+            first = (record.divergence or "").strip().splitlines() if record is not None else []
+            text = "diverged" + (f": {first[0]}" if first else "") + f"; `journal replay {self.invocation_id}` shows it"
+        else:
+            return
+        echo_err(f"[{render.cut(self.invocation_id, 20)}] {text}")
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:

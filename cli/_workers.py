@@ -154,18 +154,10 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     handlers = parse_handlers(handler_specs) if handler_specs else None
     steps = Progress(not quiet, prefix_ids=True)
     own_the_collector()  # the worker's process is the engine's
-    def parked(invocation_id: str, reason: str) -> None:
-        echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
-
-    def skipped(invocation_id: str, reason: str) -> None:
-        echo_err(f"[{render.cut(invocation_id, 20)}] skipped: {reason}")
 
     async def main() -> None:
         async with Engine.open(path, durability=durability, handlers=handlers) as engine:
-            engine.on_step = steps
-            engine.on_park = parked
-            engine.on_skip = skipped
-            engine.on_outcome = steps.ended
+            engine.observe(steps)
             await engine.serve(concurrency=concurrency, idle_exit=until_idle)
 
     try:

@@ -39,6 +39,11 @@ def handler_path(fn: Callable[..., Any]) -> str:
     return path
 
 
+def is_name(handler: str) -> bool:
+    """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
+    return ":" not in handler and "/" not in handler and os.sep not in handler
+
+
 def register(fn: Callable[..., Any], path: str | None = None) -> str:
     path = path or handler_path(fn)
     _by_path[path] = fn

@@ -1,0 +1,157 @@
+"""The worker loop: find what is runnable, run it under a concurrency limit, wait for more.
+
+`Engine.serve` (`journal worker`, `journal serve`) and `Engine.recover` are this. Runnable
+means pending, running with a dead owner (its lease no longer protects a live process), or
+suspended on a timer that is due; a worker given `handlers` takes only invocations it has
+the handler for, and leaves the others for a worker that has theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from journal import Capability, InvocationRecord, Status
+from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
+
+from ._clock import now_us
+from ._executor import Executor
+from ._first_of import first_of
+from ._handlers import is_name
+from ._outcome import Outcome
+
+
+class Worker:
+    """Runs the runnable invocations of one engine's store."""
+
+    def __init__(self, executor: Executor, handlers: dict[str, Any] | None, poll_interval: float) -> None:
+        self.executor = executor
+        self.store = executor.store
+        self._read = executor.committer.read
+        self.handlers = handlers
+        self.poll_interval = poll_interval
+        self.active: set[str] = set()  # scheduled by `serve` in this process
+        self._skipped: set[str] = set()  # left alone, and said so (`_skip`)
+
+    def runnable(self) -> list[str]:
+        """Invocations that should run now: pending, running with a dead owner, due timers.
+
+        One whose record does not decode is left alone (the observers told once, `skipped`): a
+        damaged record stops nothing but its own invocation. So is one that records a handler
+        NAME when this worker was given no handlers: a NAME is no code to import."""
+        now = now_us()
+        store = self.store
+        records = self._listed(Status.PENDING)
+        ids = list(records)
+        for invocation_id, record in self._listed(Status.RUNNING).items():
+            if record is not None and store.live_lease(invocation_id, now) is None:
+                ids.append(invocation_id)
+                records[invocation_id] = record
+        ids += store.due_timers(now)
+        seen: set[str] = set()
+        busy = self.active | self.executor.running
+        # `seen.add` returns None: the idiom keeps each id's first occurrence, in order.
+        ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]  # type: ignore[func-returns-value]
+        out = []
+        for invocation_id in ids:
+            record = records[invocation_id] if invocation_id in records else self._record(invocation_id)
+            if record is None:
+                continue
+            if self.handlers is not None:
+                if record.handler in self.handlers:  # others are left for a worker given their handler
+                    out.append(invocation_id)
+            elif is_name(record.handler):
+                self._skip(invocation_id, (
+                    f"it records the handler name {record.handler!r}, and this worker was given no code for "
+                    f"it; it stays pending for a worker started with --handler {record.handler}=path/to/file.py:"
+                    f"function, or run it here: journal resume {invocation_id} --handler "
+                    f"{record.handler}=path/to/file.py:function"))
+            else:
+                out.append(invocation_id)
+        return out
+
+    def _listed(self, status: Status) -> dict[str, InvocationRecord | None]:
+        """The invocations of `status` by id, read in one go; if a record among them does not
+        decode, each is read on its own, and a damaged one maps to None."""
+        try:
+            return {r.id: r for r in self.store.list(status)}
+        except CorruptEntry:
+            return {i: self._record(i) for i in self.store.ids(status)}
+
+    def _record(self, invocation_id: str) -> InvocationRecord | None:
+        """The invocation's record; None if it is gone, or damaged (said once, `_skip`)."""
+        try:
+            return self.store.get(invocation_id)
+        except CorruptEntry as exc:
+            self._skip(invocation_id, f"{exc}. The other invocations run; `journal check` lists the damage")
+            return None
+
+    def _skip(self, invocation_id: str, reason: str) -> None:
+        if invocation_id not in self._skipped:
+            self._skipped.add(invocation_id)
+            self.executor.settings.observers.skipped(invocation_id, reason)
+
+    async def recover(self, *, concurrency: int = 16) -> list[Outcome]:
+        """Run once every invocation left pending or orphaned (its owner died or its lease expired)."""
+        outcomes: list[Outcome] = []
+        limiter = anyio.CapacityLimiter(concurrency)
+        executor = self.executor
+
+        async def one(invocation_id: str) -> None:
+            async with limiter:
+                try:
+                    if await executor.loadable(invocation_id):
+                        outcomes.append(await executor.execute(invocation_id))
+                except InvocationBusy:
+                    pass
+
+        async with anyio.create_task_group() as tg:
+            for invocation_id in await self._read(self.runnable):
+                tg.start_soon(one, invocation_id)
+        return outcomes
+
+    async def serve(self, *, concurrency: int = 16, idle_exit: bool = False) -> None:
+        """Run whatever becomes runnable until cancelled (or idle, with `idle_exit`)."""
+        limiter = anyio.CapacityLimiter(concurrency)
+        executor = self.executor
+
+        async def one(invocation_id: str) -> None:
+            try:
+                async with limiter:
+                    if await executor.loadable(invocation_id):
+                        await executor.execute(invocation_id)
+            except (InvocationBusy, LeaseLost):
+                pass
+            except CorruptEntry as exc:  # its record, damaged since it was listed, or its journal (parked)
+                self._skip(invocation_id, f"{exc}. The other invocations run; `journal check` lists the damage")
+            finally:
+                self.active.discard(invocation_id)
+                if not self.active:
+                    settled.set()
+
+        async with anyio.create_task_group() as tg:
+            while True:
+                settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
+                ids = await self._read(self.runnable)
+                for invocation_id in ids:
+                    self.active.add(invocation_id)
+                    tg.start_soon(one, invocation_id)
+                if idle_exit and not ids and not self.active:
+                    return
+                # idle_exit: the last turn to end decides at once (no wait for new work to time out)
+                await (first_of(self._idle, settled.wait) if idle_exit else self._idle())
+
+    async def _idle(self) -> None:
+        """Wait for work: a store that can (PostgreSQL, with a NOTIFY) wakes us when something
+        becomes runnable, or when its next timer falls due; any other store is polled."""
+        if Capability.WAKE_ON_WORK not in self.store.capabilities:
+            await anyio.sleep(self.poll_interval)
+            return
+        wake = await self._read(self.store.next_wake)
+        # A worker that dies sends no NOTIFY: its session's end (or its lease's expiry) is seen
+        # by looking again, once a second, a few cheap queries when nothing else wakes us.
+        timeout = min(1.0, self.executor.settings.lease_ttl / 3)
+        if wake is not None:
+            timeout = max(0.0, min(timeout, (wake - now_us()) / 1e6))
+        await self._read(self.store.wait_for_work, timeout)
