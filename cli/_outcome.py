@@ -55,6 +55,12 @@ class Progress(Observer):
     def skipped(self, invocation_id: str, reason: str) -> None:
         echo_err(f"[{render.cut(invocation_id, 20)}] skipped: {reason}")
 
+    def paused(self, reason: str) -> None:
+        echo_err(f"paused: {reason}")
+
+    def went_on(self) -> None:
+        echo_err("the store can be written again; going on")
+
     def attempt(self, attempt: Attempt) -> AttemptObserver | None:
         # A worker's or server's log (ids prefixed) tells how each invocation it ran ended
         # badly; `run` and `resume` report their one outcome themselves (`report`).
@@ -194,6 +200,18 @@ def queued_exit(outcome: Outcome, note: str, as_json: bool) -> None:
         click.echo(render.to_json(outcome_json(outcome)))
     echo_err(note)
     raise Exit(SUSPENDED)
+
+
+def disk_full_help(exc: Exception, invocation_id: str, db: str | None) -> str:
+    """What `run` and `resume` say when the store's disk filled up under them."""
+    where = str(exc).split(";")[0]  # "the disk holding PATH is full"
+    return "\n".join([
+        f"{where}: invocation {invocation_id} stopped before its next entry was journaled. Every step "
+        "committed before this is intact, and it can be resumed (the handler did not fail).",
+        "Free some space (`journal trim` then `journal compact` drop the journals of finished invocations), "
+        "then continue it:",
+        f"  {suggest(['resume', invocation_id], db)}",
+    ])
 
 
 def interrupted_help(invocation_id: str, db: str | None) -> str:

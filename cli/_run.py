@@ -15,11 +15,13 @@ import anyio
 import click
 
 from journal import InvocationRecord, Status, UnencodableValue, encode_value
+from journal.errors import DiskFull
 from runtime import Engine, Outcome, load_handler
 from runtime.errors import HandlerNotFound
 
 from . import _render as render
 from ._common import (
+    FAILED,
     INTERRUPTED,
     OK,
     USAGE,
@@ -38,7 +40,7 @@ from ._common import (
     suggest,
     warn_store,
 )
-from ._outcome import Progress, interrupted_help, outcome_json, queued_exit, report
+from ._outcome import Progress, disk_full_help, interrupted_help, outcome_json, queued_exit, report
 from ._state import unblock_hint
 
 # -- pieces ----------------------------------------------------------------------------------------
@@ -155,6 +157,13 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
         if exc.code == INTERRUPTED and invocation_id is not None:
             raise Exit(INTERRUPTED, interrupted_help(invocation_id, db)) from None
         raise
+    except DiskFull as exc:
+        invocation_id = interrupted_id()
+        if invocation_id is None:
+            raise
+        # Not the handler's failure: the store could not take the next entry, and the
+        # invocation went back to `pending` with every step committed before it.
+        raise Exit(FAILED, disk_full_help(exc, invocation_id, db)) from None
     if queued:
         queued_exit(outcome, queued[0], as_json)
     if show:

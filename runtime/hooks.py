@@ -2,8 +2,9 @@
 
 An `Observer` is told when an invocation is being started (and may give a trace context
 to journal with it), of each attempt at running one, of each step as it finishes, of
-an invocation parked because its handler does not load here, and of one a worker leaves
-alone (its record is damaged, or no code is given here for the name it records). Give observers to
+an invocation parked because its handler does not load here, of one a worker leaves
+alone (its record is damaged, or no code is given here for the name it records), and of
+a worker that pauses while its store cannot write (a full disk) and goes on after. Give observers to
 `Engine(observers=[...])`, or add one with `engine.observe(observer)`. Every method does
 nothing by default: override the ones you need.
 
@@ -99,6 +100,13 @@ class Observer:
         """A worker leaves the invocation alone, and says why once: its record is damaged, or it
         records a handler name this worker was given no code for (it stays `pending`)."""
 
+    def paused(self, reason: str) -> None:
+        """A worker stopped taking work because its store cannot write (its disk is full): the
+        invocations stay `pending`, and it tries again every few seconds."""
+
+    def went_on(self) -> None:
+        """A worker that `paused` could write again, and goes on."""
+
 
 def default_observers() -> list[Observer]:
     """The observers of an engine made without `observers=`: OpenTelemetry's, when the
@@ -113,13 +121,14 @@ def default_observers() -> list[Observer]:
 class Observers:
     """The observers of one engine, told as one (what the engine's code calls)."""
 
-    __slots__ = ("_all", "_steps", "_parks", "_skips")
+    __slots__ = ("_all", "_steps", "_parks", "_skips", "_pauses")
 
     def __init__(self, observers: Iterable[Observer]) -> None:
         self._all: list[Observer] = []
         self._steps: list[Observer] = []  # only those that override `step`: a step pays for no other
         self._parks: list[Observer] = []
         self._skips: list[Observer] = []
+        self._pauses: list[Observer] = []
         for observer in observers:
             self.add(observer)
 
@@ -131,6 +140,8 @@ class Observers:
             self._parks.append(observer)
         if type(observer).skipped is not Observer.skipped:
             self._skips.append(observer)
+        if type(observer).paused is not Observer.paused or type(observer).went_on is not Observer.went_on:
+            self._pauses.append(observer)
 
     def trace_context(self, invocation_id: str, handler: str, parent: str | None = None) -> str | None:
         for observer in self._all:
@@ -163,6 +174,14 @@ class Observers:
     def skipped(self, invocation_id: str, reason: str) -> None:
         for observer in self._skips:
             observer.skipped(invocation_id, reason)
+
+    def paused(self, reason: str) -> None:
+        for observer in self._pauses:
+            observer.paused(reason)
+
+    def went_on(self) -> None:
+        for observer in self._pauses:
+            observer.went_on()
 
 
 __all__ = ("Attempt", "AttemptObserver", "Observer", "StepEvent", "default_observers")

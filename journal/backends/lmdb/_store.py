@@ -274,8 +274,8 @@ def _translate(exc: lmdb.Error, path: str) -> StoreError:
     if isinstance(exc, lmdb.DiskError) or "No space left" in text or ("Input/output" in text and _nearly_full(path)):
         return DiskFull(
             errno.ENOSPC,
-            f"the disk holding {path} is full; free some space (or run `journal trim` then `journal compact`) "
-            "and try again; everything committed before this is intact",
+            f"the disk holding {path} is full; everything committed before this is intact. Free some space "
+            "(`journal trim` then `journal compact` drop the journals of finished invocations) and try again",
         )
     return StoreError(f"LMDB error in {path}: {text}")
 
