@@ -29,6 +29,7 @@ from .errors import JournalError as JournalError
 from .errors import LeaseLost as LeaseLost
 from .errors import NondeterminismError as NondeterminismError
 from .errors import PromiseConflict as PromiseConflict
+from .errors import PromiseNotFound as PromiseNotFound
 from .errors import PromiseRejected as PromiseRejected
 from .errors import StepTimeout as StepTimeout
 from .errors import TerminalError as TerminalError
@@ -37,6 +38,6 @@ __all__ = (
     "Cancelled", "Context", "DeterminismViolation", "Engine", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
-    "PromiseConflict", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
+    "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
     "check_recorded", "current_step", "default_path", "handler_path", "idempotency_key", "load_handler", "pause",
 )
