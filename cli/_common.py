@@ -171,23 +171,24 @@ def own_the_collector() -> None:
     gc.set_threshold(50_000, 100, 100)
 
 
-def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
+def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, signal.Signals | None]:
     """Run `work` under anyio; Ctrl-C (or SIGTERM) cancels it cleanly.
 
-    Returns `(result, interrupted)`. Cancellation reaches the engine as an ordinary anyio
-    cancellation, so an invocation in flight gives its lease back and stays pending.
+    Returns `(result, stopped_by)`: the signal that stopped it, or None. Cancellation
+    reaches the engine as an ordinary anyio cancellation, so an invocation in flight gives
+    its lease back and stays pending.
     """
 
     import anyio
 
-    async def main() -> tuple[T | None, bool]:
+    async def main() -> tuple[T | None, signal.Signals | None]:
         result: list[T] = []
-        interrupted = False
+        interrupted: signal.Signals | None = None
 
         async def watch(signals: Any, tg: anyio.abc.TaskGroup) -> None:
             nonlocal interrupted
-            async for _ in signals:
-                interrupted = True
+            async for signum in signals:
+                interrupted = interrupted or signal.Signals(signum)
                 tg.cancel_scope.cancel()
 
         async def body(tg: anyio.abc.TaskGroup) -> None:
@@ -201,14 +202,14 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
                     exc if isinstance(exc, KeyboardInterrupt) else None)
                 if stop is None:
                     raise
-                interrupted = True
+                interrupted = interrupted or signal.SIGINT
             tg.cancel_scope.cancel()
 
         # The receiver stays installed until the work has cleaned up (closed the store): a
         # Ctrl-C meanwhile is received here instead of raising KeyboardInterrupt in the cleanup.
         with anyio.open_signal_receiver(*stops) as signals:
             if early:  # a signal came before the receiver was there to get it
-                return None, True
+                return None, signal.Signals(early[0])
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch, signals, tg)
                 tg.start_soon(body, tg)
@@ -249,6 +250,14 @@ def how_to_stop() -> str:
     if signal.SIGINT in stops:
         return "Ctrl-C stops it (it was started with SIGTERM ignored)"
     return "it was started with SIGINT and SIGTERM ignored: only SIGKILL stops it"
+
+
+def stopped_message(by: signal.Signals, summary: str) -> str:
+    """The last line of `worker` or `serve` stopped by a signal: one rule for both (docs/cli.md,
+    "Stopping"). A service's stop is its normal end, so it exits 0: a service manager that
+    sends SIGTERM (systemd, Kubernetes) sees a clean stop, not a failure."""
+    name = "Ctrl-C" if by == signal.SIGINT else by.name
+    return f"stopped by {name} ({summary}); invocations in flight are pending for the next worker"
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

@@ -33,11 +33,12 @@ from ._common import (
 )
 from ._inspect import require
 from ._run import importable_cwd
+from ._workers import is_name, lone_target, parse_handlers
 
 # -- replay -------------------------------------------------------------------------------------
 
 
-def _replay_one(store: Any, invocation_id: str, target: str | None) -> dict[str, Any]:
+def _replay_one(store: Any, invocation_id: str, target: Any) -> dict[str, Any]:
     result: dict[str, Any] = {"id": invocation_id, "status": "ok", "seq": None, "checked": 0,
                               "finished": False, "message": None}
     if store.entry_count(invocation_id) == 0:
@@ -54,6 +55,18 @@ def _replay_one(store: Any, invocation_id: str, target: str | None) -> dict[str,
     except Exception as exc:  # the handler module or its input decoding failed outside any step
         return {**result, "status": "error", "message": f"the handler raised {type(exc).__name__}: {exc}"}
     return {**result, "checked": report.checked, "finished": report.finished, "seq": report.stopped_at}
+
+
+def _replay_named(store: Any, invocation_id: str, handlers: dict[str, Any]) -> dict[str, Any]:
+    """`_replay_one` with the code `--handler NAME=TARGET` gives for the name the invocation records."""
+    record = store.get(invocation_id)
+    fn = handlers.get(record.handler) if record is not None else None
+    if record is not None and fn is None:
+        return {"id": invocation_id, "status": "error", "seq": None, "checked": 0, "finished": False,
+                "message": f"it records the handler {record.handler!r}, which no --handler names (given: "
+                           f"{', '.join(sorted(handlers))}): add --handler "
+                           + (f"{record.handler}=TARGET" if is_name(record.handler) else "TARGET, its code")}
+    return _replay_one(store, invocation_id, fn)
 
 
 def _started_here(db: str | None, store: Any, invocation_id: str) -> str | None:
@@ -95,33 +108,44 @@ def _replay_line(r: dict[str, Any]) -> str:
 @click.command()
 @click.argument("invocation_ids", metavar="[ID]...", nargs=-1)
 @click.option("--all", "every", is_flag=True, help="Replay every invocation that has a journal.")
-@click.option("--handler", "target", metavar="TARGET",
-              help="Check against this handler (path/to/file.py:function) instead of the recorded one.")
+@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
+              help="Check against this code (path/to/file.py:function or package.module:function) instead of "
+                   "the handler the journal names; NAME=TARGET gives the code for invocations recorded as NAME "
+                   "(repeatable), as for resume and worker. Required on PostgreSQL, unless `journal run` "
+                   "started the invocation from this host.")
 @db_option
 @json_option
 @edge
-def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db: str | None, as_json: bool) -> None:
+def replay(invocation_ids: tuple[str, ...], every: bool, handler_specs: tuple[str, ...], db: str | None,
+           as_json: bool) -> None:
     """Check journals against the current code, calling no step function.
 
     The handler's code runs against its journal read-only: recorded results are
     handed back, nothing is appended, no step function is called, and the check stops
     where the journal ends. The handler the journal names is imported only if it is an
     ordinary handler of yours (a .py file you own that nobody else can write, or a
-    module outside the standard library); --handler names the code yourself. Exit status 4 if any invocation diverged (the report shows the
-    seq, what the journal holds and what the code asked for), 2 if one could not be
-    replayed, else 0. Run it before deploying a change to a handler.
+    module outside the standard library); --handler names the code yourself: one
+    TARGET for every invocation, or NAME=TARGET for those recorded as NAME (repeat it
+    for a store of several handlers). Exit status 4 if any invocation diverged (the
+    report shows the seq, what the journal holds and what the code asked for), 2 if one
+    could not be replayed, else 0. Run it before deploying a change to a handler.
 
     Example:
 
     \b
         journal replay --all
+        journal replay --all --handler summarize=agents/summary.py:run --handler triage=agents.triage:run
     """
     if every == bool(invocation_ids):
         raise fail("name the invocations to replay, or pass --all (not both)")
     importable_cwd()
+    target = lone_target(handler_specs)
+    handlers = parse_handlers(handler_specs) if handler_specs and target is None else None
     with open_store(db) as store:
         ids = [r.id for r in store.list()] if every else [require(store, i).id for i in invocation_ids]
-        if target is None and not runs_recorded_handlers(db):
+        if handlers is not None:
+            results = [_replay_named(store, i, handlers) for i in ids]
+        elif target is None and not runs_recorded_handlers(db):
             # The handler is not read from the database: only one `journal run` started from
             # this host (and this user) is replayed without --handler, with the code it ran.
             results = [_replay_noted(db, store, i) for i in ids]

@@ -157,7 +157,7 @@ def _header(record: InvocationRecord, entries: list[tuple[int, Any]],
     if record.status == Status.COMPLETED:
         rows.append(("result", render.raw_text(record.result)))
     if record.error is not None:
-        rows.append(("error", f"{record.error.type}: {record.error.message}"))
+        rows.append(("error", render.Whole(f"{record.error.type}: {record.error.message}")))
     if not entries and record.finished:
         rows.append(("entries", "none (the journal was trimmed)"))
     return rows
@@ -206,7 +206,7 @@ def _entries_table(entries: list[tuple[int, Any]], start_us: int, width: int) ->
     rows = []
     for seq, entry in entries:
         if isinstance(entry, CorruptEntry):
-            rows.append([str(seq), "?", "corrupt", "-", str(entry)])
+            rows.append([str(seq), "?", "corrupt", "-", render.Whole(str(entry))])
         else:
             rows.append(render.entry_row(seq, entry, start_us=start_us))
     return render.table(render.ENTRY_HEADERS, rows, flex=(4, 3), right=(0,), width=width)
@@ -218,7 +218,7 @@ def _entries_table(entries: list[tuple[int, Any]], start_us: int, width: int) ->
 def tail_line(seq: int, entry: Entry | CorruptEntry, width: int) -> str:
     """One entry on one line, fixed columns, so lines printed over time stay aligned."""
     if isinstance(entry, CorruptEntry):
-        at, kind, name, detail = "?", "corrupt", "-", str(entry)
+        at, kind, name, detail = "?", "corrupt", "-", render.Whole(str(entry))
     else:
         at, kind, name, detail = render.clock(entry.at), kind_of(entry), render.entry_name(entry), render.entry_detail(entry)
     head = f"{seq:>4}  {at:<12}  {render.cut(kind, 9):<9}  {render.cut(name, 18):<18}  "

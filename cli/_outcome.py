@@ -14,7 +14,7 @@ import click
 from journal import InvocationRecord, Status, iso_from_us
 from journal.views import error_json
 from runtime import Outcome
-from runtime.hooks import Observer, StepEvent
+from runtime.hooks import Attempt, AttemptObserver, Observer, StepEvent
 
 from . import _render as render
 from ._common import DIVERGED, FAILED, OK, SUSPENDED, Exit, echo_err, out, suggest
@@ -52,8 +52,43 @@ class Progress(Observer):
     def parked(self, invocation_id: str, reason: str) -> None:
         echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
 
+    def skipped(self, invocation_id: str, reason: str) -> None:
+        echo_err(f"[{render.cut(invocation_id, 20)}] skipped: {reason}")
+
+    def paused(self, reason: str) -> None:
+        echo_err(f"paused: {reason}")
+
+    def went_on(self) -> None:
+        echo_err("the store can be written again; going on")
+
+    def attempt(self, attempt: Attempt) -> AttemptObserver | None:
+        # A worker's or server's log (ids prefixed) tells how each invocation it ran ended
+        # badly; `run` and `resume` report their one outcome themselves (`report`).
+        return _Ending(attempt.invocation_id) if self.prefix_ids else None
+
     def summary(self) -> str:
         return f"{self.live} step{'s' if self.live != 1 else ''} live, {self.replayed} replayed"
+
+
+class _Ending(AttemptObserver):
+    """Logs an attempt that left its invocation failed or diverged, even with `-q`, which quiets
+    only the steps: a worker's or server's log shows what went wrong."""
+
+    __slots__ = ("invocation_id",)
+
+    def __init__(self, invocation_id: str) -> None:
+        self.invocation_id = invocation_id
+
+    def ended(self, status: Status, record: InvocationRecord | None, replayed: int) -> None:
+        if status == Status.FAILED:
+            error = record.error if record is not None else None
+            text = f"failed: {error.type}: {error.message}" if error else "failed"
+        elif status == Status.DIVERGED:
+            first = (record.divergence or "").strip().splitlines() if record is not None else []
+            text = "diverged" + (f": {first[0]}" if first else "") + f"; `journal replay {self.invocation_id}` shows it"
+        else:
+            return
+        echo_err(f"[{render.cut(self.invocation_id, 20)}] {text}")
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
@@ -165,6 +200,18 @@ def queued_exit(outcome: Outcome, note: str, as_json: bool) -> None:
         click.echo(render.to_json(outcome_json(outcome)))
     echo_err(note)
     raise Exit(SUSPENDED)
+
+
+def disk_full_help(exc: Exception, invocation_id: str, db: str | None) -> str:
+    """What `run` and `resume` say when the store's disk filled up under them."""
+    where = str(exc).split(";")[0]  # "the disk holding PATH is full"
+    return "\n".join([
+        f"{where}: invocation {invocation_id} stopped before its next entry was journaled. Every step "
+        "committed before this is intact, and it can be resumed (the handler did not fail).",
+        "Free some space (`journal trim` then `journal compact` drop the journals of finished invocations), "
+        "then continue it:",
+        f"  {suggest(['resume', invocation_id], db)}",
+    ])
 
 
 def interrupted_help(invocation_id: str, db: str | None) -> str:

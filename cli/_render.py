@@ -23,7 +23,8 @@ from journal import (
     name_of,
 )
 
-MIN_WIDTH = 80
+MIN_WIDTH = 80  # without COLUMNS, when stdout is not a terminal
+MIN_COLUMNS = 40  # the narrowest layout the tables keep their columns in
 _STATUS_COLOURS = {
     Status.PENDING: "blue",
     Status.RUNNING: "cyan",
@@ -146,11 +147,18 @@ def raw_text(raw: Any) -> str:
         return "<undecodable>"
 
 
+class Whole(str):
+    """Text that is never cut when stdout is not a terminal (an error message): a script or a
+    log reading it gets it all, whatever width a table or a header line has."""
+
+
 def cut(text: str, width: int) -> str:
-    """Fit `text` on one line of `width` columns, ending in an ellipsis when it is cut."""
+    """Fit `text` on one line of `width` columns, ending in an ellipsis when it is cut; a
+    `Whole` text is put on one line but not cut when stdout is not a terminal."""
+    whole = isinstance(text, Whole) and not sys.stdout.isatty()
     text = safe(text)
     text = " ".join(text.split()) if ("\n" in text or "\t" in text) else text
-    if len(text) <= width:
+    if len(text) <= width or whole:
         return text
     if width <= 1:
         return "…"[:width]
@@ -161,8 +169,14 @@ def cut(text: str, width: int) -> str:
 
 
 def terminal_width() -> int:
+    """The columns human output fits in: `COLUMNS` when it is set (on a terminal or not), else
+    the terminal's width, else (stdout is a pipe or a file) 80. Error messages are not cut to
+    it when stdout is not a terminal (`Whole`)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return max(MIN_COLUMNS, int(columns))
     if sys.stdout.isatty():
-        return max(MIN_WIDTH, shutil.get_terminal_size((MIN_WIDTH, 24)).columns)
+        return max(MIN_COLUMNS, shutil.get_terminal_size((MIN_WIDTH, 24)).columns)
     return MIN_WIDTH
 
 
@@ -174,9 +188,14 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, flex: Sequen
     header's width); the others keep their width. A `Styled` cell (`status`) keeps its
     colour, and widths are measured without it; control characters in other cells are escaped.
     """
-    rows = [[safe(c) for c in r] for r in rows]
+    whole = not sys.stdout.isatty()
+    rows = [[Whole(safe(c)) if isinstance(c, Whole) else safe(c) for c in r] for r in rows]
     width = width or terminal_width()
-    widths = [max([len(click.unstyle(h))] + [len(click.unstyle(r[i])) for r in rows]) for i, h in enumerate(headers)]
+    # A `Whole` cell (an error, in the last column) is printed whole when stdout is not a
+    # terminal, and does not widen its column for the others.
+    widths = [max([len(click.unstyle(h))] + [len(click.unstyle(r[i])) for r in rows
+                                             if not (whole and isinstance(r[i], Whole))])
+              for i, h in enumerate(headers)]
     excess = sum(widths) + 2 * (len(widths) - 1) - width
     for i in flex:
         if excess <= 0:
@@ -191,7 +210,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, flex: Sequen
         out = []
         for i, cell in enumerate(cells):
             plain = click.unstyle(cell)
-            if len(plain) > widths[i]:
+            if isinstance(cell, Whole) and whole and i == len(cells) - 1:
+                cell = plain = cut(cell, widths[i])
+            elif len(plain) > widths[i]:
                 cell = plain = cut(plain, widths[i])
             pad = " " * (widths[i] - len(plain))
             last = i == len(cells) - 1
@@ -210,14 +231,13 @@ def entry_detail(entry: Entry) -> str:
         return "input " + raw_text(entry.input)
     if kind == "step":
         if entry.error is not None:
-            text = f"error {entry.error.type}: {entry.error.message}"
-        else:
-            text = raw_text(entry.value)
-        return text + (f"  ({entry.attempts} attempts)" if entry.attempts > 1 else "")
+            return Whole(f"error {entry.error.type}: {entry.error.message}"
+                         + (f"  ({entry.attempts} attempts)" if entry.attempts > 1 else ""))
+        return raw_text(entry.value) + (f"  ({entry.attempts} attempts)" if entry.attempts > 1 else "")
     if kind == "promise":
         if entry.timed_out:
             return "timed out"
-        return f"rejected: {entry.error}" if entry.error is not None else raw_text(entry.value)
+        return Whole(f"rejected: {entry.error}") if entry.error is not None else raw_text(entry.value)
     if kind == "state_get":
         return raw_text(entry.value) if entry.found else "(not set)"
     if kind == "state_set":
@@ -237,7 +257,7 @@ def entry_detail(entry: Entry) -> str:
     if kind in ("completed", "emitted"):
         return raw_text(entry.value)
     if kind == "failed":
-        return f"{entry.error.type}: {entry.error.message}"
+        return Whole(f"{entry.error.type}: {entry.error.message}")
     if kind in ("cancelled", "cancel_received"):
         return entry.reason
     return ""

@@ -15,11 +15,13 @@ from typing import Any, NoReturn
 import click
 
 from journal import InvocationRecord, Status, UnencodableValue, encode_value
+from journal.errors import DiskFull
 from runtime import Engine, Outcome, load_handler
 from runtime.errors import HandlerNotFound
 
 from . import _render as render
 from ._common import (
+    FAILED,
     INTERRUPTED,
     OK,
     USAGE,
@@ -38,7 +40,7 @@ from ._common import (
     suggest,
     warn_store,
 )
-from ._outcome import Progress, interrupted_help, outcome_json, queued_exit, report
+from ._outcome import Progress, disk_full_help, interrupted_help, outcome_json, queued_exit, report
 from ._state import unblock_hint
 
 # -- pieces ----------------------------------------------------------------------------------------
@@ -152,6 +154,13 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
         if exc.code == INTERRUPTED and invocation_id is not None:
             raise Exit(INTERRUPTED, interrupted_help(invocation_id, db)) from None
         raise
+    except DiskFull as exc:
+        invocation_id = interrupted_id()
+        if invocation_id is None:
+            raise
+        # Not the handler's failure: the store could not take the next entry, and the
+        # invocation went back to `pending` with every step committed before it.
+        raise Exit(FAILED, disk_full_help(exc, invocation_id, db)) from None
     if queued is not None:
         queued_exit(outcome, queued, as_json)
     if show:
@@ -253,7 +262,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
         journal resume 3f2a9c
         journal resume 3f2a9c --handler agents/triage.py:triage
     """
-    from ._workers import parse_handlers
+    from ._workers import lone_target, parse_handlers
 
     noted = None
     if not runs_recorded_handlers(db) and not handler_specs:
@@ -265,7 +274,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     handlers = parse_handlers(handler_specs) if handler_specs else None
     # A lone TARGET is the code to run, whatever name the journal records; NAME=TARGET pairs
     # are looked up by the recorded name.
-    fn = next(iter(handlers.values())) if handlers and len(handler_specs) == 1 and "=" not in handler_specs[0] else None
+    fn = next(iter(handlers.values())) if handlers and lone_target(handler_specs) else None
     show = sys.stderr.isatty() if progress is None else progress
     steps = Progress(show)
     started = time.perf_counter()
@@ -351,21 +360,27 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 @click.option("--no-wait", is_flag=True, help="Only record the request; the next run of the invocation receives it.")
 @click.option("--rollback", is_flag=True,
               help="Also undo the ctx.state changes it made to its key, atomically with its `cancelled` entry.")
+@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
+              help="The code to run it with here if nobody runs it, as for resume. On PostgreSQL, without it "
+                   "(and unless `journal run` started it from this host) a worker that has its handler "
+                   "delivers the cancellation, and this command waits for that.")
 @db_option
 @click.option("--progress/--no-progress", default=None,
               help="Show each compensating step as it finishes (default: when stderr is a terminal).")
 @json_option
 @edge
-def cancel(invocation_id: str, no_wait: bool, rollback: bool, db: str | None, progress: bool | None,
-           as_json: bool) -> None:
+def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tuple[str, ...], db: str | None,
+           progress: bool | None, as_json: bool) -> None:
     """Cancel an invocation: its handler gets `Cancelled`.
 
     The exception is raised at the handler's next context call.
 
     The handler may catch it to run compensating steps (journaled as usual); the
     invocation then ends `cancelled`. A suspended or pending invocation is run here
-    to receive it (on PostgreSQL, by a worker that has its handler); one running
-    elsewhere is waited for. Exit status 0 once cancelled.
+    to receive it; one running elsewhere is waited for. Exit status 0 once cancelled.
+    On PostgreSQL the handler is not read from the database: it is run here with the
+    code --handler gives (or that `journal run` started it with from this host), else a
+    worker that has its handler delivers the cancellation and this command waits for it.
 
     With --rollback, the state of its key (ctx.state) is put back as it was before the
     invocation, in the same transaction as its `cancelled` entry, so the next invocation
@@ -376,11 +391,24 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, db: str | None, pr
     \b
         journal cancel 3f2a9c
         journal cancel 3f2a9c --rollback
+        journal cancel 3f2a9c --db postgresql:///jobs --handler summarize=agents/summary.py:run
     """
+    from ._workers import lone_target, parse_handlers
+
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
-    # On PostgreSQL the handler is not read from the database: a worker that has it delivers the cancel.
-    no_wait = no_wait or not runs_recorded_handlers(db)
+    if not handler_specs and not runs_recorded_handlers(db):
+        # The handler is not read from the database; the code `journal run` started it with here may run it.
+        from ._started_here import handler_for, refusal
+
+        noted = handler_for(store_path(db), invocation_id)
+        if noted is not None and refusal(noted) is None:
+            handler_specs = (noted,)
+    handlers = parse_handlers(handler_specs) if handler_specs else None
+    lone = next(iter(handlers.values())) if handlers and lone_target(handler_specs) else None
+    # Without code to run it here, on PostgreSQL, a worker that has its handler delivers the cancellation.
+    by_a_worker = handlers is None and not runs_recorded_handlers(db)
+    waited: list[str] = []
 
     async def work(engine: Engine) -> tuple[Outcome, bool]:
         record = engine.store.require(invocation_id)
@@ -388,9 +416,25 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, db: str | None, pr
             record = engine.store.require(record.continued_as)
         if record.finished:
             return Outcome.of(record), True
-        return await engine.cancel(invocation_id, run=not no_wait, rollback=rollback), False
+        if lone is not None and engine.handlers is not None:  # one TARGET: the code whatever name it records
+            engine.handlers[record.handler] = lone
+        if no_wait or not by_a_worker:
+            return await engine.cancel(invocation_id, run=not no_wait, rollback=rollback), False
+        outcome = await engine.cancel(invocation_id, run=False, rollback=rollback)
+        if outcome.status in (Status.PENDING, Status.SUSPENDED):
+            waited.append(record.handler)
+            echo_err(f"cancellation of {outcome.id} requested; waiting for a worker that has handler "
+                     f"{render.safe(record.handler)!r} to deliver it (Ctrl-C stops waiting, and the request "
+                     f"stays recorded), or deliver it here: {_cancel_here(outcome.id, record.handler, db)}")
+        return await engine.wait(outcome.id), False
 
-    outcome, already = _execute(db, "sync", Progress(show), work)
+    try:
+        outcome, already = _execute(db, "sync", Progress(show), work, handlers=handlers)
+    except Exit as exc:
+        if exc.code == INTERRUPTED and waited:
+            raise Exit(INTERRUPTED, f"interrupted; the cancellation of {invocation_id} is recorded, and a worker "
+                       f"that has handler {render.safe(waited[0])!r} delivers it when it runs it") from None
+        raise
     if already:
         if as_json:
             click.echo(render.to_json(outcome_json(outcome)))
@@ -404,5 +448,13 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, db: str | None, pr
             click.echo(render.to_json(outcome_json(outcome)))
         else:
             out(f"cancellation of {invocation_id} requested; it is {outcome.status.value}")
-        raise Exit(OK)
+        raise Exit(OK, "its next run receives it: " + (
+            "the one in flight, at its next context call" if outcome.status == Status.RUNNING else
+            f"`{suggest(['resume', outcome.id], db)}`, or a worker"))
     raise Exit(report(outcome, db=db, as_json=as_json, cancel_ok=True))
+
+
+def _cancel_here(invocation_id: str, handler: str, db: str | None) -> str:
+    """`journal cancel ID --handler NAME=TARGET`, for a name; `--handler TARGET` for a recorded path."""
+    spec = f"{handler}=path/to/file.py:function" if ":" not in handler and "/" not in handler else handler
+    return suggest(["cancel", invocation_id, "--handler", spec], db)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +24,7 @@ from ._common import (
     how_to_stop,
     own_the_collector,
     stop_signals,
+    stopped_message,
     store_path,
 )
 from ._outcome import Progress
@@ -114,7 +116,7 @@ def _listen(host: str, port: int) -> socket.socket:
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
 @click.option("--max-body", metavar="BYTES", type=click.IntRange(1), default=1 << 20, show_default=True,
               help="The largest request body accepted; larger ones get 413.")
-@click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
 def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_file: str | None,
           allow_hosts: tuple[str, ...], workers: int, durability: str, max_body: int, quiet: bool) -> None:
@@ -125,8 +127,9 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
     (--token-file or JOURNAL_TOKEN), which every API request must then send as
     `Authorization: Bearer TOKEN`. A request must address the server by the --http
     address or localhost (or a name given with --allow-host), and a request that changes
-    state must be application/json and come from no other web page. SIGTERM stops cleanly: invocations in flight give
-    their lease back and stay pending. docs/http.md describes every endpoint.
+    state must be application/json and come from no other web page. SIGTERM (or Ctrl-C)
+    stops cleanly, with exit status 0: invocations in flight give their lease back and
+    stay pending. docs/http.md describes every endpoint.
 
     Example:
 
@@ -190,18 +193,22 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
                 if workers:
                     tg.start_soon(run_workers)
                 with anyio.open_signal_receiver(*stop_signals()) as signals:
-                    async for _ in signals:
+                    async for signum in signals:
+                        stopped_by.append(signal.Signals(signum))
                         break
                 # Workers first: their invocations give the lease back and stay pending.
                 worker_scope.cancel()
                 stop_streams(app)
                 server.should_exit = True
 
+    stopped_by: list[signal.Signals] = []
     try:
         anyio.run(main, backend="asyncio", backend_options={"use_uvloop": _has_uvloop()})
     finally:
         sock.close()
-    raise Exit(OK, f"stopped ({steps.summary()}); unfinished invocations stay resumable")
+    if stopped_by:
+        raise Exit(OK, stopped_message(stopped_by[0], steps.summary()))
+    raise Exit(OK, f"stopped ({steps.summary()}); invocations in flight are pending for the next worker")
 
 
 def _has_uvloop() -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from typing import Any
 
 import click
@@ -14,6 +15,7 @@ from runtime import Engine
 from . import _render as render
 from ._common import (
     INTERRUPTED,
+    OK,
     Exit,
     db_option,
     echo_err,
@@ -25,6 +27,7 @@ from ._common import (
     own_the_collector,
     run_async,
     runs_recorded_handlers,
+    stopped_message,
     store_path,
     warn_store,
 )
@@ -50,6 +53,12 @@ def parse_handlers(specs: tuple[str, ...]) -> dict[str, Any]:
             raise fail(f"--handler {spec!r}: the name {key!r} is given twice, for different functions")
         handlers[key] = fn
     return handlers
+
+
+def lone_target(specs: tuple[str, ...]) -> str | None:
+    """The TARGET of a `--handler` given once and bare: the code to run whatever name the journal
+    records (`resume`, `replay`). NAME=TARGET pairs, or several, are looked up by recorded name."""
+    return specs[0] if len(specs) == 1 and "=" not in specs[0] else None
 
 
 @click.command()
@@ -81,7 +90,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
     value, _ = read_input(input_json, input_file)
     path = store_path(db)
     warn_store(path)
-    target: Any = handler if _is_name(handler) else load(handler)
+    target: Any = handler if is_name(handler) else load(handler)
 
     async def main() -> Any:
         async with Engine.open(path) as engine:
@@ -99,7 +108,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
         out(record.id)
 
 
-def _is_name(handler: str) -> bool:
+def is_name(handler: str) -> bool:
     return ":" not in handler and "/" not in handler and os.sep not in handler
 
 
@@ -112,7 +121,7 @@ def _is_name(handler: str) -> bool:
               help="How many invocations run at once.")
 @click.option("--until-idle", is_flag=True, help="Exit once nothing is runnable (for scripts and cron).")
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
-@click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
 def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, until_idle: bool, durability: str,
            quiet: bool) -> None:
@@ -120,9 +129,10 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
 
     Picks up pending invocations, those whose owner died, and timers that are due;
     resolved promises make their invocations pending, so the worker continues them.
-    Ctrl-C or SIGTERM stops cleanly: invocations in flight stay pending for the next
-    worker. Started with SIGINT ignored (`journal worker &` in a script), it goes on
-    ignoring Ctrl-C.
+    Ctrl-C or SIGTERM stops cleanly, with exit status 0 (130 with --until-idle, stopped
+    before it was idle): invocations in flight stay pending for the next worker.
+    Started with SIGINT ignored (`journal worker &` in a script), it goes on ignoring
+    Ctrl-C.
 
     Any number of workers, on any number of hosts, may share a PostgreSQL store: each
     invocation runs in one of them at a time, and a new one wakes them at once
@@ -144,18 +154,23 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     handlers = parse_handlers(handler_specs) if handler_specs else None
     steps = Progress(not quiet, prefix_ids=True)
     own_the_collector()  # the worker's process is the engine's
-    if not quiet:
-        shown = describe(path)
-        echo_err(f"worker on {shown} (pid {os.getpid()}, concurrency {concurrency}"
-                 + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + f"); {how_to_stop()}")
 
     async def main() -> None:
         async with Engine.open(path, durability=durability, handlers=handlers) as engine:
             engine.observe(steps)
             await engine.serve(concurrency=concurrency, idle_exit=until_idle)
 
-    _, interrupted = run_async(main)
-    if interrupted:
-        raise Exit(INTERRUPTED, "interrupted")
+    try:
+        if not quiet:
+            echo_err(f"worker on {describe(path)} (pid {os.getpid()}, concurrency {concurrency}"
+                     + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + f"); {how_to_stop()}")
+        _, stopped_by = run_async(main)
+    except KeyboardInterrupt:  # a Ctrl-C after the line that says it stops the worker, before the engine runs
+        stopped_by = signal.SIGINT
+    if stopped_by is not None and until_idle:  # a batch job stopped before its end, as `run` is
+        raise Exit(INTERRUPTED, f"interrupted before it was idle ({steps.summary()}); invocations in flight "
+                   "are pending for the next worker")
+    if stopped_by is not None:
+        raise Exit(OK, stopped_message(stopped_by, steps.summary()))
     if not quiet:
         echo_err(f"worker idle; exiting ({steps.summary()})")

@@ -199,6 +199,10 @@ class Store(Protocol):
 
     def list(self, status: Status | None = None) -> list[InvocationRecord]: ...
 
+    def ids(self, status: Status) -> builtins.list[str]:
+        """The ids of the invocations of `status`, read from the status index without decoding
+        a record: what a worker lists by when one record among them is damaged."""
+
     def page(self, query: Query) -> Page:
         """One page of invocations, newest first (creation time, then id), filtered and
         continued after `query.after` as `journal.Query` says. A record that does not decode

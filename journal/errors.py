@@ -60,6 +60,9 @@ class StoreBusy(StoreError):
 class DiskFull(StoreError, OSError):
     """The disk holding the store is full."""
 
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()  # the message, without OSError's "[Errno 28]"
+
 
 class LeaseLost(JournalError):
     """This process no longer owns the invocation: another one took it over."""

@@ -118,6 +118,10 @@ class Engine:
         """The handler an invocation records by `name`: one this engine was given, or (without
         `handlers`) the function at that import path, if `load_recorded`'s rule lets it be imported."""
         if self.handlers is None:
+            if is_name(name):
+                raise HandlerNotFound(
+                    f"handler {name!r} is a name, not code to import: the process that runs it must be "
+                    f"given its code, with --handler {name}=path/to/file.py:function (or package.module:function)")
             return load_recorded(name)
         try:
             return self.handlers[name]

@@ -9,6 +9,7 @@ import inspect
 import os
 import stat
 import sys
+import types
 import typing
 import weakref
 from collections.abc import Callable
@@ -36,6 +37,11 @@ def handler_path(fn: Callable[..., Any]) -> str:
     else:
         path = f"{module}:{qualname}"
     return path
+
+
+def is_name(handler: str) -> bool:
+    """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
+    return ":" not in handler and "/" not in handler and os.sep not in handler
 
 
 def register(fn: Callable[..., Any], path: str | None = None) -> str:
@@ -192,6 +198,33 @@ def _check_recorded_file(target: str, path: str, named_by: str) -> None:
                               + fix)
 
 
+def type_text(tp: Any) -> str:
+    """A type expression as its user wrote it, for messages: `Decision | bool`, with a class
+    from a handler file named by that file (`approval.py:Decision`), never by the private
+    module name the file was loaded under (`_journal_file_20546ef28fac.Decision`)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("None" if a is type(None) else type_text(a) for a in args)
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(repr(a) for a in args)}]"
+    if origin is not None:
+        name = type_text(origin) if isinstance(origin, type) else getattr(origin, "__name__", str(origin))
+        return f"{name}[{', '.join(type_text(a) for a in args)}]" if args else name
+    if tp is Any:
+        return "Any"
+    if tp is None or tp is type(None):
+        return "None"
+    if not isinstance(tp, type):
+        return str(tp).replace("typing.", "")
+    module = getattr(tp, "__module__", "")
+    if module == "builtins":
+        return tp.__qualname__
+    if module.startswith("_journal_file_"):
+        file = getattr(sys.modules.get(module), "__file__", None)
+        return f"{os.path.basename(file)}:{tp.__qualname__}" if file else tp.__qualname__
+    return f"{module}.{tp.__qualname__}"
+
+
 def _load_file(target: str, path: str) -> Any:
     full = os.path.abspath(target)
     if not os.path.isfile(full):
@@ -261,7 +294,7 @@ def prepare_input(fn: Callable[..., Any], value: Any, *, lax: bool = False) -> t
     except msgspec.ValidationError as exc:
         raise ValueError(
             f"the input does not fit handler {handler_path(fn)}'s input type "
-            f"{getattr(wanted, '__name__', wanted)}: {exc}"
+            f"{type_text(wanted)}: {exc}"
         ) from None
     raw = encode_value(typed)
     return raw, decode_input(fn, raw)
@@ -274,8 +307,3 @@ def decode_input(fn: Callable[..., Any], raw: bytes) -> Any:
     from journal import decode_value
 
     return decode_value(raw, wanted)
-
-
-def is_name(handler: str) -> bool:
-    """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
-    return ":" not in handler and "/" not in handler and os.sep not in handler

@@ -42,6 +42,7 @@ from journal.errors import LeaseLost, StoreError
 from ._clock import from_us, now_us
 from ._composition import Composition, _fence
 from ._context import Context
+from ._handlers import type_text
 from ._machine import EndOfJournal, Machine
 from ._replayer import R, Replayer
 from ._retry import DEFAULT_RETRY, RetryPolicy
@@ -290,7 +291,7 @@ class InvocationContext(Composition, Context):
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise TerminalError(
                 f"promise {name!r} of invocation {self._id!r} (seq {seq}) was resolved with a value that does not "
-                f"fit type={getattr(type, '__name__', type)}: {exc}; resolve it with a matching value"
+                f"fit type={type_text(type)}: {exc}; resolve it with a matching value"
             ) from None
 
     async def _await_resolution(self, name: str, deadline: int | None) -> Any:

@@ -18,6 +18,7 @@ from journal import ErrorInfo, Step, UnencodableValue, decode_value, digest, enc
 
 from ._branches import position_after
 from ._clock import now_us
+from ._handlers import type_text
 from ._retry import RetryPolicy
 from ._step_info import _current
 from .errors import PromiseRejected, StepTimeout, TerminalError
@@ -87,7 +88,7 @@ def replayed_result(replayer: Any, seq: int, name: str, recorded: Step, rtype: A
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise replayer.divergence(
             seq, f"step {name!r} with a result that no longer fits its return type", f"step {name!r} "
-            f"returning {getattr(rtype, '__name__', rtype)!s}", [f"decoding the recorded result: {exc}"],
+            f"returning {type_text(rtype)}", [f"decoding the recorded result: {exc}"],
         ) from None
 
 
@@ -104,7 +105,7 @@ def step_entry(name: str, call_digest: int, seq: int, prev: int, value: Any, err
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             error = ErrorInfo("TerminalError", (
                 f"step {name!r} (seq {seq}) returned a value that does not match its declared type "
-                f"{getattr(rtype, '__name__', rtype)!s}: {exc}"), True)
+                f"{type_text(rtype)}: {exc}"), True)
     return Step(name, call_digest, now_us(), error=error, attempts=attempt, prev=prev), None
 
 

@@ -8,17 +8,21 @@ the handler for, and leaves the others for a worker that has theirs.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import anyio
 
-from journal import Capability, Status
-from journal.errors import InvocationBusy, LeaseLost
+from journal import Capability, InvocationRecord, Status
+from journal.errors import CorruptEntry, DiskFull, InvocationBusy, LeaseLost
 
 from ._clock import now_us
 from ._executor import Executor
 from ._first_of import first_of
+from ._handlers import is_name
 from ._outcome import Outcome
+
+_PAUSE_FIRST, _PAUSE_MAX = 0.5, 5.0  # seconds a worker waits before trying a full disk again
 
 
 class Worker:
@@ -31,23 +35,71 @@ class Worker:
         self.handlers = handlers
         self.poll_interval = poll_interval
         self.active: set[str] = set()  # scheduled by `serve` in this process
+        self._skipped: set[str] = set()  # left alone, and said so (`_skip`)
+        self._paused_until: float | None = None  # taking no work until then: the disk is full (`_pause`)
+        self._pause_for = _PAUSE_FIRST
+        self._retry: set[str] = set()  # stopped by a full disk: taken again when the pause ends
 
     def runnable(self) -> list[str]:
-        """Invocations that should run now: pending, running with a dead owner, due timers."""
+        """Invocations that should run now: pending, running with a dead owner, due timers.
+
+        One whose record does not decode is left alone (the observers told once, `skipped`): a
+        damaged record stops nothing but its own invocation. So is one that records a handler
+        NAME when this worker was given no handlers: a NAME is no code to import."""
         now = now_us()
         store = self.store
-        ids = [r.id for r in store.list(Status.PENDING)]
-        for record in store.list(Status.RUNNING):
-            if store.live_lease(record.id, now) is None:
-                ids.append(record.id)
+        records = self._listed(Status.PENDING)
+        ids = list(records)
+        for invocation_id, record in self._listed(Status.RUNNING).items():
+            if record is not None and store.live_lease(invocation_id, now) is None:
+                ids.append(invocation_id)
+                records[invocation_id] = record
         ids += store.due_timers(now)
+        # Stopped by a full disk, an invocation whose lease could not be given back either is
+        # still leased to this engine, which takes it again (its own lease does not stop it).
+        ids += [i for i in self._retry if i not in records]
         seen: set[str] = set()
         busy = self.active | self.executor.running
         # `seen.add` returns None: the idiom keeps each id's first occurrence, in order.
         ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]  # type: ignore[func-returns-value]
-        if self.handlers is not None:  # others are left for a worker that was given their handler
-            ids = [i for i in ids if (r := store.get(i)) is not None and r.handler in self.handlers]
-        return ids
+        out = []
+        for invocation_id in ids:
+            record = records[invocation_id] if invocation_id in records else self._record(invocation_id)
+            if record is None:
+                continue
+            if self.handlers is not None:
+                if record.handler in self.handlers:  # others are left for a worker given their handler
+                    out.append(invocation_id)
+            elif is_name(record.handler):
+                self._skip(invocation_id, (
+                    f"it records the handler name {record.handler!r}, and this worker was given no code for "
+                    f"it; it stays pending for a worker started with --handler {record.handler}=path/to/file.py:"
+                    f"function, or run it here: journal resume {invocation_id} --handler "
+                    f"{record.handler}=path/to/file.py:function"))
+            else:
+                out.append(invocation_id)
+        return out
+
+    def _listed(self, status: Status) -> dict[str, InvocationRecord | None]:
+        """The invocations of `status` by id, read in one go; if a record among them does not
+        decode, each is read on its own, and a damaged one maps to None."""
+        try:
+            return {r.id: r for r in self.store.list(status)}
+        except CorruptEntry:
+            return {i: self._record(i) for i in self.store.ids(status)}
+
+    def _record(self, invocation_id: str) -> InvocationRecord | None:
+        """The invocation's record; None if it is gone, or damaged (said once, `_skip`)."""
+        try:
+            return self.store.get(invocation_id)
+        except CorruptEntry as exc:
+            self._skip(invocation_id, f"{exc}. The other invocations run; `journal check` lists the damage")
+            return None
+
+    def _skip(self, invocation_id: str, reason: str) -> None:
+        if invocation_id not in self._skipped:
+            self._skipped.add(invocation_id)
+            self.executor.settings.observers.skipped(invocation_id, reason)
 
     async def recover(self, *, concurrency: int = 16) -> list[Outcome]:
         """Run once every invocation left pending or orphaned (its owner died or its lease expired)."""
@@ -80,6 +132,14 @@ class Worker:
                         await executor.execute(invocation_id)
             except (InvocationBusy, LeaseLost):
                 pass
+            except CorruptEntry as exc:  # its record, damaged since it was listed, or its journal (parked)
+                self._skip(invocation_id, f"{exc}. The other invocations run; `journal check` lists the damage")
+            except DiskFull as exc:  # it went back to `pending` (or is still leased here); until there is room
+                self._retry.add(invocation_id)
+                self._pause(exc)
+            else:
+                self._retry.discard(invocation_id)
+                self._went_on()
             finally:
                 self.active.discard(invocation_id)
                 if not self.active:
@@ -87,6 +147,8 @@ class Worker:
 
         async with anyio.create_task_group() as tg:
             while True:
+                if self._paused_until is not None:
+                    await anyio.sleep(max(0.0, self._paused_until - time.monotonic()))
                 settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
                 ids = await self._read(self.runnable)
                 for invocation_id in ids:
@@ -96,6 +158,23 @@ class Worker:
                     return
                 # idle_exit: the last turn to end decides at once (no wait for new work to time out)
                 await (first_of(self._idle, settled.wait) if idle_exit else self._idle())
+
+    def _pause(self, exc: DiskFull) -> None:
+        """Take no work for a while: the store's disk is full. Each try that finds it still full
+        waits twice as long, up to `_PAUSE_MAX` seconds; the first says so (`Observer.paused`)."""
+        if self._paused_until is None:
+            self._pause_for = _PAUSE_FIRST
+            self.executor.settings.observers.paused(
+                f"{exc}. The invocations stay pending; this worker tries again every few seconds and goes on "
+                "once there is room")
+        elif time.monotonic() >= self._paused_until:  # a try after the wait: still full
+            self._pause_for = min(self._pause_for * 2, _PAUSE_MAX)
+        self._paused_until = time.monotonic() + self._pause_for
+
+    def _went_on(self) -> None:
+        if self._paused_until is not None:
+            self._paused_until = None
+            self.executor.settings.observers.went_on()
 
     async def _idle(self) -> None:
         """Wait for work: a store that can (PostgreSQL, with a NOTIFY) wakes us when something

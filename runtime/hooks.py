@@ -1,8 +1,10 @@
 """Observers: what happens to the invocations an engine runs, for tracing, metrics, progress.
 
 An `Observer` is told when an invocation is being started (and may give a trace context
-to journal with it), of each attempt at running one, of each step as it finishes, and of
-an invocation parked because its handler does not load here. Give observers to
+to journal with it), of each attempt at running one, of each step as it finishes, of
+an invocation parked because its handler does not load here, of one a worker leaves
+alone (its record is damaged, or no code is given here for the name it records), and of
+a worker that pauses while its store cannot write (a full disk) and goes on after. Give observers to
 `Engine(observers=[...])`, or add one with `engine.observe(observer)`. Every method does
 nothing by default: override the ones you need.
 
@@ -94,6 +96,17 @@ class Observer:
     def parked(self, invocation_id: str, reason: str) -> None:
         """A worker parked the invocation (`diverged`): its handler does not load here."""
 
+    def skipped(self, invocation_id: str, reason: str) -> None:
+        """A worker leaves the invocation alone, and says why once: its record is damaged, or it
+        records a handler name this worker was given no code for (it stays `pending`)."""
+
+    def paused(self, reason: str) -> None:
+        """A worker stopped taking work because its store cannot write (its disk is full): the
+        invocations stay `pending`, and it tries again every few seconds."""
+
+    def went_on(self) -> None:
+        """A worker that `paused` could write again, and goes on."""
+
 
 def default_observers() -> list[Observer]:
     """The observers of an engine made without `observers=`: OpenTelemetry's, when the
@@ -108,12 +121,14 @@ def default_observers() -> list[Observer]:
 class Observers:
     """The observers of one engine, told as one (what the engine's code calls)."""
 
-    __slots__ = ("_all", "_steps", "_parks")
+    __slots__ = ("_all", "_steps", "_parks", "_skips", "_pauses")
 
     def __init__(self, observers: Iterable[Observer]) -> None:
         self._all: list[Observer] = []
         self._steps: list[Observer] = []  # only those that override `step`: a step pays for no other
         self._parks: list[Observer] = []
+        self._skips: list[Observer] = []
+        self._pauses: list[Observer] = []
         for observer in observers:
             self.add(observer)
 
@@ -123,6 +138,10 @@ class Observers:
             self._steps.append(observer)
         if type(observer).parked is not Observer.parked:
             self._parks.append(observer)
+        if type(observer).skipped is not Observer.skipped:
+            self._skips.append(observer)
+        if type(observer).paused is not Observer.paused or type(observer).went_on is not Observer.went_on:
+            self._pauses.append(observer)
 
     def trace_context(self, invocation_id: str, handler: str, parent: str | None = None) -> str | None:
         for observer in self._all:
@@ -151,6 +170,18 @@ class Observers:
     def parked(self, invocation_id: str, reason: str) -> None:
         for observer in self._parks:
             observer.parked(invocation_id, reason)
+
+    def skipped(self, invocation_id: str, reason: str) -> None:
+        for observer in self._skips:
+            observer.skipped(invocation_id, reason)
+
+    def paused(self, reason: str) -> None:
+        for observer in self._pauses:
+            observer.paused(reason)
+
+    def went_on(self) -> None:
+        for observer in self._pauses:
+            observer.went_on()
 
 
 __all__ = ("Attempt", "AttemptObserver", "Observer", "StepEvent", "default_observers")

@@ -137,6 +137,11 @@ class KVStore(abc.ABC):
                     out.append(record)
             return out
 
+    def ids(self, status: Status) -> builtins.list[str]:
+        prefix = Status(status).value.encode() + b"\x00"
+        with self._read() as txn:
+            return [key[len(prefix):].decode(errors="replace") for key, _ in txn.scan("status", prefix)]
+
     def page(self, query: Query) -> Page:
         """A page of invocations newest first, through the listing index (`_listing.py`):
         only the records it returns are read (and one more, to know if a next page exists)."""

@@ -277,6 +277,9 @@ class StoreContract(abc.ABC):
         assert [r.id for r in store.list(Status.SUSPENDED)] == ["a"]
         assert [r.id for r in store.list(Status.PENDING)] == ["b"]
         assert {r.id for r in store.list()} == {"a", "b"}
+        # The index alone answers `ids`, in the same sets as `list`.
+        assert store.ids(Status.SUSPENDED) == ["a"] and store.ids(Status.PENDING) == ["b"]
+        assert store.ids(Status.RUNNING) == []
 
     def test_resolving_the_awaited_promise_makes_a_suspended_invocation_pending(self, store: Any) -> None:
         create(store)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import random
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
@@ -34,7 +35,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from journal import TableDelete, TableDeletePrefix, TablePut
-from journal.errors import JournalError
+from journal.errors import CorruptEntry, JournalError
 
 from ._keys import open_tables, part, parts, split
 
@@ -68,6 +69,23 @@ _enc = msgspec.msgpack.Encoder()
 _saved_dec = msgspec.msgpack.Decoder(_Saved)
 _write_dec = msgspec.msgpack.Decoder(_Write)
 _blob_dec = msgspec.msgpack.Decoder(_Blob)
+
+
+@contextlib.contextmanager
+def _damage(thread_id: str, ns: str, checkpoint_id: str) -> Iterator[None]:
+    """Bytes of a checkpoint (its record, a channel's blob, a pending write) that do not decode
+    are the project's `CorruptEntry`, naming the thread and the checkpoint: not a bare msgspec
+    or ormsgpack error. Decoding stays the allowlisted one: nothing is imported to try harder."""
+    try:
+        yield
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError, KeyError) as exc:
+        where = f"thread {thread_id!r}" + (f" (namespace {ns!r})" if ns else "")
+        raise CorruptEntry(
+            f"the LangGraph checkpoint {checkpoint_id!r} of {where} does not decode "
+            f"({type(exc).__name__}: {exc}); the store's bytes for it are damaged. Restore the store from a "
+            "backup, or resume the thread from an earlier checkpoint (pass its checkpoint_id)",
+            invocation_id=thread_id,
+        ) from None
 
 
 class JournalSaver(BaseCheckpointSaver[str]):
@@ -136,7 +154,8 @@ class JournalSaver(BaseCheckpointSaver[str]):
                 return None
             key, raw = found[0]
             checkpoint_id = key[len(parts(thread_id, ns)):].decode()
-        return self._tuple(thread_id, ns, checkpoint_id, _saved_dec.decode(raw))
+        with _damage(thread_id, ns, checkpoint_id):
+            return self._tuple(thread_id, ns, checkpoint_id, _saved_dec.decode(raw))
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
@@ -158,12 +177,14 @@ class JournalSaver(BaseCheckpointSaver[str]):
                 continue
             if before_id and checkpoint_id >= before_id:
                 continue
-            saved = _saved_dec.decode(raw)
-            metadata = self.serde.loads_typed((saved.metadata_type, saved.metadata))
-            if filter and not all(metadata.get(k) == v for k, v in filter.items()):
-                continue
+            with _damage(thread_id, ns, checkpoint_id):
+                saved = _saved_dec.decode(raw)
+                metadata = self.serde.loads_typed((saved.metadata_type, saved.metadata))
+                if filter and not all(metadata.get(k) == v for k, v in filter.items()):
+                    continue
+                found_tuple = self._tuple(thread_id, ns, checkpoint_id, saved, metadata)
             count += 1
-            yield self._tuple(thread_id, ns, checkpoint_id, saved, metadata)
+            yield found_tuple
 
     def _tuple(self, thread_id: str, ns: str, checkpoint_id: str, saved: _Saved,
                metadata: Any = None) -> CheckpointTuple:

@@ -281,8 +281,8 @@ def _translate(exc: lmdb.Error, path: str) -> StoreError:
     if isinstance(exc, lmdb.DiskError) or "No space left" in text or ("Input/output" in text and _nearly_full(path)):
         return DiskFull(
             errno.ENOSPC,
-            f"the disk holding {path} is full; free some space (or run `journal trim` then `journal compact`) "
-            "and try again; everything committed before this is intact",
+            f"the disk holding {path} is full; everything committed before this is intact. Free some space "
+            "(`journal trim` then `journal compact` drop the journals of finished invocations) and try again",
         )
     return StoreError(f"LMDB error in {path}: {text}")
 
@@ -319,11 +319,16 @@ def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environ
 def _open_env(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, _Db]]:
     # Checked under the open lock: no compaction swaps the files between the check and the map.
     check_files(path, create=not readonly)
+    # A reader opens the environment as a writer would, so that a writer in this process can
+    # share it (`_shared`), except on a read-only mount: there LMDB cannot write its lock
+    # file's reader table, and opened read-only it takes no lock at all (nobody can write
+    # the store through this mount).
+    env_readonly = readonly and _read_only_mount(path)
     for _attempt in range(100):
         try:
             env = lmdb.open(
                 path, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=510,
-                sync=False, metasync=False, readahead=False, mode=0o600, readonly=False,
+                sync=False, metasync=False, readahead=False, mode=0o600, readonly=env_readonly,
             )
             break
         except lmdb.MapResizedError:
@@ -331,6 +336,11 @@ def _open_env(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environmen
             # the map in between. Opening again reads the new size.
             continue
         except lmdb.Error as exc:
+            if _read_only_mount(path):
+                raise StoreError(
+                    f"the journal store at {path} is on a read-only file system, where only reading commands "
+                    "work (ls, show, tail, check, export, replay); a command that writes needs the store on a "
+                    f"writable mount ({exc})") from None
             raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
     else:
         raise StoreError(f"cannot open the journal store at {path}: other processes keep growing its map")
@@ -344,6 +354,14 @@ def _open_env(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environmen
             env.close()
             raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
     return env, dbs
+
+
+def _read_only_mount(path: str) -> bool:
+    """Whether `path` is on a file system mounted read-only (`mount -o ro`, a read-only bind or volume)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def exclusive(path: str) -> tuple[int, Callable[[], None]]:

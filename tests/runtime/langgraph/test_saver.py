@@ -221,3 +221,33 @@ sys.stdin.read()  # hold on until killed
     assert found.config["configurable"]["checkpoint_id"] == checkpoint_id
     assert found.checkpoint["channel_values"] == {"a": 1}
     assert found.pending_writes == [("task", "a", 2)]
+
+
+@pytest.mark.parametrize("damage", ["record-garbage", "record-a-map", "blob-garbage", "write-garbage"])
+def test_a_damaged_checkpoint_is_a_corrupt_entry_naming_the_thread_and_checkpoint(damage):
+    import msgspec
+
+    from journal import TablePut
+    from journal.errors import CorruptEntry
+    from runtime.langgraph._saver import BLOBS, CHECKPOINTS, WRITES
+
+    store = MemoryStore()
+    saver = JournalSaver(store)
+    stored = put_one(saver, thread="support-7", values={"messages": ["hi"]})
+    saver.put_writes(stored, [("messages", "more")], "task-1", "")
+    checkpoint_id = stored["configurable"]["checkpoint_id"]
+    table = {"record": CHECKPOINTS, "blob": BLOBS, "write": WRITES}[damage.split("-")[0]]
+    [(key, raw)] = store.table_scan(table, b"")
+    if damage == "record-a-map":  # what decoded as `Expected array, got object`
+        value = msgspec.msgpack.encode({"type": "msgpack"})
+    elif damage == "blob-garbage":  # the blob's frame decodes; the value inside it does not (ormsgpack)
+        value = msgspec.msgpack.encode(["msgpack", b"\xc1\xc1\xc1"])
+    else:
+        value = b"\xde\xad\xbe\xef"
+    store.table_write([TablePut(table, key, value)], durable=False)
+    for read in (lambda: saver.get_tuple(stored), lambda: saver.get_tuple(generate_config("support-7")),
+                 lambda: list(saver.list(generate_config("support-7")))):
+        with pytest.raises(CorruptEntry) as caught:
+            read()
+        assert "thread 'support-7'" in str(caught.value) and repr(checkpoint_id) in str(caught.value)
+        assert caught.value.invocation_id == "support-7"

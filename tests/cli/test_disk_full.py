@@ -1,0 +1,84 @@
+"""The disk holding the store fills up (a real, small tmpfs): `journal run` says what happened
+and what to do, and a worker waits for room and goes on by itself once there is some."""
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from ..waiting import Lines, wait_until
+
+FILL = (
+    "from runtime import Context\n"
+    "async def fill(ctx: Context, n: int) -> int:\n"
+    "    for i in range(n):\n"
+    "        await ctx.run(f's{i}', lambda: 'y' * 100_000)\n"
+    "    return n\n"
+)
+STEPS = 50  # 5 MB of results: more than is left beside the ballast, less than the disk
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 10 MB tmpfs holding a 7 MB ballast file (`ballast.unlink()` makes room) and the store."""
+    disk = tmp_path / "small-disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=10m", "tmpfs", str(disk)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI=true but a tmpfs cannot be mounted here: {mounted.stderr.strip()}", pytrace=False)
+        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
+    try:
+        ballast = disk / "ballast"
+        ballast.write_bytes(b"\1" * (7 * 1024 * 1024))
+        (tmp_path / "fill.py").write_text(FILL)
+        yield str(disk / "db"), ballast, f"{tmp_path / 'fill.py'}:fill"
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def _status(sh, db: str, invocation_id: str) -> str:
+    return json.loads(sh("show", invocation_id, "--json", "--db", db, use_db=False).stdout)["status"]
+
+
+def test_run_on_a_full_disk_says_to_free_space_then_resume(sh, small_disk):
+    db, ballast, fill = small_disk
+    done = sh("run", fill, "--input", str(STEPS), "--id", "full", "--db", db, use_db=False, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "is full: invocation full stopped before its next entry was journaled" in done.stderr
+    assert "(the handler did not fail)" in done.stderr and "Traceback" not in done.stderr
+    assert f"journal resume full --db {db}" in done.stderr
+    assert "[Errno" not in done.stderr
+    # Given back if the disk took that write too; else its owner is seen gone at once.
+    assert _status(sh, db, "full") in ("pending", "running")
+    ballast.unlink()  # what it said to do: free some space, then resume
+    resumed = sh("resume", "full", "--db", db, use_db=False, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == str(STEPS)
+
+
+def test_a_worker_waits_for_room_and_goes_on(sh, small_disk):
+    db, ballast, fill = small_disk
+    assert sh("start", fill, "--input", str(STEPS), "--id", "w", "--db", db, use_db=False).returncode == 0
+    worker = subprocess.Popen(sh.argv("worker", "-q")[:-2] + ["--db", db], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=sh.env)
+    try:
+        err = Lines(worker.stderr)
+        paused = err.wait_for("paused: the disk holding")
+        assert "tries again every few seconds" in paused
+        assert worker.poll() is None and _status(sh, db, "w") in ("pending", "running")
+        ballast.unlink()
+        err.wait_for("going on")
+        wait_until(lambda: _status(sh, db, "w") == "completed", "the worker to finish the invocation")
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
+        said = err.text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        worker.communicate()
+    assert worker.returncode == 0, said
+    assert said.count("paused:") == 1 and "Traceback" not in said, said
