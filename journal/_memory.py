@@ -6,12 +6,15 @@ import bisect
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ._codec import DEFAULT_MAX_ENTRY_BYTES
 from ._kvrules import TABLES, _Txn, prefix_end
 from ._kvstore import KVStore
 from ._tables import MemoryTables
+
+if TYPE_CHECKING:
+    from ._live import MemoryChannel
 
 T = TypeVar("T")
 
@@ -72,6 +75,14 @@ class MemoryStore(MemoryTables, KVStore):
         self.max_entry_bytes = max_entry_bytes
         self._tables = {name: _Table() for name in TABLES}
         self._lock = threading.RLock()
+        self._live: MemoryChannel | None = None
+
+    def live(self) -> MemoryChannel:
+        with self._lock:
+            if self._live is None:
+                
+                self._live = MemoryChannel()
+            return self._live
 
     @contextmanager
     def _read(self) -> Iterator[_Txn]:

@@ -21,6 +21,9 @@ import msgspec
 from ._entries import ErrorInfo
 from ._records import InvocationRecord, Lease, Resolution, Status
 
+if TYPE_CHECKING:
+    from ._live import LiveChannel
+
 
 class Transition(msgspec.Struct, gc=False):
     """A change of an invocation's status, applied together with an append or alone."""
@@ -233,5 +236,9 @@ class Store(Protocol):
 
     def start_background_sync(self, interval: float) -> None:
         """`async` durability: make commits durable in the background within `interval` seconds."""
+
+    def live(self) -> LiveChannel:
+        """Where running steps' live output (chunks) goes and is followed from (`journal/_live.py`):
+        not journaled, never synced. Made on first use and closed with the store."""
 
     def close(self) -> None: ...

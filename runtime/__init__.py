@@ -2,6 +2,9 @@
 (start, resume, resolve, cancel, recover, serve), retries, leases, and testing helpers.
 Handlers import everything they need from here."""
 
+import importlib
+import typing
+
 from journal import default_path as default_path
 
 from ._context import Context as Context
@@ -15,6 +18,7 @@ from ._memory_table import MemoryTable as MemoryTable
 from ._outcome import Outcome as Outcome
 from ._retry import RetryPolicy as RetryPolicy
 from ._step_info import StepInfo as StepInfo
+from ._step_info import current_context as current_context
 from ._step_info import current_step as current_step
 from ._steps import idempotency_key as idempotency_key
 from .errors import Cancelled as Cancelled
@@ -36,5 +40,19 @@ __all__ = (
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
     "PromiseConflict", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
-    "current_step", "default_path", "handler_path", "idempotency_key", "load_handler",
+    "Chunk", "current_context", "current_step", "default_path", "handler_path", "idempotency_key", "load_handler",
 )
+
+# Imported on first use: a process that neither streams nor follows live output needs none of it.
+_LAZY = {"Chunk": "journal"}
+
+if typing.TYPE_CHECKING:  # a type checker sees it as an ordinary export
+    from journal import Chunk as Chunk
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value

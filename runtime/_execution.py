@@ -50,7 +50,7 @@ from ._invocation import InvocationContext, Restart
 from ._outcome import Outcome
 from ._park import give_back
 from ._replayer import Replayer
-from ._step_info import _current
+from ._step_info import _context, _current
 from ._suspend import Suspend
 from .errors import Cancelled, NondeterminismError, TerminalError
 
@@ -106,6 +106,7 @@ class Execution:
         replayer = ctx.machine.replayer
         invocation_id = ctx.invocation_id
         scope = _handler_scope.set(invocation_id)
+        outer_context = _context.set(ctx)
         # An invocation run from inside another's step is handler code again, not that step.
         outer_step = _current.set(None)
         machine = ctx.machine
@@ -125,6 +126,7 @@ class Execution:
         finally:
             machine.end(position)
             _current.reset(outer_step)
+            _context.reset(outer_context)
             _handler_scope.reset(scope)
         if machine.cancel_delivered:
             return await self._finish(CancelledEntry(now_us(), machine.cancel_reason or ""), Status.CANCELLED)
