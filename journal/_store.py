@@ -187,7 +187,7 @@ class Store(Protocol):
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
         """Run `ops`, each atomically, in one transaction (LMDB splits a batch of more than
-        `journal._lmdb.OPS_PER_TRANSACTION` into several). `durable=False`: the caller will not ask for this
+        `journal.backends.lmdb._store.OPS_PER_TRANSACTION` into several). `durable=False`: the caller will not ask for this
         commit to be durable (`async`); a store whose commits are durable by themselves
         (PostgreSQL's synchronous_commit) may then commit without waiting for the disk."""
 

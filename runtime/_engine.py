@@ -23,12 +23,12 @@ from journal import (
     Status,
     Store,
     UnencodableValue,
+    default_path,
     digest,
     encode_entry,
     encode_value,
     open_store,
 )
-from journal._lmdb import default_path
 from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 
 from . import _otel

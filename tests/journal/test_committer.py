@@ -3,7 +3,8 @@
 import anyio
 import pytest
 
-from journal import Append, Committer, LmdbStore, MemoryStore, _flusher, decode_entry, decode_value
+from journal import Append, Committer, LmdbStore, MemoryStore, decode_entry, decode_value
+from journal.commit import _flusher
 from journal.errors import LeaseLost, StoreError
 
 from ..waiting import until

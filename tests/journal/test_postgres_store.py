@@ -300,8 +300,8 @@ def test_a_claim_skips_an_invocation_whose_rows_another_transaction_holds(store,
 def test_a_creator_waits_for_another_creating_in_the_same_keys_queue_and_queues_behind_it(store, postgres_url):
     import psycopg
 
-    from journal._kvrules import _create
-    from journal._postgres_rows import PgTxn
+    from journal.backends.postgres._rows import PgTxn
+    from journal.kv._rules import _create
 
     from .test_store_conformance import _creation
 
@@ -327,8 +327,8 @@ def test_a_creation_retried_after_a_deadlock_reads_its_place_in_its_keys_queue_a
     # its first try read, or it queues ahead of an invocation committed in between.
     import psycopg
 
-    from journal._kvrules import _create
-    from journal._postgres_rows import PgTxn
+    from journal.backends.postgres._rows import PgTxn
+    from journal.kv._rules import _create
 
     from .test_store_conformance import _creation
 

@@ -37,9 +37,9 @@ from typing import TypeVar, TypeVarTuple, overload
 import anyio
 import anyio.lowlevel
 
+from .._records import InvocationRecord
+from .._store import Acquire, Append, Continue, Create, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store
 from ._flusher import Flusher, deferring
-from ._records import InvocationRecord
-from ._store import Acquire, Append, Continue, Create, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
-from ._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
+from ..._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
 
 if TYPE_CHECKING:
-    from ._lmdb import _Reading
+    from ._txn import Reading
 
 T = TypeVar("T")
 
@@ -34,7 +34,7 @@ class LmdbTables:
     readonly: bool
 
     if TYPE_CHECKING:  # what the host store provides
-        def _read(self) -> _Reading: ...
+        def _read(self) -> Reading: ...
         def _transact(self, work: Callable[[Any], T]) -> T: ...
         def _grow(self) -> None: ...
         def sync(self) -> None: ...

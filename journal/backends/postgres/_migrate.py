@@ -1,85 +1,37 @@
-"""Converting a store written in an older format to the one this release writes.
+"""Converting a PostgreSQL store written in an older format to the one this release writes.
 
-Each backend has its own format version (`FORMAT_VERSIONS`): LMDB's layout has not
-changed since it was first written (1), PostgreSQL's has (2: every row of one invocation
-keyed by an `invocation_id` column). A store is never converted when it is opened: opening
-one of another version is a `FormatVersionError` naming `journal migrate`, which calls
-`migrate` here (docs/format.md).
+PostgreSQL's layout has changed once (format 2: every row of one invocation keyed by an
+`invocation_id` column). A store is never converted when it is opened: opening one of
+another version is a `FormatVersionError` naming `journal migrate`, which calls `migrate`
+here through the backend registry (docs/format.md).
 
 PostgreSQL's DDL is transactional, so a conversion is one transaction: the old schema is
 renamed aside, the current one is created under the store's name by the very statements a
 new store is created with, every row is copied across (its key split into columns by the
-store's own layouts, `_postgres_rows.LAYOUTS`), and the old schema is dropped. Whatever
+store's own layouts, `_rows.LAYOUTS`), and the old schema is dropped. Whatever
 interrupts it before the commit, a `kill -9` included, the server rolls all of it back:
 the database holds the old store or the new one, never a mix.
 """
 
 from __future__ import annotations
 
-import os
-import types
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from ._lmdb import FORMAT_VERSION as LMDB_FORMAT_VERSION
-from ._postgres_rows import DDL, LAYOUTS, LOCK_CLASS, SCHEMA
-from ._postgres_rows import FORMAT_VERSION as POSTGRES_FORMAT_VERSION
-from .errors import FormatVersionError, StoreBusy, StoreError
-
-FORMAT_VERSIONS: Mapping[str, int] = types.MappingProxyType(
-    {"lmdb": LMDB_FORMAT_VERSION, "postgresql": POSTGRES_FORMAT_VERSION})
-"""The format version this release reads and writes, per backend."""
+from ...errors import FormatVersionError, StoreBusy, StoreError
+from .. import Migration, Progress
+from ._rows import DDL, LAYOUTS, LOCK_CLASS, SCHEMA
+from ._rows import FORMAT_VERSION as POSTGRES_FORMAT_VERSION
 
 _ASIDE = f"{SCHEMA}_format1"  # where the old schema waits, inside the transaction, to be dropped
 _BATCH = 10_000  # rows read and copied at a time: memory stays bounded on a big store
 _TABLES_TABLE = "tables"  # `journal.Tables` (checkpoints, memory): the same `(k, v)` table in both formats
 
 
-@dataclass(frozen=True)
-class Migration:
-    """What `migrate` found and did."""
-
-    backend: str  # "lmdb" or "postgresql"
-    found: int  # the format version the store had
-    current: int  # the format version this release writes
-    rows: int = 0  # rows copied
-
-    @property
-    def changed(self) -> bool:
-        return self.found != self.current
-
-
-Progress = Callable[[str, int], None]
-"""Called with a table's name and the rows of it copied so far, after each batch."""
-
-
-def migrate(target: str, *, progress: Progress | None = None, lock_timeout: float = 10.0) -> Migration:
-    """Convert the store at `target` (an LMDB directory or a `postgresql://` URL) to the
-    format this release writes, in one transaction; nothing is changed if it is already
-    there. A store of a newer or unknown format is refused with `FormatVersionError`.
-    `lock_timeout`: seconds to wait for the tables while another process (a worker of the
-    older release) uses them, before giving up with `StoreBusy`, nothing changed."""
-    from ._postgres import is_postgres_url
-
-    if is_postgres_url(target):
-        return _migrate_postgres(target, progress, lock_timeout)
-    return _check_lmdb(target)
-
-
-def _check_lmdb(path: str) -> Migration:
-    from ._lmdb import LmdbStore
-
-    if not os.path.isfile(os.path.join(path, "data.mdb")):
-        raise StoreError(f"there is no journal store at {path}: nothing to migrate")
-    # LMDB has known one format: opening checks it (a newer one raises), and read-only
-    # opening writes nothing.
-    LmdbStore(path, readonly=True).close()
-    return Migration("lmdb", LMDB_FORMAT_VERSION, LMDB_FORMAT_VERSION)
-
-
-def _migrate_postgres(url: str, progress: Progress | None, lock_timeout: float) -> Migration:
-    from ._postgres import redact_url
+def migrate(url: str, progress: Progress | None, lock_timeout: float) -> Migration:
+    """Convert the store at `url` to this release's format, in one transaction (see above);
+    `lock_timeout`: seconds to wait for its tables while a process of the older release uses
+    them, before giving up with `StoreBusy`, nothing changed."""
+    from ._store import redact_url
 
     try:
         import psycopg
@@ -146,7 +98,7 @@ def _lock_old_tables(cur: Any) -> None:
 def _convert_1_to_2(cur: Any, progress: Progress | None) -> int:
     """Format 1 kept every table as `(k bytea, v bytea)` with the rules' keys, the keys
     format 2 splits into columns; `journal.tables` is the same in both."""
-    from ._postgres_tables import CREATE as CREATE_TABLES
+    from ._tables import CREATE as CREATE_TABLES
 
     old = _old_tables(cur)
     unknown = sorted(set(old) - {*LAYOUTS, _TABLES_TABLE})

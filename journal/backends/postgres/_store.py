@@ -48,31 +48,31 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from ._codec import DEFAULT_MAX_ENTRY_BYTES
-from ._ids import validate_id
-from ._kvrules import _lease_dec, _owned_id, _Txn, check_lease, entry_key, lease_is_live
-from ._kvstore import KVStore
-from ._postgres_owners import OwnerSession
-from ._postgres_rows import (
+from ..._codec import DEFAULT_MAX_ENTRY_BYTES
+from ..._ids import validate_id
+from ..._records import InvocationRecord, Lease
+from ..._store import Acquire, Append, Create, Op, Renew
+from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreError
+from ...kv._rules import Txn, _lease_dec, _owned_id, check_lease, entry_key, lease_is_live
+from ...kv._store import KVStore
+from ._owners import OwnerSession
+from ._rows import (
     DDL,
     FORMAT_VERSION,
     LOCK_CLASS,
     SCHEMA,
     PgTxn,
 )
-from ._postgres_tables import CREATE as CREATE_TABLES
-from ._postgres_tables import PostgresTables
-from ._records import InvocationRecord, Lease
-from ._store import Acquire, Append, Create, Op, Renew
-from .errors import FormatVersionError, InvocationBusy, JournalError, StoreError
+from ._tables import CREATE as CREATE_TABLES
+from ._tables import PostgresTables
 
 if TYPE_CHECKING:
     import asyncio
 
     import psycopg
 
-    from ._live_postgres import PostgresChannel
-    from ._postgres_loop import LoopWriter
+    from ._live import PostgresChannel
+    from ._loop import LoopWriter
 
 T = TypeVar("T")
 
@@ -168,7 +168,7 @@ class PostgresStore(PostgresTables, KVStore):
             with self._reader.cursor() as cur:
                 yield PgTxn(cur)
 
-    def _transact(self, work: Callable[[_Txn], T]) -> T:
+    def _transact(self, work: Callable[[Txn], T]) -> T:
         return self._write(work, durable=True)
 
     def _write(self, work: Callable[[PgTxn], T], *, durable: bool, block: bool = True) -> T:
@@ -252,7 +252,7 @@ class PostgresStore(PostgresTables, KVStore):
                 results[i] = result
             return results
 
-        def work(txn: _Txn) -> list[Any]:
+        def work(txn: Txn) -> list[Any]:
             assert isinstance(txn, PgTxn)
             inserted = txn.append_fast(rows) if rows else set()
             done = {i for i, row in zip(where, rows, strict=True) if row[0] in inserted}
@@ -325,7 +325,7 @@ class PostgresStore(PostgresTables, KVStore):
             self._drop_loop_writer()
         if self._aio is not None:
             return self._aio if self._aio.loop is loop else None
-        from ._postgres_loop import LoopWriter
+        from ._loop import LoopWriter
 
         try:
             writer = await LoopWriter.open(self.path)
@@ -364,12 +364,12 @@ class PostgresStore(PostgresTables, KVStore):
             where.append(i)
         return rows, where
 
-    def _apply_create(self, txn: _Txn, op: Create) -> tuple[InvocationRecord, bool]:
+    def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
         # A lease is claimed only by `_apply_acquire`, which takes the rows' locks the way every
         # worker does: a creation never takes one with it (`Create.lease` allows a store that).
         return super()._apply_create(txn, msgspec.structs.replace(op, lease=None) if op.lease else op)
 
-    def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
+    def _apply_acquire(self, txn: Txn, op: Acquire) -> tuple[int, InvocationRecord]:
         """Claiming is `FOR UPDATE SKIP LOCKED`: an invocation whose rows another transaction
         holds (another worker claiming it, or its owner appending) is skipped at once rather
         than waited for, which would hold up this worker's whole batch; the worker looks
@@ -415,7 +415,7 @@ class PostgresStore(PostgresTables, KVStore):
             else:
                 self._fenced.pop(id_bytes, None)
 
-    def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+    def _check_epoch(self, txn: Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
         data = txn.get("leases", id_bytes)
         lease = check_lease(data, invocation_id, epoch)
         assert data is not None  # check_lease raised otherwise
@@ -424,7 +424,7 @@ class PostgresStore(PostgresTables, KVStore):
         self._fenced[id_bytes] = (epoch, bytes(data))
         return lease
 
-    def _lease_live(self, txn: _Txn, lease: Lease | None, now_us: int) -> bool:
+    def _lease_live(self, txn: Txn, lease: Lease | None, now_us: int) -> bool:
         if not lease_is_live(lease, now_us):
             return False
         assert isinstance(txn, PgTxn)
@@ -448,7 +448,7 @@ class PostgresStore(PostgresTables, KVStore):
     def live(self) -> PostgresChannel:
         with self._read_lock:
             if self._live is None:
-                from ._live_postgres import PostgresChannel  # (a store that never streams imports nothing of it)
+                from ._live import PostgresChannel  # (a store that never streams imports nothing of it)
 
                 self._live = PostgresChannel(lambda: self._connect(autocommit=True))
             return self._live

@@ -1,10 +1,10 @@
-"""Keeping a store healthy: trim finished journals, compact the file, check integrity, export."""
+"""Keeping a store healthy: trim finished journals, check integrity, export, and, through
+each store's backend (`journal.backends`), compact it and convert its format."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -13,12 +13,11 @@ import msgspec
 
 from ._codec import decode_entry, decode_value
 from ._entries import TERMINAL_KINDS, Entry, Started, kind_of, name_of
-from ._files import COMPACT_TMP, test_pause
-from ._lmdb import LmdbStore, exclusive
 from ._records import FINISHED, InvocationRecord, Status
 from ._store import Store
 from ._time import iso_from_us
-from .errors import CorruptEntry, StoreBusy, StoreError
+from .backends import Migration, Progress, backend_for
+from .errors import CorruptEntry, StoreError
 
 
 class Problem(msgspec.Struct):
@@ -79,52 +78,25 @@ def _still_needed(store: Store, record: InvocationRecord) -> bool:
     return nxt is not None and nxt is not record and not nxt.finished
 
 
-def compact(store: LmdbStore) -> tuple[int, int]:
-    """Rewrite the store's file without free pages; returns (bytes before, bytes after).
-
-    The compacting copy is written beside the store, fsynced, then renamed over the data
-    file, so a crash at any moment leaves either the old file or the new one, both whole.
-    The store must be open in no other process, nor elsewhere in this one: LMDB cannot swap
-    a file under a process that has it mapped. Compaction holds the store alone from its
-    first check to the swap, so a process that tries to open it meanwhile is refused
-    (`StoreBusy`) instead of committing into the file being replaced.
-    """
-    if not isinstance(store, LmdbStore):
-        raise StoreError("only an LMDB store can be compacted")
-    others, release = exclusive(store.path)
-    try:
-        if others:
-            raise StoreBusy(
-                f"the store at {store.path} is open {others} more time(s) in this process; close those "
-                "stores (and engines) before compacting it"
-            )
-        sizes = _swap_compacted(store)
-        store._reopen_after_swap()  # before anyone else may open the store again
-        return sizes
-    finally:
-        release()
+def compact(store: Store, *, force: bool = False) -> tuple[int, int]:
+    """Give the space of trimmed journals back to the file system; returns (bytes before,
+    bytes after). LMDB rewrites its file without free pages, swapped in atomically (the
+    store must be open nowhere else); a backend that reclaims space by itself raises
+    `journal.backends.NothingToCompact`, whose message says how."""
+    if store.path is None:
+        raise StoreError(f"{store!r} has no file to compact")
+    return backend_for(store.path).compact(store, force=force)
 
 
-def _swap_compacted(store: LmdbStore) -> tuple[int, int]:
-    data = os.path.join(store.path, "data.mdb")
-    before = os.path.getsize(data)
-    tmp = os.path.join(store.path, COMPACT_TMP)
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp, mode=0o700)
-    store.copy_to(tmp)
-    test_pause("compact")
-    copied = os.path.join(tmp, "data.mdb")
-    os.chmod(copied, 0o600)
-    with open(copied, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(copied, data)
-    fd = os.open(store.path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    shutil.rmtree(tmp, ignore_errors=True)
-    return before, os.path.getsize(data)
+def migrate(target: str | os.PathLike[str], *, progress: Progress | None = None,
+            lock_timeout: float = 10.0) -> Migration:
+    """Convert the store at `target` (an LMDB directory or a `postgresql://` URL) to the
+    format this release writes, in one transaction; nothing is changed if it is already
+    there. A store of a newer or unknown format is refused with `FormatVersionError`.
+    `lock_timeout`: seconds to wait for the tables while another process (a worker of the
+    older release) uses them, before giving up with `StoreBusy`, nothing changed."""
+    target = os.fspath(target)
+    return backend_for(target).migrate(target, progress=progress, lock_timeout=lock_timeout)
 
 
 def check(store: Store) -> list[Problem]:
@@ -210,4 +182,4 @@ def export(store: Store, invocation_id: str) -> Iterator[dict[str, Any]]:
 
 
 
-__all__ = ("Problem", "check", "compact", "entry_view", "export", "trim")
+__all__ = ("Problem", "check", "compact", "entry_view", "export", "migrate", "trim")

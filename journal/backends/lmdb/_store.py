@@ -11,24 +11,24 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
-from ._codec import DEFAULT_MAX_ENTRY_BYTES
+from ..._codec import DEFAULT_MAX_ENTRY_BYTES
+from ..._records import Lease
+from ..._store import Append, Op, OpResult
+from ...errors import DiskFull, FormatVersionError, JournalError, LeaseLost, StoreError
+from ...kv import OWNED_IDS_KEPT, TABLES, KVStore, Txn, check_lease
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
-from ._kvrules import OWNED_IDS_KEPT, prefix_end
-from ._kvstore import TABLES, KVStore, _Txn, check_lease
-from ._lmdb_tables import LmdbTables
-from ._records import Lease
-from ._store import Append, Op, OpResult
-from .errors import DiskFull, FormatVersionError, JournalError, LeaseLost, StoreError
+from ._tables import LmdbTables
+from ._txn import LmdbTxn, Reading
 
 if TYPE_CHECKING:
     from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
 
-    from ._live_lmdb import LmdbChannel
+    from ._live import LmdbChannel
 
 T = TypeVar("T")
 
@@ -49,68 +49,6 @@ def default_path() -> str:
 _shared: dict[str, tuple[lmdb.Environment, dict[str, _Db], int, int | None]] = {}
 _shared_lock = threading.Lock()
 _GENERIC = object()  # `_append_one` leaves the operation to the generic path
-
-
-class _LmdbTxn(_Txn):
-    __slots__ = ("_txn", "_dbs")
-
-    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, _Db]) -> None:
-        self._txn = txn
-        self._dbs = dbs
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        return self._txn.get(key, db=self._dbs[table])
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        self._txn.put(key, value, db=self._dbs[table])
-
-    def insert(self, table: str, key: bytes, value: bytes) -> bool:
-        return self._txn.put(key, value, db=self._dbs[table], overwrite=False)
-
-    def delete(self, table: str, key: bytes) -> None:
-        self._txn.delete(key, db=self._dbs[table])
-
-    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        with self._txn.cursor(db=self._dbs[table]) as cursor:
-            if not cursor.set_range(start if start is not None else prefix):
-                return
-            for key, value in cursor:
-                if not key.startswith(prefix):
-                    return
-                yield key, value
-
-    def last(self, table: str, prefix: bytes) -> bytes | None:
-        with self._txn.cursor(db=self._dbs[table]) as cursor:
-            end = prefix_end(prefix)
-            if not (cursor.prev() if end is not None and cursor.set_range(end) else cursor.last()):
-                return None
-            key = cursor.key()
-            return key if key.startswith(prefix) else None
-
-
-class _Reading(_LmdbTxn):
-    """A read transaction that is its own context manager: aborted when the block ends.
-
-    A class, not a `@contextmanager` generator: `get` of one record took 3.4-5.9 µs with
-    the generator and 2.4-2.5 µs with this, against 0.75-0.88 µs for LMDB's own begin,
-    get and abort (`pytest bench/test_read.py --benchmark-only`, three paired runs)."""
-
-    __slots__ = ()
-
-    def __init__(self, env: lmdb.Environment, dbs: dict[str, _Db]) -> None:
-        try:
-            txn = env.begin()
-        except lmdb.MapResizedError:
-            # Another process grew the map: adopt its size and retry.
-            env.set_mapsize(0)
-            txn = env.begin()
-        super().__init__(txn, dbs)
-
-    def __enter__(self) -> _Reading:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._txn.abort()
 
 
 class LmdbStore(LmdbTables, KVStore):
@@ -162,8 +100,8 @@ class LmdbStore(LmdbTables, KVStore):
                 "wrote it (nothing was changed)"
             )
 
-    def _read(self) -> _Reading:
-        return _Reading(self._env, self._dbs)
+    def _read(self) -> Reading:
+        return Reading(self._env, self._dbs)
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[OpResult | BaseException]:
         """`Store.apply`, in transactions of at most `OPS_PER_TRANSACTION` operations.
@@ -198,7 +136,7 @@ class LmdbStore(LmdbTables, KVStore):
             return _GENERIC
         try:
             with self._env.begin(write=True) as txn:
-                result = self._apply_append(_LmdbTxn(txn, self._dbs), op)
+                result = self._apply_append(LmdbTxn(txn, self._dbs), op)
         except JournalError as exc:  # a rule refused it, in a transaction that wrote nothing
             return exc
         except lmdb.Error:
@@ -207,8 +145,8 @@ class LmdbStore(LmdbTables, KVStore):
             self._dirty.set()
         return result
 
-    def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
-        data = txn._txn.get(id_bytes, db=self._leases)  # type: ignore[attr-defined]  # (an _LmdbTxn)
+    def _check_epoch(self, txn: Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+        data = txn._txn.get(id_bytes, db=self._leases)  # type: ignore[attr-defined]  # (an LmdbTxn)
         fenced = self._fenced.get(id_bytes)
         if fenced is not None and fenced[0] == epoch and fenced[1] == data:
             return fenced[2]  # unchanged lease bytes give the same verdict: decode only what is new
@@ -226,7 +164,7 @@ class LmdbStore(LmdbTables, KVStore):
         super()._released(id_bytes, invocation_id)
         self._fenced.pop(id_bytes, None)
 
-    def _transact(self, work: Callable[[_Txn], T]) -> T:
+    def _transact(self, work: Callable[[Txn], T]) -> T:
         if self.readonly:
             raise StoreError(f"the store at {self.path} was opened read-only")
         if self._flush_error is not None:
@@ -235,7 +173,7 @@ class LmdbStore(LmdbTables, KVStore):
         while True:
             try:
                 with self._env.begin(write=True) as txn:
-                    result = work(_LmdbTxn(txn, self._dbs))
+                    result = work(LmdbTxn(txn, self._dbs))
                 # Setting an Event takes its lock; the flusher clears it before it syncs, so
                 # a flag seen set here is followed by a sync that covers this commit.
                 if not self._dirty.is_set():
@@ -294,7 +232,7 @@ class LmdbStore(LmdbTables, KVStore):
         except lmdb.Error as exc:
             raise _translate(exc, path) from None
 
-    def _reopen_after_swap(self) -> None:
+    def reopen_after_swap(self) -> None:
         """Map the data file that compaction just put in place (the caller holds the store alone).
 
         Closing first matters beyond this process: LMDB resets its lock file (which records
@@ -315,7 +253,7 @@ class LmdbStore(LmdbTables, KVStore):
     def live(self) -> LmdbChannel:
         with self._live_lock:
             if self._live is None:
-                from ._live_lmdb import LmdbChannel  # (a store that never streams imports nothing of it)
+                from ._live import LmdbChannel  # (a store that never streams imports nothing of it)
 
                 self._live = LmdbChannel(self.path)
             return self._live

@@ -26,8 +26,8 @@ from collections import deque
 
 import lmdb
 
+from ..._live import MAX_STEP_BYTES, Bell, LiveFollower, Sender, Sent, pack, unpack
 from ._files import check_files
-from ._live import MAX_STEP_BYTES, Bell, LiveFollower, Sender, Sent, pack, unpack
 
 _MAP_SIZE = 1 << 30  # address space only: the file holds what running steps have sent
 _ABSTRACT = sys.platform.startswith("linux")

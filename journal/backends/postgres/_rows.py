@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._kvrules import TABLES, _Txn, entry_key, prefix_end
+from ...kv._rules import TABLES, Txn, entry_key, prefix_end
 
 SCHEMA = "journal"
 FORMAT_VERSION = 2  # 1: every table `(k bytea, v bytea)` with LMDB's keys, no invocation_id column
@@ -206,7 +206,7 @@ def inserted_keys(result: list[tuple[Any, ...]]) -> set[bytes]:
     return {entry_key(bytes(i), s) for i, s in result}
 
 
-class PgTxn(_Txn):
+class PgTxn(Txn):
     """A transaction of the rules on one cursor: each key read or written as its row."""
 
     __slots__ = ("_cur", "notify", "_write", "leases")

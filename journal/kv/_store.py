@@ -5,7 +5,7 @@
 protocol is a method of `KVStore` here, the public reads and one `_apply_<op>` per
 operation, each running in one transaction, so the backends cannot drift apart. What
 happens inside a transaction (keys, records and their indexes, transitions, the lease
-fence) is in `_kvrules.py`.
+fence) is in `_rules.py`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,28 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ._codec import DEFAULT_MAX_ENTRY_BYTES
-from ._entries import NIL
-from ._ids import validate_id
-from ._kvrules import (
+from .._codec import DEFAULT_MAX_ENTRY_BYTES
+from .._entries import NIL
+from .._ids import validate_id
+from .._records import InvocationRecord, Lease, Resolution, Status
+from .._store import (
+    Acquire,
+    Append,
+    Continue,
+    Create,
+    Op,
+    OpResult,
+    Renew,
+    RequestCancel,
+    Resolve,
+    SetStatus,
+    Store,
+    Transition,
+)
+from ..errors import InvocationBusy, InvocationConflict, InvocationNotFound, JournalError, LeaseLost, PromiseConflict
+from ._rules import (
     _CANCELS,
+    Txn,
     _check_has_key,
     _create,
     _decode_record,
@@ -41,47 +58,27 @@ from ._kvrules import (
     _transition,
     _unindex,
     _write_state,
+    check_lease,
+    entry_key,
     forget_owned,
     lease_is_live,
 )
-
-# Also importable from here, where they lived before `_kvrules.py` (the LMDB store, tests, benchmarks).
-from ._kvrules import TABLES as TABLES
-from ._kvrules import _Txn as _Txn
-from ._kvrules import check_lease as check_lease
-from ._kvrules import entry_key as entry_key
-from ._records import InvocationRecord, Lease, Resolution, Status
-from ._store import (
-    Acquire,
-    Append,
-    Continue,
-    Create,
-    Op,
-    OpResult,
-    Renew,
-    RequestCancel,
-    Resolve,
-    SetStatus,
-    Store,
-    Transition,
-)
-from .errors import InvocationBusy, InvocationConflict, InvocationNotFound, JournalError, LeaseLost, PromiseConflict
 
 T = TypeVar("T")
 
 
 class KVStore(abc.ABC):
-    """The `Store` protocol over `_Txn`; subclasses provide `_read()` and `_transact()`."""
+    """The `Store` protocol over `Txn`; subclasses provide `_read()` and `_transact()`."""
 
     path: str | None = None
     max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
     blocking: bool = False
 
     @abc.abstractmethod
-    def _read(self) -> AbstractContextManager[_Txn]: ...
+    def _read(self) -> AbstractContextManager[Txn]: ...
 
     @abc.abstractmethod
-    def _transact(self, work: Callable[[_Txn], T]) -> T:
+    def _transact(self, work: Callable[[Txn], T]) -> T:
         """Run `work` in one write transaction and commit it (retrying it whole if needed)."""
 
     def sync(self) -> None:  # noqa: B027 - a store that is durable at commit has nothing to flush
@@ -100,11 +97,11 @@ class KVStore(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional: only backends holding resources override it
         pass
 
-    def _lease_live(self, txn: _Txn, lease: Lease | None, now_us: int) -> bool:
+    def _lease_live(self, txn: Txn, lease: Lease | None, now_us: int) -> bool:
         """Whether `lease` still protects its owner; a backend that can tell more overrides it."""
         return lease_is_live(lease, now_us)
 
-    def _check_epoch(self, txn: _Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+    def _check_epoch(self, txn: Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
         """The fencing rule, read in the writing transaction (a backend may cache its verdict)."""
         return check_lease(txn.get("leases", id_bytes), invocation_id, epoch)
 
@@ -204,7 +201,7 @@ class KVStore(abc.ABC):
             validate_id(record.key, "key")
         return self._transact(lambda txn: _create(txn, id_bytes, record, started))
 
-    def _apply_create(self, txn: _Txn, op: Create) -> tuple[InvocationRecord, bool]:
+    def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
         id_bytes = validate_id(op.record.id)
         if op.record.key is not None:
             validate_id(op.record.key, "key")
@@ -213,7 +210,7 @@ class KVStore(abc.ABC):
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
         return self._transact(lambda txn: self._apply_all(txn, ops))
 
-    def _apply_all(self, txn: _Txn, ops: Sequence[Op]) -> builtins.list[OpResult | BaseException]:
+    def _apply_all(self, txn: Txn, ops: Sequence[Op]) -> builtins.list[OpResult | BaseException]:
         results: list[OpResult | BaseException] = []
         for op in ops:
             try:
@@ -225,7 +222,7 @@ class KVStore(abc.ABC):
     apply_one = Store.apply_one
 
     def delete(self, invocation_ids: Sequence[str], *, keep_record: bool = False) -> int:
-        def work(txn: _Txn) -> int:
+        def work(txn: Txn) -> int:
             removed = 0
             for invocation_id in invocation_ids:
                 id_bytes = validate_id(invocation_id)
@@ -249,7 +246,7 @@ class KVStore(abc.ABC):
 
     # -- operations (one function per op type) ----------------------------------------------
 
-    def _apply_append(self, txn: _Txn, op: Append) -> InvocationRecord | None:
+    def _apply_append(self, txn: Txn, op: Append) -> InvocationRecord | None:
         """The append rule, the one place it is written: the lease epoch is checked in the
         writing transaction, and entries are inserted, never overwritten."""
         id_bytes = _owned_id(op.id)
@@ -277,7 +274,7 @@ class KVStore(abc.ABC):
         of its owner goes (`_owned_id`, and a backend's cache of lease verdicts)."""
         forget_owned(invocation_id)
 
-    def _apply_continue(self, txn: _Txn, op: Continue) -> InvocationRecord:
+    def _apply_continue(self, txn: Txn, op: Continue) -> InvocationRecord:
         id_bytes = validate_id(op.id)
         self._check_epoch(txn, id_bytes, op.id, op.epoch)
         new_bytes = validate_id(op.record.id)
@@ -297,7 +294,7 @@ class KVStore(abc.ABC):
         self._released(id_bytes, op.id)  # the next generation is another invocation
         return record
 
-    def _apply_acquire(self, txn: _Txn, op: Acquire) -> tuple[int, InvocationRecord]:
+    def _apply_acquire(self, txn: Txn, op: Acquire) -> tuple[int, InvocationRecord]:
         id_bytes = validate_id(op.id)
         record = _require_record(txn, id_bytes, op.id)
         if record.finished:
@@ -320,12 +317,12 @@ class KVStore(abc.ABC):
         record = _transition(txn, id_bytes, op.id, Transition(Status.RUNNING, op.now_us), record)
         return epoch, record
 
-    def _apply_renew(self, txn: _Txn, op: Renew) -> None:
+    def _apply_renew(self, txn: Txn, op: Renew) -> None:
         id_bytes = validate_id(op.id)
         lease = self._check_epoch(txn, id_bytes, op.id, op.epoch)
         txn.put("leases", id_bytes, _enc.encode(msgspec.structs.replace(lease, expires_at=op.now_us + op.ttl_us)))
 
-    def _apply_set_status(self, txn: _Txn, op: SetStatus) -> InvocationRecord:
+    def _apply_set_status(self, txn: Txn, op: SetStatus) -> InvocationRecord:
         id_bytes = validate_id(op.id)
         if op.epoch is not None:
             self._check_epoch(txn, id_bytes, op.id, op.epoch)
@@ -338,7 +335,7 @@ class KVStore(abc.ABC):
             self._released(id_bytes, op.id)
         return record
 
-    def _apply_resolve(self, txn: _Txn, op: Resolve) -> InvocationRecord:
+    def _apply_resolve(self, txn: Txn, op: Resolve) -> InvocationRecord:
         id_bytes = validate_id(op.id)
         key = id_bytes + b"\x00" + validate_id(op.name, "promise name")
         record = _require_record(txn, id_bytes, op.id)
@@ -362,7 +359,7 @@ class KVStore(abc.ABC):
             record = _transition(txn, id_bytes, op.id, Transition(Status.PENDING, op.at), record)
         return record
 
-    def _apply_request_cancel(self, txn: _Txn, op: RequestCancel) -> InvocationRecord:
+    def _apply_request_cancel(self, txn: Txn, op: RequestCancel) -> InvocationRecord:
         id_bytes = validate_id(op.id)
         record = _require_record(txn, id_bytes, op.id)
         if record.finished:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ._postgres_rows import owner_lock_key
+from ._rows import owner_lock_key
 
 if TYPE_CHECKING:
     import psycopg

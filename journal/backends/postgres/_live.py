@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ._live import Bell, LiveFollower, Sender, Sent, drain, pack, unpack
+from ..._live import Bell, LiveFollower, Sender, Sent, drain, pack, unpack
 
 _PAYLOAD_LIMIT = 7900  # PostgreSQL's is 8000 bytes
 

@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
-from ._codec import DEFAULT_MAX_ENTRY_BYTES
-from ._kvrules import TABLES, _Txn, prefix_end
-from ._kvstore import KVStore
-from ._tables import MemoryTables
+from .._codec import DEFAULT_MAX_ENTRY_BYTES
+from .._tables import MemoryTables
+from ..kv._rules import TABLES, Txn, prefix_end
+from ..kv._store import KVStore
 
 if TYPE_CHECKING:
-    from ._live import MemoryChannel
+    from .._live import MemoryChannel
 
 T = TypeVar("T")
 
@@ -27,7 +27,7 @@ class _Table:
         self.keys: list[bytes] = []  # kept sorted for range scans
 
 
-class _MemoryTxn(_Txn):
+class _MemoryTxn(Txn):
     def __init__(self, tables: dict[str, _Table]) -> None:
         self._tables = tables
 
@@ -80,16 +80,17 @@ class MemoryStore(MemoryTables, KVStore):
     def live(self) -> MemoryChannel:
         with self._lock:
             if self._live is None:
-                
+                from .._live import MemoryChannel
+
                 self._live = MemoryChannel()
             return self._live
 
     @contextmanager
-    def _read(self) -> Iterator[_Txn]:
+    def _read(self) -> Iterator[Txn]:
         with self._lock:
             yield _MemoryTxn(self._tables)
 
-    def _transact(self, work: Callable[[_Txn], T]) -> T:
+    def _transact(self, work: Callable[[Txn], T]) -> T:
         with self._lock:
             return work(_MemoryTxn(self._tables))
 

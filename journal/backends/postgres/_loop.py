@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ._postgres_rows import _fast_append_sql
+from ._rows import _fast_append_sql
 
 _BYTEA, _INT4 = 17, 23
 _PREPARED_SIZES = 64  # batch sizes prepared per connection; larger ones go unprepared

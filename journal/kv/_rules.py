@@ -1,6 +1,6 @@
 """The rules of one transaction over the key-value tables, written once for every backend.
 
-`KVStore` (`_kvstore.py`) runs each operation in one transaction of its backend; what it
+`KVStore` (`_store.py`) runs each operation in one transaction of its backend; what it
 does inside that transaction is here: the key layout, reading and writing records with
 their status and timer indexes (`_put_record`), status transitions (`_transition`), the
 lease fence (`check_lease`), the append-only insert (`_insert_entries`), a key's queue and
@@ -28,11 +28,11 @@ from typing import TypeGuard
 
 import msgspec
 
-from ._entries import NIL
-from ._ids import validate_id
-from ._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
-from ._store import Acquire, Transition
-from .errors import (
+from .._entries import NIL
+from .._ids import validate_id
+from .._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
+from .._store import Acquire, Transition
+from ..errors import (
     CorruptEntry,
     InvocationConflict,
     InvocationNotFound,
@@ -50,7 +50,7 @@ _lease_dec = msgspec.msgpack.Decoder(Lease)
 _resolution_dec = msgspec.msgpack.Decoder(Resolution)
 
 
-class _Txn(abc.ABC):
+class Txn(abc.ABC):
     @abc.abstractmethod
     def get(self, table: str, key: bytes) -> bytes | None: ...
 
@@ -109,7 +109,7 @@ def lease_is_live(lease: Lease | None, now_us: int) -> TypeGuard[Lease]:
     return lease.expires_at > now_us
 
 
-def _create(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
+def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
             lease: Acquire | None = None) -> tuple[InvocationRecord, bool]:
     existing = _get_record(txn, id_bytes)
     if existing is not None:
@@ -159,14 +159,14 @@ def _queue_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
     return record.key.encode() + b"\x00" + record.queued_at.to_bytes(8, "big") + id_bytes
 
 
-def _queue_head(txn: _Txn, key: str) -> str | None:
+def _queue_head(txn: Txn, key: str) -> str | None:
     prefix = key.encode() + b"\x00"
     for k, _ in txn.scan("keyq", prefix):
         return k[len(prefix) + 8:].decode()
     return None
 
 
-def _insert(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> InvocationRecord:
+def _insert(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> InvocationRecord:
     """Write a new invocation; the record as written. A new invocation of a key is placed in
     its queue on a copy of `record`: a transaction retried whole (a PostgreSQL deadlock, a
     grown LMDB map) must read the queue's end again, not reuse what its first try read."""
@@ -179,7 +179,7 @@ def _insert(txn: _Txn, id_bytes: bytes, record: InvocationRecord, started: bytes
     return record
 
 
-def _queue_place(txn: _Txn, key: str, created_at: int) -> int:
+def _queue_place(txn: Txn, key: str, created_at: int) -> int:
     """Where a new invocation of `key` queues: behind every invocation already there, even
     one stamped later by its clock. Two creators' clocks may read the same microsecond, or
     disagree (another host, or a clock set back), and the queue sorts by this number first."""
@@ -195,7 +195,7 @@ def _check_has_key(record: InvocationRecord) -> None:
         raise JournalError(f"invocation {record.id!r} has no key, so it has no state to change")
 
 
-def _write_state(txn: _Txn, id_bytes: bytes, invocation_id: str, changes: list[tuple[str, bytes | None]]) -> None:
+def _write_state(txn: Txn, id_bytes: bytes, invocation_id: str, changes: list[tuple[str, bytes | None]]) -> None:
     record = _require_record(txn, id_bytes, invocation_id)
     _check_has_key(record)
     assert record.key is not None  # _check_has_key raised otherwise
@@ -207,7 +207,7 @@ def _write_state(txn: _Txn, id_bytes: bytes, invocation_id: str, changes: list[t
             txn.put("state", prefix + name.encode(), raw)
 
 
-def _settle_links(txn: _Txn, id_bytes: bytes, record: InvocationRecord) -> None:
+def _settle_links(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:
     """A finished invocation leaves its key's queue and reports to the parent awaiting it."""
     if record.key is not None:
         txn.delete("keyq", _queue_key(record, id_bytes))
@@ -247,19 +247,19 @@ def _decode_record(data: bytes, id_bytes: bytes) -> InvocationRecord:
         ) from None
 
 
-def _get_record(txn: _Txn, id_bytes: bytes) -> InvocationRecord | None:
+def _get_record(txn: Txn, id_bytes: bytes) -> InvocationRecord | None:
     data = txn.get("invocations", id_bytes)
     return None if data is None else _decode_record(data, id_bytes)
 
 
-def _require_record(txn: _Txn, id_bytes: bytes, invocation_id: str) -> InvocationRecord:
+def _require_record(txn: Txn, id_bytes: bytes, invocation_id: str) -> InvocationRecord:
     record = _get_record(txn, id_bytes)
     if record is None:
         raise InvocationNotFound(f"no invocation {invocation_id!r}; `journal ls` lists the invocations")
     return record
 
 
-def _get_lease(txn: _Txn, id_bytes: bytes) -> Lease | None:
+def _get_lease(txn: Txn, id_bytes: bytes) -> Lease | None:
     data = txn.get("leases", id_bytes)
     return None if data is None else _lease_dec.decode(data)
 
@@ -276,7 +276,7 @@ def check_lease(data: bytes | None, invocation_id: str, epoch: int) -> Lease:
     return lease
 
 
-def _insert_entries(txn: _Txn, id_bytes: bytes, invocation_id: str, entries: list[tuple[int, bytes]]) -> None:
+def _insert_entries(txn: Txn, id_bytes: bytes, invocation_id: str, entries: list[tuple[int, bytes]]) -> None:
     """Insert entries, never overwrite one: all of them, or none and the error."""
     if len(entries) == 1:  # a step's append: nothing to take back
         seq, data = entries[0]
@@ -300,13 +300,13 @@ def already_journaled(invocation_id: str, seq: int) -> JournalError:
     )
 
 
-def _unindex(txn: _Txn, id_bytes: bytes, record: InvocationRecord) -> None:
+def _unindex(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:
     txn.delete("status", record.status.value.encode() + b"\x00" + id_bytes)
     if record.wake_at is not None:
         txn.delete("timers", record.wake_at.to_bytes(8, "big") + id_bytes)
 
 
-def _put_record(txn: _Txn, id_bytes: bytes, record: InvocationRecord, old: InvocationRecord | None) -> None:
+def _put_record(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: InvocationRecord | None) -> None:
     if old is not None:
         _unindex(txn, id_bytes, old)
     txn.put("invocations", id_bytes, _enc.encode(record))
@@ -316,7 +316,7 @@ def _put_record(txn: _Txn, id_bytes: bytes, record: InvocationRecord, old: Invoc
 
 
 def _transition(
-    txn: _Txn, id_bytes: bytes, invocation_id: str, change: Transition, record: InvocationRecord | None = None
+    txn: Txn, id_bytes: bytes, invocation_id: str, change: Transition, record: InvocationRecord | None = None
 ) -> InvocationRecord:
     record = record or _require_record(txn, id_bytes, invocation_id)
     old = msgspec.structs.replace(record)

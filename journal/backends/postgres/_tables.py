@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
+from ..._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
 
 if TYPE_CHECKING:
-    from ._postgres_rows import PgTxn
+    from ._rows import PgTxn
 
 T = TypeVar("T")
 

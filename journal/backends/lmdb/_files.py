@@ -20,7 +20,7 @@ import stat
 import struct
 import time
 
-from .errors import StoreBusy, StoreError
+from ...errors import StoreBusy, StoreError
 
 OPEN_LOCK = "open.lock"
 COMPACT_TMP = "compact.tmp"
