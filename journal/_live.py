@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 MAX_CHUNK_BYTES = 4096
 # What the LMDB buffer keeps of one running step: a follower that falls further behind loses the oldest.
 MAX_STEP_BYTES = 1 << 20
+# How long a committed step's chunks stay for followers still reading them (they read a step's
+# chunks before its entry, so one that has seen the entry needs them no more).
+KEEP_AFTER_COMMIT = 5.0
 
 
 class Chunk(msgspec.Struct, kw_only=True, frozen=True):
@@ -134,8 +137,10 @@ class Sender:
     channel's writes them out in batches, so `publish` costs a step about a microsecond and
     no write ever blocks the event loop. `flush` writes what is queued from the caller's thread."""
 
-    def __init__(self, write: Callable[[list[tuple[str, Sent | int]]], None], name: str) -> None:
+    def __init__(self, write: Callable[[list[tuple[str, Sent | int]]], None], name: str,
+                 due: Callable[[], float | None] | None = None) -> None:
         self._write = write  # a batch of (invocation id, chunk) and (invocation id, seq of a step that ended)
+        self._due = due  # seconds until the channel has work of its own (an empty batch), if it has
         self._queue: deque[tuple[str, Sent | int]] = deque()
         self._wake = threading.Event()
         self._writing = threading.Lock()  # batches go out one at a time and in order
@@ -158,15 +163,17 @@ class Sender:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait()
+            due = self._due() if self._due is not None else None
+            self._wake.wait(due)
             self._wake.clear()
             if self._closed:
                 return
-            self.flush()
+            self.flush(due is not None)
 
-    def flush(self) -> None:
+    def flush(self, empty: bool = False) -> None:
+        """Write what is queued (with `empty`, even nothing: the channel's own work is due)."""
         with self._writing:
-            if not self._queue:
+            if not self._queue and not empty:
                 return
             batch = []
             while self._queue:

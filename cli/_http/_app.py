@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from journal import Status
+from journal import LiveFeed, Status
 from journal.errors import InvocationConflict, JournalError
 from runtime import Engine
 
@@ -81,10 +81,22 @@ class Service:
         counts = self._steps.get(invocation_id)
         return None if counts is None else {"live": counts[0], "replayed": counts[1]}
 
-    async def pause(self) -> bool:
-        """Wait one poll interval; False once the server is stopping."""
-        with anyio.move_on_after(self.poll):
-            await self.stopping.wait()
+    async def pause(self, feed: LiveFeed | None = None, timeout: float | None = None) -> bool:
+        """Wait one poll interval (or `timeout`), or until live output arrives on `feed`; False once
+        the server is stopping."""
+        if feed is None:
+            with anyio.move_on_after(self.poll):
+                await self.stopping.wait()
+            return not self.stopping.is_set()
+        async with anyio.create_task_group() as tg:
+
+            async def stop() -> None:
+                await self.stopping.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop)
+            await feed.wait_async(self.poll if timeout is None else timeout)
+            tg.cancel_scope.cancel()
         return not self.stopping.is_set()
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:

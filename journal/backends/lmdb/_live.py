@@ -26,7 +26,7 @@ from collections import deque
 
 import lmdb
 
-from ..._live import MAX_STEP_BYTES, Bell, LiveFollower, Sender, Sent, pack, unpack
+from ..._live import KEEP_AFTER_COMMIT, MAX_STEP_BYTES, Bell, LiveFollower, Sender, Sent, pack, unpack
 from ._files import check_files
 
 _MAP_SIZE = 1 << 30  # address space only: the file holds what running steps have sent
@@ -73,12 +73,14 @@ class LmdbChannel:
         self._path = os.path.join(store_path, "live")
         self._env: lmdb.Environment | None = None
         self._open_lock = threading.Lock()
-        self._sender = Sender(self._write, "journal-live")
+        self._sender = Sender(self._write, "journal-live", self._due)
+        self._ended: deque[tuple[float, str, int]] = deque()  # (when, invocation id, seq) of steps to forget
         # What this process keeps for its running steps, by (invocation id, seq): keys and sizes.
         self._kept: dict[tuple[str, int], deque[tuple[bytes, int]]] = {}
         self._kept_bytes: dict[tuple[str, int], int] = {}
         self._counters: dict[str, int] = {}  # invocation id -> the next key's counter
-        self._stale: list[bytes] = []  # follower registrations whose socket is gone
+        self._stale: list[bytes] = []
+        self._closing = False  # follower registrations whose socket is gone
         self._out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._out.setblocking(False)
 
@@ -109,14 +111,21 @@ class LmdbChannel:
             for name in self._stale:
                 txn.delete(name, db=followers)
             self._stale = []
+            now = time.monotonic()
+            if self._closing:  # and what this process's running steps sent: they run here no more
+                now += KEEP_AFTER_COMMIT
+                self._ended.extend((now, i, seq) for i, seq in self._kept)
+            while self._ended and self._ended[0][0] <= now:  # committed a while ago: its output goes
+                _, invocation_id, seq = self._ended.popleft()
+                for key, _ in self._kept.pop((invocation_id, seq), ()):
+                    txn.delete(key, db=chunks)
+                self._kept_bytes.pop((invocation_id, seq), None)
+                if not any(k[0] == invocation_id for k in self._kept):
+                    self._counters.pop(invocation_id, None)
             for invocation_id, item in batch:
                 id_bytes = invocation_id.encode()
-                if isinstance(item, int):  # the step committed: its output goes
-                    for key, _ in self._kept.pop((invocation_id, item), ()):
-                        txn.delete(key, db=chunks)
-                    self._kept_bytes.pop((invocation_id, item), None)
-                    if not any(k[0] == invocation_id for k in self._kept):
-                        self._counters.pop(invocation_id, None)
+                if isinstance(item, int):  # the step committed: its output goes once followers have had it
+                    self._ended.append((now + KEEP_AFTER_COMMIT, invocation_id, item))
                     continue
                 counter = self._counters.get(invocation_id)
                 if counter is None:
@@ -152,6 +161,9 @@ class LmdbChannel:
             except OSError:  # gone (the follower died without saying so)
                 self._stale.append(registered)
 
+    def _due(self) -> float | None:
+        return max(self._ended[0][0] - time.monotonic(), 0.0) if self._ended else None
+
     def _begin(self, txn: lmdb.Transaction[bytes], chunks: lmdb._Database, id_bytes: bytes) -> int:
         """The first chunk this process sends for the invocation: remove what a dead execution
         left, and start the counter past its keys, so followers reading on from them see ours."""
@@ -175,6 +187,8 @@ class LmdbChannel:
         return _LmdbFollower(self, invocation_id)
 
     def close(self) -> None:
+        self._closing = True  # what committed steps left goes now, not in a few seconds
+        self._sender.flush(True)
         self._sender.close()
         self._out.close()
         with self._open_lock:
