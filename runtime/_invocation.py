@@ -288,7 +288,9 @@ class InvocationContext(Composition, Context):
         if recorded.timed_out:
             raise StepTimeout(f"promise {name!r} of invocation {self._id!r} was not resolved within {timeout} s")
         if recorded.error is not None:
-            raise PromiseRejected(f"promise {name!r} of invocation {self._id!r} was rejected: {recorded.error}")
+            rejected = PromiseRejected(f"promise {name!r} of invocation {self._id!r} was rejected: {recorded.error}")
+            rejected.reason = recorded.error
+            raise rejected
         try:
             return decode_value(recorded.value, type if type is not None else Any)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:

@@ -63,22 +63,33 @@ class JournaledSession:
 
     async def _step(self, what: str, result_type: type[R], call: Callable[..., Awaitable[R]],
                     digested: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
-        ctx = _context.get()
-        if ctx is None or in_step():
-            if ctx is None:
-                raise JournalError(
-                    f"journaled MCP session: {what} was called outside a handler, where nothing would journal "
-                    "it; call it from an `async def handler(ctx, ...)` (or use the session itself, unjournaled)"
-                )
-            return await call(*digested, *args, **kwargs)  # the enclosing step is the journaled unit
+        async def calling(*given: Any) -> R:
+            return await call(*given, *args, **kwargs)
 
-        async def step(*_: Any) -> Any:
-            result = await call(*digested, *args, **kwargs)
-            return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return await journal_call(f"{self.prefix}.{what}", result_type, calling, digested, retry=self.retry)
 
-        # The JSON arguments are the step's arguments, so replay checks that the call is the same.
-        payload = await ctx.run(f"{self.prefix}.{what}", step, *digested, retry=self.retry)
-        return result_type.model_validate(payload)
+
+async def journal_call(name: str, result_type: type[R], call: Callable[..., Awaitable[R]],
+                       digested: tuple[Any, ...], *, retry: RetryPolicy | None = None) -> R:
+    """`await call(*digested)` as the step `name` of the calling handler: the result journaled as
+    its JSON form and rebuilt as `result_type`, and `digested` (JSON arguments) in the step's
+    digest. Inside a step it is a plain call; outside a handler it refuses."""
+    ctx = _context.get()
+    if ctx is None or in_step():
+        if ctx is None:
+            raise JournalError(
+                f"journaled MCP call {name!r} was made outside a handler, where nothing would journal it; "
+                "call it from an `async def handler(ctx, ...)` (or use the session itself, unjournaled)"
+            )
+        return await call(*digested)  # the enclosing step is the journaled unit
+
+    async def step(*given: Any) -> Any:
+        result = await call(*given)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    # The JSON arguments are the step's arguments, so replay checks that the call is the same.
+    payload = await ctx.run(name, step, *digested, retry=retry)
+    return result_type.model_validate(payload)
 
 
 def journaled(session: Any, *, prefix: str = "mcp", retry: RetryPolicy | None = None) -> JournaledSession:

@@ -17,7 +17,7 @@ the model streams reaches followers live (`Engine.stream`, the HTTP events strea
 `journal tail -f`). Outside a handler the agent refuses to run instead of running without
 durability."""
 
-from ._durability import JournalDurability as JournalDurability
 from ._backend import StepConfig as StepConfig
+from ._durability import JournalDurability as JournalDurability
 
 __all__ = ("JournalDurability", "StepConfig")

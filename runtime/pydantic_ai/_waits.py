@@ -44,7 +44,7 @@ class PromiseWaits(ExternalEventWaiter):
         try:
             answer = await ctx.promise(asking["token"], timeout=None if timeout is None else timeout.total_seconds())
         except PromiseRejected as exc:
-            raise ExternalEventError(str(exc)) from None
+            raise ExternalEventError(exc.reason or str(exc)) from None
         except StepTimeout:
             raise ExternalEventError(f"No resolution arrived within {timeout}.") from None
         return answer  # type: ignore[no-any-return]

@@ -26,7 +26,7 @@ from runtime.pydantic_ai import JournalDurability
 LOG = "JOURNAL_TEST_LOG"  # the file every model request and tool call appends to
 # A test model answers the same at every call, its timestamp too: `check_determinism` compares
 # what a step that ran again after a crash returned with what it returned the first time.
-AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 def _record(line: str) -> None:

@@ -19,7 +19,7 @@ from runtime import Engine
 from runtime.mcp import journaled
 
 from ..waiting import wait_until
-from .mcp_agents import pay, payments_server
+from .mcp_agents import payments_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
