@@ -49,6 +49,7 @@ from ._records import Resolution as Resolution
 from ._records import Status as Status
 from ._store import Acquire as Acquire
 from ._store import Append as Append
+from ._store import Capability as Capability
 from ._store import Continue as Continue
 from ._store import Create as Create
 from ._store import OpResult as OpResult
@@ -79,14 +80,14 @@ from .kv import lease_is_live as lease_is_live
 from .maintenance import Problem as Problem
 from .maintenance import check as check
 from .maintenance import compact as compact
-from .maintenance import entry_view as entry_view
-from .maintenance import export as export
 from .maintenance import migrate as migrate
 from .maintenance import trim as trim
+from .views import entry_view as entry_view
+from .views import export as export
 
 __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
-    "Acquire", "Append", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
+    "Acquire", "Append", "Capability", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
     "StateKeys", "StateSet", "Continue", "Create", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",

@@ -6,16 +6,14 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable
 
 import msgspec
 
-from ._codec import decode_entry, decode_value
-from ._entries import TERMINAL_KINDS, Entry, Started, kind_of, name_of
+from ._codec import decode_entry
+from ._entries import TERMINAL_KINDS, Entry, Started
 from ._records import FINISHED, InvocationRecord, Status
 from ._store import Store
-from ._time import iso_from_us
 from .backends import Migration, Progress, backend_for
 from .errors import CorruptEntry, StoreError
 
@@ -148,38 +146,4 @@ def _check_one(store: Store, record: InvocationRecord, indexed: dict[Status, set
     return out
 
 
-def entry_view(entry: Entry, seq: int) -> dict[str, Any]:
-    """An entry as plain data for `show --json` and `export`: seq, kind, name, at, and its fields."""
-    out: dict[str, Any] = {"seq": seq, "kind": kind_of(entry), "name": name_of(entry), "at": iso_from_us(entry.at)}
-    for field in entry.__struct_fields__:
-        if field in ("name", "at"):
-            continue
-        value = getattr(entry, field)
-        if isinstance(value, msgspec.Raw):
-            if field == "value" and getattr(entry, "error", None) is not None:
-                continue
-            value = decode_value(value)
-        elif isinstance(value, msgspec.Struct):
-            value = msgspec.to_builtins(value)
-            if field == "error":
-                value = dict(zip(("type", "message", "terminal"), value, strict=False)) if isinstance(value, list) else value
-        elif field in ("until",):
-            value = iso_from_us(value)
-        elif field == "digest":
-            value = f"{value:016x}"
-        out[field] = value
-    return out
-
-
-def export(store: Store, invocation_id: str) -> Iterator[dict[str, Any]]:
-    """Every entry of an invocation, decoded, in seq order. Undecodable entries say so."""
-    for seq, data in store.entries(invocation_id):
-        try:
-            yield entry_view(decode_entry(data, invocation_id=invocation_id, seq=seq), seq)
-        except CorruptEntry as exc:
-            yield {"seq": seq, "kind": "corrupt", "name": None, "at": None, "error": str(exc)}
-
-
-
-
-__all__ = ("Problem", "check", "compact", "entry_view", "export", "migrate", "trim")
+__all__ = ("Problem", "check", "compact", "migrate", "trim")

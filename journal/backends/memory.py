@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 from .._codec import DEFAULT_MAX_ENTRY_BYTES
+from .._store import Capability
 from .._tables import MemoryTables
 from ..kv._rules import TABLES, Txn, prefix_end
 from ..kv._store import KVStore
@@ -69,6 +70,8 @@ class _MemoryTxn(Txn):
 
 class MemoryStore(MemoryTables, KVStore):
     """A store held in this process's memory. Lost when the process exits."""
+
+    capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LEASE_AT_CREATE, Capability.TABLES})
 
     def __init__(self, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
         self.path = None

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
-import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, TypeVarTuple, overload
@@ -38,7 +37,20 @@ import anyio
 import anyio.lowlevel
 
 from .._records import InvocationRecord
-from .._store import Acquire, Append, Continue, Create, Op, OpResult, Renew, RequestCancel, Resolve, SetStatus, Store
+from .._store import (
+    Acquire,
+    Append,
+    Capability,
+    Continue,
+    Create,
+    Op,
+    OpResult,
+    Renew,
+    RequestCancel,
+    Resolve,
+    SetStatus,
+    Store,
+)
 from ._flusher import Flusher, deferring
 
 T = TypeVar("T")
@@ -72,15 +84,14 @@ class Committer:
     def __init__(self, store: Store, durability: Durability | str = Durability.SYNC) -> None:
         self.store = store
         self.durability = Durability(durability)
-        self.blocking = bool(getattr(store, "blocking", False))
+        self.blocking = store.blocking
+        self._loop_commits = Capability.LOOP_COMMITS in store.capabilities
         self._filling: _Batch | None = None  # collecting operations while another batch is in flight
         self._in_flight: _Batch | None = None  # being committed and fsynced
         self._flusher = Flusher(store.sync)
         if self.durability is Durability.ASYNC and not self.blocking:
             store.start_background_sync(0.1)
         self.batches = 0  # how many transactions+fsyncs the sync path made (for benchmarks)
-        # A store written before `apply_async` took `deferred` is called as it was.
-        self._defers = self.blocking and "deferred" in inspect.signature(store.apply_async).parameters
 
     # The result of each kind of operation, as `Store.apply_one` gives it.
     @overload
@@ -196,9 +207,9 @@ class Committer:
             try:
                 ops = [o for o in batch.ops if o is not None]
                 if self.blocking:
-                    keep = {"deferred": deferred} if self._defers else {}
-                    done: Sequence[OpResult | BaseException] | None = await self.store.apply_async(
-                        ops, durable=batch.durable, **keep) if ops else []
+                    done: Sequence[OpResult | BaseException] | None = (
+                        await self.store.apply_async(ops, durable=batch.durable, deferred=deferred)
+                        if ops and self._loop_commits else None if ops else [])
                     if done is None:
                         done = await self._flusher.call(
                             functools.partial(self.store.apply, ops, durable=batch.durable), deferred)

@@ -26,6 +26,7 @@ from .._records import InvocationRecord, Lease, Resolution, Status
 from .._store import (
     Acquire,
     Append,
+    Capability,
     Continue,
     Create,
     Op,
@@ -73,6 +74,7 @@ class KVStore(abc.ABC):
     path: str | None = None
     max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
     blocking: bool = False
+    capabilities: frozenset[Capability] = frozenset({Capability.CANCEL_COUNTER})
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Txn]: ...
@@ -214,10 +216,31 @@ class KVStore(abc.ABC):
         results: list[OpResult | BaseException] = []
         for op in ops:
             try:
-                results.append(getattr(self, _APPLY[type(op)])(txn, op))  # a backend's override counts
+                results.append(self._apply_op(txn, op))
             except JournalError as exc:
                 results.append(exc)
         return results
+
+    def _apply_op(self, txn: Txn, op: Op) -> OpResult:
+        """One operation's rule (through `self`, so that a backend's override counts)."""
+        match op:
+            case Append():
+                return self._apply_append(txn, op)
+            case Acquire():
+                return self._apply_acquire(txn, op)
+            case Renew():
+                self._apply_renew(txn, op)
+                return None
+            case SetStatus():
+                return self._apply_set_status(txn, op)
+            case Resolve():
+                return self._apply_resolve(txn, op)
+            case RequestCancel():
+                return self._apply_request_cancel(txn, op)
+            case Continue():
+                return self._apply_continue(txn, op)
+            case Create():
+                return self._apply_create(txn, op)
 
     apply_one = Store.apply_one
 
@@ -378,15 +401,3 @@ class KVStore(abc.ABC):
         _put_record(txn, id_bytes, record, old)
         return record
 
-
-
-_APPLY: dict[type[Op], str] = {
-    Append: "_apply_append",
-    Continue: "_apply_continue",
-    Create: "_apply_create",
-    Acquire: "_apply_acquire",
-    Renew: "_apply_renew",
-    SetStatus: "_apply_set_status",
-    Resolve: "_apply_resolve",
-    RequestCancel: "_apply_request_cancel",
-}

@@ -302,8 +302,7 @@ def test_a_creator_waits_for_another_creating_in_the_same_keys_queue_and_queues_
 
     from journal.backends.postgres._rows import PgTxn
     from journal.kv._rules import _create
-
-    from .test_store_conformance import _creation
+    from journal.testing import creation_op as _creation
 
     first = _creation("first", 1, key="thread-1")
     with psycopg.connect(postgres_url) as other:  # another worker, its creation not committed yet
@@ -329,8 +328,7 @@ def test_a_creation_retried_after_a_deadlock_reads_its_place_in_its_keys_queue_a
 
     from journal.backends.postgres._rows import PgTxn
     from journal.kv._rules import _create
-
-    from .test_store_conformance import _creation
+    from journal.testing import creation_op as _creation
 
     def create_in(txn, invocation_id, key):
         op = _creation(invocation_id, 1, key=key, at=T0 + 5_000)  # the other worker's clock is ahead

@@ -18,7 +18,7 @@ import lmdb
 
 from ..._codec import DEFAULT_MAX_ENTRY_BYTES
 from ..._records import Lease
-from ..._store import Append, Op, OpResult
+from ..._store import Append, Capability, Op, OpResult
 from ...errors import DiskFull, FormatVersionError, JournalError, LeaseLost, StoreError
 from ...kv import OWNED_IDS_KEPT, TABLES, KVStore, Txn, check_lease
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
@@ -55,6 +55,7 @@ class LmdbStore(LmdbTables, KVStore):
     """A journal store in the directory `path` (created private to its owner)."""
 
     path: str
+    capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LEASE_AT_CREATE, Capability.TABLES})
 
     def __init__(self, path: str | os.PathLike[str], *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
                  readonly: bool = False, map_size: int = _INITIAL_MAP_SIZE) -> None:

@@ -51,7 +51,7 @@ import msgspec
 from ..._codec import DEFAULT_MAX_ENTRY_BYTES
 from ..._ids import validate_id
 from ..._records import InvocationRecord, Lease
-from ..._store import Acquire, Append, Create, Op, Renew
+from ..._store import Acquire, Append, Capability, Create, Op, Renew
 from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreError
 from ...kv._rules import Txn, _lease_dec, _owned_id, check_lease, entry_key, lease_is_live
 from ...kv._store import KVStore
@@ -91,6 +91,8 @@ class PostgresStore(PostgresTables, KVStore):
 
     blocking = True
     path: str
+    capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LOOP_COMMITS, Capability.WAKE_ON_WORK,
+                              Capability.TABLES})
 
     def __init__(self, url: str, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
         try:

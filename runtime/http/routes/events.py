@@ -16,14 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from journal import Chunk, LiveFeed, decode_entry, entry_view
 from journal.errors import CorruptEntry
+from journal.views import corrupt_view, result_json, waiting_on
 
-from . import _views
+from .._params import param
+from .._service import service
 
 if TYPE_CHECKING:
-    from ._app import Service
+    from .._service import Service
 
 _json = msgspec.json.Encoder(enc_hook=repr)
 
@@ -69,7 +74,7 @@ async def _stream(service: Service, invocation_id: str, feed: LiveFeed) -> Async
             try:
                 view = entry_view(decode_entry(data, invocation_id=invocation_id, seq=seq), seq)
             except CorruptEntry as exc:
-                view = {"seq": seq, "kind": "corrupt", "name": None, "at": None, "error": str(exc)}
+                view = corrupt_view(seq, exc)
             yield _event("entry", view)
             if view["kind"] == "emitted":
                 yield _event("emitted", {"seq": seq, "value": view.get("value"), "at": view["at"]})
@@ -81,9 +86,9 @@ async def _stream(service: Service, invocation_id: str, feed: LiveFeed) -> Async
         if status != last_status:
             last_status = status
             yield _event("status", {"id": record.id, "status": record.status.value,
-                                    "waiting_on": _views.waiting_on(record), "continued_as": record.continued_as})
+                                    "waiting_on": waiting_on(record), "continued_as": record.continued_as})
         if record.finished:
-            yield _event("end", _views.result(record))
+            yield _event("end", result_json(record))
             return
         # Live output wakes the stream at once; the store is read again once a poll interval has passed.
         next_read = anyio.current_time() + service.poll
@@ -94,3 +99,13 @@ async def _stream(service: Service, invocation_id: str, feed: LiveFeed) -> Async
                 break
             for chunk in feed.take():
                 yield _chunk(chunk)
+
+
+async def events(request: Request) -> Response:
+    s = service(request)
+    record = await s.require(param(request, "id"))
+    return StreamingResponse(stream(s, record.id), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+routes = [Route("/invocations/{id}/events", events)]
