@@ -26,6 +26,7 @@ import select
 import socket
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 MAX_CHUNK_BYTES = 4096
 # What the LMDB buffer keeps of one running step: a follower that falls further behind loses the oldest.
 MAX_STEP_BYTES = 1 << 20
+# How long the sender waits, once woken, for more chunks to send in the same batch.
+_LINGER = 0.0005
 # How long a committed step's chunks stay for followers still reading them (they read a step's
 # chunks before its entry, so one that has seen the entry needs them no more).
 KEEP_AFTER_COMMIT = 5.0
@@ -164,7 +167,11 @@ class Sender:
     def _run(self) -> None:
         while True:
             due = self._due() if self._due is not None else None
-            self._wake.wait(due)
+            woken = self._wake.wait(due)
+            if woken and not self._closed:
+                # Let the chunks of the next moment join this batch: a step streaming tokens then
+                # wakes this thread (and sets the event) once a batch rather than once a chunk.
+                time.sleep(_LINGER)
             self._wake.clear()
             if self._closed:
                 return

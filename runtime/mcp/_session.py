@@ -88,7 +88,7 @@ async def journal_call(name: str, result_type: type[R], call: Callable[..., Awai
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     # The JSON arguments are the step's arguments, so replay checks that the call is the same.
-    payload = await ctx.run(name, step, *digested, retry=retry)
+    payload = await ctx.run(name, step, *digested, retry=retry, type=Any)
     return result_type.model_validate(payload)
 
 

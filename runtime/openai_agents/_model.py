@@ -37,7 +37,8 @@ class JournaledModel(Model):
             response = await self.model.get_response(*args, **kwargs)
             return _RESPONSE.dump_python(response, mode="json", by_alias=True, exclude_none=True)
 
-        return _RESPONSE.validate_python(await ctx.run(f"openai_agents.model:{self.label}", step, retry=self._retry))
+        return _RESPONSE.validate_python(await ctx.run(f"openai_agents.model:{self.label}", step, retry=self._retry,
+                                                          type=Any))
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
         ctx = _context.get()

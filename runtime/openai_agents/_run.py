@@ -117,7 +117,7 @@ class _Durable:
                 return _journalable(await invoke(tool_context, arguments))
 
             # The arguments are the step's, so replay checks the model asked for the same call.
-            return await ctx.run(name, step, arguments, retry=retry)
+            return await ctx.run(name, step, arguments, retry=retry, type=Any)
 
         return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
 

@@ -48,7 +48,9 @@ class StepBackend(JournalCallableOperationBackend[StepConfig]):
             ran = True
             return await body()
 
-        result = await current_context().run(name, step, retry=config.get("retry"), timeout=config.get("timeout"))
+        # `type=Any`: the payload is JSON, and a fresh closure's annotations are not worth reading each time.
+        result = await current_context().run(name, step, retry=config.get("retry"), timeout=config.get("timeout"),
+                                             type=Any)
         # Pydantic AI keeps the spans and metrics of replayed work out of its telemetry.
         record_durable_unit(executed=ran)
         return result

@@ -38,7 +38,7 @@ class PromiseWaits(ExternalEventWaiter):
             token = f"{name}.{position}"
             return {"token": token, "answer": await ask(token)}
 
-        asking = await ctx.run(f"{self._agent}__external_event.{name}.ask", asked)
+        asking = await ctx.run(f"{self._agent}__external_event.{name}.ask", asked, type=dict[str, Any])
         if asking["answer"] is not None:
             return asking["answer"]  # type: ignore[no-any-return]  # (JSON, as journaled)
         try:
