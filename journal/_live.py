@@ -29,7 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -62,14 +62,23 @@ class Chunk(msgspec.Struct, kw_only=True, frozen=True):
     index: int
 
 
-class Sent(NamedTuple):
-    """One chunk on its way: what `LiveChannel.publish` takes and `LiveFollower.read` returns."""
+class Sent(msgspec.Struct, frozen=True, gc=False):
+    """One chunk on its way: what `LiveChannel.publish` takes and `LiveFollower.read` returns.
+    (Not tracked by the garbage collector: a step streaming tokens makes one per token.)"""
 
+    invocation_id: str
     seq: int
     epoch: int
     attempt: int
     number: int  # its place in the attempt's stream, from 0
     data: str | bytes
+
+
+class Ended(msgspec.Struct, frozen=True, gc=False):
+    """Step `seq` of the invocation committed: what a channel kept of its output may go."""
+
+    invocation_id: str
+    seq: int
 
 
 class LiveFollower(Protocol):
@@ -88,7 +97,7 @@ class LiveFollower(Protocol):
 class LiveChannel(Protocol):
     """A store's live output, for the process that runs steps and for the ones that follow them."""
 
-    def publish(self, invocation_id: str, chunk: Sent) -> None:
+    def publish(self, chunk: Sent) -> None:
         """Send `chunk` soon, from any thread; never blocks (it is written by a thread of the channel's)."""
         ...
 
@@ -140,19 +149,19 @@ class Sender:
     channel's writes them out in batches, so `publish` costs a step about a microsecond and
     no write ever blocks the event loop. `flush` writes what is queued from the caller's thread."""
 
-    def __init__(self, write: Callable[[list[tuple[str, Sent | int]]], None], name: str,
+    def __init__(self, write: Callable[[list[Sent | Ended]], None], name: str,
                  due: Callable[[], float | None] | None = None) -> None:
-        self._write = write  # a batch of (invocation id, chunk) and (invocation id, seq of a step that ended)
+        self._write = write  # a batch of chunks and of the ends of steps, in the order they came
         self._due = due  # seconds until the channel has work of its own (an empty batch), if it has
-        self._queue: deque[tuple[str, Sent | int]] = deque()
+        self._queue: deque[Sent | Ended] = deque()
         self._wake = threading.Event()
         self._writing = threading.Lock()  # batches go out one at a time and in order
         self._closed = False
         self._name = name
         self._thread: threading.Thread | None = None
 
-    def put(self, invocation_id: str, item: Sent | int) -> None:
-        self._queue.append((invocation_id, item))
+    def put(self, item: Sent | Ended) -> None:
+        self._queue.append(item)
         if not self._wake.is_set():
             if self._thread is None:
                 self._start()
@@ -228,7 +237,7 @@ class LiveFeed:
                 if (sent.epoch, sent.attempt) == (epoch, attempt) and sent.number < expected:
                     continue  # seen already
             streams[sent.seq] = (sent.epoch, sent.attempt, sent.number + 1)
-            out.append(Chunk(invocation_id=self.invocation_id, seq=sent.seq, attempt=sent.attempt, data=sent.data,
+            out.append(Chunk(invocation_id=sent.invocation_id, seq=sent.seq, attempt=sent.attempt, data=sent.data,
                              index=sent.number))
         return out
 
@@ -257,10 +266,11 @@ def pack(chunk: Sent) -> bytes:
     return (b"s" if text else b"b") + _HEADER.pack(chunk.seq, chunk.epoch, chunk.attempt, chunk.number) + data
 
 
-def unpack(raw: bytes) -> Sent:
+def unpack(raw: bytes, invocation_id: str) -> Sent:
     seq, epoch, attempt, number = _HEADER.unpack_from(raw, 1)
     data = raw[1 + _HEADER.size:]
-    return Sent(seq, epoch, attempt, number, data.decode(errors="replace") if raw[:1] == b"s" else bytes(data))
+    return Sent(invocation_id, seq, epoch, attempt, number,
+                data.decode(errors="replace") if raw[:1] == b"s" else bytes(data))
 
 
 _HEADER = struct.Struct(">IIII")  # seq, epoch, attempt, number
@@ -273,8 +283,8 @@ class MemoryChannel:
         self._followers: dict[str, set[_MemoryFollower]] = {}
         self._lock = threading.Lock()
 
-    def publish(self, invocation_id: str, chunk: Sent) -> None:
-        followers = self._followers.get(invocation_id)
+    def publish(self, chunk: Sent) -> None:
+        followers = self._followers.get(chunk.invocation_id)
         if followers:
             with self._lock:
                 for follower in followers:

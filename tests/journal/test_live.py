@@ -29,13 +29,13 @@ def test_a_follower_gets_each_chunk_once_in_order(store):
     try:
         channel = store.live()
         for n in range(5):
-            channel.publish("inv", Sent(1, 1, 1, n, f"piece {n}"))
-        channel.publish("other", Sent(1, 1, 1, 0, "not for this follower"))
+            channel.publish(Sent("inv", 1, 1, 1, n, f"piece {n}"))
+        channel.publish(Sent("other", 1, 1, 1, 0, "not for this follower"))
         channel.flush()
         got = _take_until(feed, 5)
         assert [(c.seq, c.attempt, c.index, c.data) for c in got] == [(1, 1, n, f"piece {n}") for n in range(5)]
         assert all(c.invocation_id == "inv" for c in got)
-        channel.publish("inv", Sent(1, 1, 1, 5, b"\x00bytes"))
+        channel.publish(Sent("inv", 1, 1, 1, 5, b"\x00bytes"))
         channel.flush()
         assert [c.data for c in _take_until(feed, 1)] == [b"\x00bytes"]
     finally:
@@ -46,11 +46,11 @@ def test_a_later_attempt_replaces_an_earlier_one_and_the_earlier_ones_stragglers
     feed = LiveFeed.open(store, "inv")
     try:
         channel = store.live()
-        channel.publish("inv", Sent(2, 1, 1, 0, "first try"))
-        channel.publish("inv", Sent(2, 1, 2, 0, "second try"))
-        channel.publish("inv", Sent(2, 1, 1, 1, "late piece of the first try"))
-        channel.publish("inv", Sent(2, 2, 1, 0, "after a crash: a new execution"))
-        channel.publish("inv", Sent(2, 2, 1, 0, "the same chunk again"))
+        channel.publish(Sent("inv", 2, 1, 1, 0, "first try"))
+        channel.publish(Sent("inv", 2, 1, 2, 0, "second try"))
+        channel.publish(Sent("inv", 2, 1, 1, 1, "late piece of the first try"))
+        channel.publish(Sent("inv", 2, 2, 1, 0, "after a crash: a new execution"))
+        channel.publish(Sent("inv", 2, 2, 1, 0, "the same chunk again"))
         channel.flush()
         got = _take_until(feed, 3)
         assert [(c.attempt, c.index, c.data) for c in got] == [
@@ -64,7 +64,7 @@ def test_chunks_of_a_running_step_are_kept_for_a_late_follower_on_lmdb(backend):
         pytest.skip("only LMDB keeps a running step's chunks (PostgreSQL's NOTIFY reaches who listens)")
     store = backend.open()
     channel = store.live()
-    channel.publish("inv", Sent(3, 1, 1, 0, "sent before anyone followed"))
+    channel.publish(Sent("inv", 3, 1, 1, 0, "sent before anyone followed"))
     channel.flush()
     feed = LiveFeed.open(backend.open(), "inv")
     try:

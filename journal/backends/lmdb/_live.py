@@ -26,7 +26,7 @@ from collections import deque
 
 import lmdb
 
-from ..._live import KEEP_AFTER_COMMIT, MAX_STEP_BYTES, Bell, LiveFollower, Sender, Sent, pack, unpack
+from ..._live import KEEP_AFTER_COMMIT, MAX_STEP_BYTES, Bell, Ended, LiveFollower, Sender, Sent, pack, unpack
 from ._files import check_files
 
 _MAP_SIZE = 1 << 30  # address space only: the file holds what running steps have sent
@@ -94,16 +94,16 @@ class LmdbChannel:
 
     # -- sending -----------------------------------------------------------------------------
 
-    def publish(self, invocation_id: str, chunk: Sent) -> None:
-        self._sender.put(invocation_id, chunk)
+    def publish(self, chunk: Sent) -> None:
+        self._sender.put(chunk)
 
     def flush(self) -> None:
         self._sender.flush()
 
     def end_step(self, invocation_id: str, seq: int) -> None:
-        self._sender.put(invocation_id, seq)
+        self._sender.put(Ended(invocation_id, seq))
 
-    def _write(self, batch: list[tuple[str, Sent | int]]) -> None:
+    def _write(self, batch: list[Sent | Ended]) -> None:
         env, chunks, followers = self._opened()
         touched: set[bytes] = set()
         bells: list[bytes] = []
@@ -122,11 +122,12 @@ class LmdbChannel:
                 self._kept_bytes.pop((invocation_id, seq), None)
                 if not any(k[0] == invocation_id for k in self._kept):
                     self._counters.pop(invocation_id, None)
-            for invocation_id, item in batch:
-                id_bytes = invocation_id.encode()
-                if isinstance(item, int):  # the step committed: its output goes once followers have had it
-                    self._ended.append((now + KEEP_AFTER_COMMIT, invocation_id, item))
+            for item in batch:
+                invocation_id = item.invocation_id
+                if isinstance(item, Ended):  # the step committed: its output goes once followers have had it
+                    self._ended.append((now + KEEP_AFTER_COMMIT, invocation_id, item.seq))
                     continue
+                id_bytes = invocation_id.encode()
                 counter = self._counters.get(invocation_id)
                 if counter is None:
                     counter = self._begin(txn, chunks, id_bytes)
@@ -201,6 +202,7 @@ class _LmdbFollower:
     def __init__(self, channel: LmdbChannel, invocation_id: str) -> None:
         env, self._chunks, self._followers = channel._opened()
         self._env = env
+        self._invocation_id = invocation_id
         self._prefix = invocation_id.encode() + b"\x00"
         self._cursor = self._prefix  # read on from here
         self._file: str | None = None
@@ -233,7 +235,7 @@ class _LmdbFollower:
                     break
                 if key == self._cursor:
                     continue
-                out.append(unpack(value))
+                out.append(unpack(value, self._invocation_id))
                 self._cursor = bytes(key)
         return out
 

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..._live import Bell, LiveFollower, Sender, Sent, drain, pack, unpack
+from ..._live import Bell, Ended, LiveFollower, Sender, Sent, drain, pack, unpack
 
 _PAYLOAD_LIMIT = 7900  # PostgreSQL's is 8000 bytes
 
@@ -44,8 +44,8 @@ class PostgresChannel:
         self._listener: _Listener | None = None
         self._lock = threading.Lock()
 
-    def publish(self, invocation_id: str, chunk: Sent) -> None:
-        self._sender.put(invocation_id, chunk)
+    def publish(self, chunk: Sent) -> None:
+        self._sender.put(chunk)
 
     def flush(self) -> None:
         self._sender.flush()
@@ -53,11 +53,11 @@ class PostgresChannel:
     def end_step(self, invocation_id: str, seq: int) -> None:
         pass  # nothing is kept
 
-    def _write(self, batch: list[tuple[str, Sent | int]]) -> None:
+    def _write(self, batch: list[Sent | Ended]) -> None:
         by_channel: dict[str, list[str]] = {}
-        for invocation_id, item in batch:
+        for item in batch:
             if isinstance(item, Sent):
-                by_channel.setdefault(channel_name(invocation_id), []).append(base64.b64encode(pack(item)).decode())
+                by_channel.setdefault(channel_name(item.invocation_id), []).append(base64.b64encode(pack(item)).decode())
         if not by_channel:
             return
         params: list[str] = []
@@ -109,6 +109,7 @@ class PostgresChannel:
 class _PgFollower:
     def __init__(self, listener: _Listener, invocation_id: str) -> None:
         self._listener = listener
+        self.invocation_id = invocation_id
         self.channel = channel_name(invocation_id)
         self.queue: deque[Sent] = deque()
         self.bells = Bell()
@@ -161,12 +162,15 @@ class _Listener:
         self._wake.ring()
 
     def _deliver(self, channel: str, payload: str) -> None:
-        try:
-            chunks = [unpack(base64.b64decode(part)) for part in payload.split(",") if part]
-        except Exception:  # noqa: BLE001 - not ours (someone else notified the channel): ignored
-            return
         with self._lock:
             followers = list(self._followers.get(channel, ()))
+        if not followers:
+            return
+        try:
+            raws = [base64.b64decode(part) for part in payload.split(",") if part]
+            chunks = [unpack(raw, followers[0].invocation_id) for raw in raws]
+        except Exception:  # noqa: BLE001 - not ours (someone else notified the channel): ignored
+            return
         for follower in followers:
             follower.queue.extend(chunks)
             follower.bells.ring()
