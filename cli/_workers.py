@@ -149,13 +149,9 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
         echo_err(f"worker on {shown} (pid {os.getpid()}, concurrency {concurrency}"
                  + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + f"); {how_to_stop()}")
 
-    def parked(invocation_id: str, reason: str) -> None:
-        echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
-
     async def main() -> None:
         async with Engine.open(path, durability=durability, handlers=handlers) as engine:
-            engine.on_step = steps
-            engine.on_park = parked
+            engine.observe(steps)
             await engine.serve(concurrency=concurrency, idle_exit=until_idle)
 
     _, interrupted = run_async(main)

@@ -9,6 +9,7 @@ from journal import default_path as default_path
 
 from ._context import Context as Context
 from ._engine import Engine as Engine
+from ._handlers import check_recorded as check_recorded
 from ._handlers import handler_path as handler_path
 from ._handlers import load_handler as load_handler
 from ._memory import Memory as Memory
@@ -20,7 +21,9 @@ from ._retry import RetryPolicy as RetryPolicy
 from ._step_info import StepInfo as StepInfo
 from ._step_info import current_context as current_context
 from ._step_info import current_step as current_step
+from ._step_info import handler_context as handler_context
 from ._steps import idempotency_key as idempotency_key
+from ._suspend import pause as pause
 from .errors import Cancelled as Cancelled
 from .errors import DeterminismViolation as DeterminismViolation
 from .errors import HandlerNotFound as HandlerNotFound
@@ -40,7 +43,8 @@ __all__ = (
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
     "PromiseConflict", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
-    "Chunk", "current_context", "current_step", "default_path", "handler_path", "idempotency_key", "load_handler",
+    "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path", "idempotency_key",
+    "load_handler", "pause",
 )
 
 # Imported on first use: a process that neither streams nor follows live output needs none of it.

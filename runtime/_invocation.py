@@ -58,17 +58,13 @@ from ._steps import (
     step_digest,
     step_entry,
 )
-from ._suspend import Suspend
+from ._suspend import Restart, Suspend
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
 if TYPE_CHECKING:
     from ._chunks import Emitter
 
-__all__ = ["InvocationContext", "Restart", "idempotency_key"]
-
-
-class Restart(BaseException):
-    """Internal (always-replay mode): unwind after a live step so the handler replays from the top."""
+__all__ = ["InvocationContext", "idempotency_key"]
 
 
 class InvocationContext(Composition, Context):
@@ -104,8 +100,9 @@ class InvocationContext(Composition, Context):
         self._inflight = 0  # steps and timers in flight
         self._wake: anyio.Event | None = None  # made by the first wait (most executions never wait)
         self._quiescing: anyio.Event | None = None
-        self.on_step: Callable[[str, str, float, bool], None] | None = None
-        # Wraps each live step function (tracing, see runtime/_otel.py); None costs one test per step.
+        # Told (name, how, seconds) as each step finishes, when an observer listens (runtime/hooks.py).
+        self.on_step: Callable[[str, str, float], None] | None = None
+        # Wraps each live step function (an observer's, runtime/hooks.py); None costs one test per step.
         self.wrap_step: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
         self._emitter: Emitter | None = None  # made by the first chunk a step emits (`emit_chunk`)
 
@@ -159,7 +156,7 @@ class InvocationContext(Composition, Context):
         else:
             seq, prev, recorded = await self._claim(Step, name, call_digest)
         if recorded is not None:
-            self._report(name, "replayed", 0.0, True)
+            self._report(name, "replayed", 0.0)
             return replayed_result(machine.replayer, seq, name, recorded, rtype)
         # A step pays no coroutine call for what does not apply (the hot path of every live step).
         if machine.cancel_reason is not None or machine.pending or self._restarting:
@@ -208,7 +205,7 @@ class InvocationContext(Composition, Context):
                 if emitter is not None and seq in emitter.streaming:
                     emitter.ended(seq)
             if self.on_step is not None and (failure is not None or error is None):
-                self._report(name, "live" if failure is None else "failed", time.perf_counter() - started, False)
+                self._report(name, "live" if failure is None else "failed", time.perf_counter() - started)
             if error is not None:
                 raise rebuild_error(error)
         finally:
@@ -451,6 +448,6 @@ class InvocationContext(Composition, Context):
             machine.broken = exc
             raise
 
-    def _report(self, name: str, how: str, seconds: float, replayed: bool) -> None:
+    def _report(self, name: str, how: str, seconds: float) -> None:
         if self.on_step is not None:
-            self.on_step(name, how, seconds, replayed)
+            self.on_step(name, how, seconds)

@@ -2,7 +2,7 @@
 and `current_step()`, what a step function can learn about its step (and how it streams
 live output to the invocation's followers).
 
-Both are `ContextVar`s. The context is set where the handler runs (`Execution.drive`, and
+Both are `ContextVar`s. The context is set where the handler runs (`Executor._drive`, and
 `replay_journal`'s own drive), so every task the handler spawns inherits it, and code the
 handler calls (an agent framework, a tool) finds its invocation without being handed it."""
 
@@ -30,6 +30,14 @@ def current_context() -> Context:
             "handler(ctx, ...)` runs (or a task it spawned), under Engine.run, journal run or a worker"
         )
     return ctx
+
+
+def handler_context() -> Context | None:
+    """The context of the invocation when handler code calls (a handler, or a task it spawned),
+    and None from a step function or outside any handler: where code that makes its own calls
+    durable (an agent framework's integration) should journal them, or not."""
+    ctx = _context.get()
+    return ctx if ctx is not None and _current.get() is None else None
 
 
 class StepInfo(NamedTuple):

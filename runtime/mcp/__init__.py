@@ -14,6 +14,7 @@ After a crash the resumed handler gets each recorded result back without calling
 server again: a tool that ran is not run twice."""
 
 from ._session import JournaledSession as JournaledSession
+from ._session import journal_call as journal_call
 from ._session import journaled as journaled
 
-__all__ = ("JournaledSession", "journaled")
+__all__ = ("JournaledSession", "journal_call", "journaled")

@@ -21,9 +21,7 @@ import mcp.types as types
 from pydantic import BaseModel
 
 from journal.errors import JournalError
-
-from .._retry import RetryPolicy
-from .._step_info import _context, in_step
+from runtime import RetryPolicy, current_context, handler_context
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -74,14 +72,16 @@ async def journal_call(name: str, result_type: type[R], call: Callable[..., Awai
     """`await call(*digested)` as the step `name` of the calling handler: the result journaled as
     its JSON form and rebuilt as `result_type`, and `digested` (JSON arguments) in the step's
     digest. Inside a step it is a plain call; outside a handler it refuses."""
-    ctx = _context.get()
-    if ctx is None or in_step():
-        if ctx is None:
+    ctx = handler_context()
+    if ctx is None:
+        try:
+            current_context()
+        except LookupError:
             raise JournalError(
                 f"journaled MCP call {name!r} was made outside a handler, where nothing would journal it; "
                 "call it from an `async def handler(ctx, ...)` (or use the session itself, unjournaled)"
-            )
-        return await call(*digested)  # the enclosing step is the journaled unit
+            ) from None
+        return await call(*digested)  # inside a step: the enclosing step is the journaled unit
 
     async def step(*given: Any) -> Any:
         result = await call(*given)

@@ -8,7 +8,7 @@ from typing import Any
 import mcp.types as types
 from agents.mcp import MCPServer
 
-from ..mcp._session import journal_call
+from runtime.mcp import journal_call
 
 
 class JournaledMCPServer(MCPServer):

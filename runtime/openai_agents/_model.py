@@ -14,8 +14,7 @@ from agents.items import ModelResponse, TResponseStreamEvent
 from agents.models.interface import Model, ModelProvider
 from pydantic import TypeAdapter
 
-from .._retry import RetryPolicy
-from .._step_info import _context, in_step
+from runtime import RetryPolicy, handler_context
 
 _RESPONSE = TypeAdapter(ModelResponse)
 
@@ -29,8 +28,8 @@ class JournaledModel(Model):
         self._retry = retry
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        ctx = _context.get()
-        if ctx is None or in_step():  # a nested run inside a tool's step: that step is journaled
+        ctx = handler_context()
+        if ctx is None:  # a nested run inside a tool's step: that step is journaled
             return await self.model.get_response(*args, **kwargs)
 
         async def step() -> Any:
@@ -41,8 +40,7 @@ class JournaledModel(Model):
                                                           type=Any))
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
-        ctx = _context.get()
-        if ctx is not None and not in_step():
+        if handler_context() is not None:
             raise RuntimeError(
                 "a streamed run (Runner.run_streamed) is not journaled: use runtime.openai_agents.run, "
                 "which makes every model call a step"

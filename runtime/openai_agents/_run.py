@@ -26,10 +26,8 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from journal.errors import JournalError
+from runtime import PromiseRejected, RetryPolicy, handler_context
 
-from .._retry import RetryPolicy
-from .._step_info import _context, in_step
-from ..errors import PromiseRejected
 from ._mcp import JournaledMCPServer
 from ._model import JournaledModel, JournaledProvider
 
@@ -41,8 +39,8 @@ async def run(agent: Agent[Any], input: Any, *, model_retry: RetryPolicy | None 
     Every model call and function-tool call (of `agent` and of the agents it hands off to) and
     every MCP call is a journaled step; a tool that needs approval waits on the promise
     `approval_name(item)`. `model_retry` and `tool_retry` are those steps' `RetryPolicy`."""
-    ctx = _context.get()
-    if ctx is None or in_step():
+    ctx = handler_context()
+    if ctx is None:
         raise JournalError(
             "runtime.openai_agents.run was called outside a handler, where nothing would be journaled: call it "
             "from `async def handler(ctx, ...)` (Engine.run, journal run, a worker), or call agents.Runner.run "
@@ -109,8 +107,8 @@ class _Durable:
         name, retry = f"openai_agents.tool:{tool.name}", self._tool_retry
 
         async def on_invoke_tool(tool_context: Any, arguments: str) -> Any:
-            ctx = _context.get()
-            if ctx is None or in_step():
+            ctx = handler_context()
+            if ctx is None:
                 return await invoke(tool_context, arguments)
 
             async def step(_: str) -> Any:

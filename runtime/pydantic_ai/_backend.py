@@ -14,8 +14,7 @@ from typing import Any, TypedDict
 
 from pydantic_ai.durable_exec import DurableOperationId, JournalCallableOperationBackend, record_durable_unit
 
-from .._retry import RetryPolicy
-from .._step_info import current_context
+from runtime import RetryPolicy, current_context
 
 
 class StepConfig(TypedDict, total=False):

@@ -39,8 +39,8 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_ai.toolsets import ToolsetTool
 
-from .._step_info import _context, current_step, in_step
-from ..errors import Cancelled, TerminalError
+from runtime import Cancelled, TerminalError, current_step, handler_context
+
 from ._backend import StepBackend, StepConfig
 from ._waits import PromiseWaits
 
@@ -120,11 +120,11 @@ class JournalDurability(BaseDurabilityCapability[AgentDepsT]):
     @property
     def in_durable_context(self) -> bool:
         """Handler code: a journal handler (or a task it spawned) is running, and not inside a step."""
-        return _context.get() is not None and not in_step()
+        return handler_context() is not None
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         if not self.in_durable_context:
-            if in_step():
+            if _in_step():
                 return await handler()  # an agent run by a step (a tool): the step is what is journaled
             raise UserError(
                 f"agent {self.name!r} has JournalDurability, but it is running outside a journal handler, where "
@@ -137,15 +137,15 @@ class JournalDurability(BaseDurabilityCapability[AgentDepsT]):
     # -- replay-safe identity and time -----------------------------------------------------------
 
     def get_default_run_id(self) -> str | None:
-        ctx = _context.get()
-        return str(ctx.uuid()) if ctx is not None and not in_step() else None
+        ctx = handler_context()
+        return str(ctx.uuid()) if ctx is not None else None
 
     def get_default_conversation_id(self, run_id: str) -> str | None:
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
 
     async def get_run_start_time(self, run_id: str) -> datetime | None:
-        ctx = _context.get()
-        return ctx.now() if ctx is not None and not in_step() else None  # journaled: the same on replay
+        ctx = handler_context()
+        return ctx.now() if ctx is not None else None  # journaled: the same on replay
 
     # -- live output ---------------------------------------------------------------------------------
 
@@ -186,11 +186,19 @@ class JournalDurability(BaseDurabilityCapability[AgentDepsT]):
 
 async def _durable_sleep(seconds: float) -> None:
     """The agent graph's waits (between polls of a background response) as durable timers."""
-    ctx = _context.get()
-    if ctx is not None and not in_step():
+    ctx = handler_context()
+    if ctx is not None:
         await ctx.sleep(seconds)
     else:
         await anyio.sleep(max(seconds, 0))
+
+
+def _in_step() -> bool:
+    try:
+        current_step()
+    except LookupError:
+        return False
+    return True
 
 
 class _LiveText:
@@ -220,5 +228,5 @@ def _send(event: AgentStreamEvent) -> None:
         text = event.part.content
     elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
         text = event.delta.content_delta
-    if text and in_step():
+    if text and _in_step():
         current_step().emit(text)

@@ -19,8 +19,7 @@ from typing import Any
 from pydantic import JsonValue
 from pydantic_ai.durable_exec import ExternalEventError, ExternalEventWaiter
 
-from .._step_info import current_context, current_step
-from ..errors import PromiseRejected, StepTimeout
+from runtime import PromiseRejected, StepTimeout, current_context, current_step
 
 
 class PromiseWaits(ExternalEventWaiter):
