@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import select
 
-import pytest
-
-from journal import LiveFeed, Sent
+from journal import LiveFeed, LmdbStore, Sent
 
 from ..waiting import wait_until
 
@@ -59,15 +57,15 @@ def test_a_later_attempt_replaces_an_earlier_one_and_the_earlier_ones_stragglers
         feed.close()
 
 
-def test_chunks_of_a_running_step_are_kept_for_a_late_follower_on_lmdb(backend):
-    if backend.kind != "lmdb":
-        pytest.skip("only LMDB keeps a running step's chunks (PostgreSQL's NOTIFY reaches who listens)")
-    store = backend.open()
-    channel = store.live()
-    channel.publish(Sent("inv", 3, 1, 1, 0, "sent before anyone followed"))
-    channel.flush()
-    feed = LiveFeed.open(backend.open(), "inv")
-    try:
-        assert [c.data for c in _take_until(feed, 1)] == ["sent before anyone followed"]
-    finally:
-        feed.close()
+def test_chunks_of_a_running_step_are_kept_for_a_late_follower_on_lmdb(tmp_path):
+    """LMDB keeps a running step's chunks, so a follower that starts after they were sent reads
+    them (PostgreSQL's NOTIFY reaches those who listen when it is sent)."""
+    with LmdbStore(tmp_path / "db") as sender, LmdbStore(tmp_path / "db") as follower:
+        channel = sender.live()
+        channel.publish(Sent("inv", 3, 1, 1, 0, "sent before anyone followed"))
+        channel.flush()
+        feed = LiveFeed.open(follower, "inv")
+        try:
+            assert [c.data for c in _take_until(feed, 1)] == ["sent before anyone followed"]
+        finally:
+            feed.close()
