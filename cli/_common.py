@@ -24,6 +24,7 @@ from journal.errors import (
     JournalError,
     LeaseLost,
     PromiseConflict,
+    PromiseNotFound,
     StoreError,
 )
 
@@ -34,7 +35,8 @@ T = TypeVar("T")
 # Exit codes (DESIGN.md, "The command line").
 OK, FAILED, USAGE, SUSPENDED, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4, 130
 
-_USAGE_ERRORS = (InvocationNotFound, InvocationConflict, InvocationBusy, PromiseConflict, StoreError, ValueError)
+_USAGE_ERRORS = (InvocationNotFound, InvocationConflict, InvocationBusy, PromiseConflict, PromiseNotFound, StoreError,
+                 ValueError)
 
 
 class Exit(Exception):

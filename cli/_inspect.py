@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import click
+import msgspec
 
 from journal import (
     TERMINAL_KINDS,
+    Damaged,
     Entry,
     InvocationRecord,
+    Query,
     Status,
     Store,
     kind_of,
 )
 from journal.errors import CorruptEntry, InvocationNotFound
-from journal.views import children_of, decoded, entry_view, forked_from, invocation_json, record_json
+from journal.views import children_of, decoded, entry_view, forked_from, invocation_json, listed_json
 from journal.views import export as export_entries
 
 from . import _render as render
-from ._common import INTERRUPTED, OK, Exit, db_option, echo_err, edge, json_option, open_store, out, suggest
+from ._common import INTERRUPTED, OK, USAGE, Exit, db_option, echo_err, edge, json_option, open_store, out, suggest
 
 if TYPE_CHECKING:
     from journal import Chunk
@@ -47,41 +51,71 @@ short_handler = render.short_handler
 @click.option("--status", "statuses", multiple=True, type=click.Choice(_STATUSES),
               help="Only invocations with this status (repeat for several).")
 @click.option("--key", metavar="KEY", help="Only the invocations of this key (the turns of one thread).")
+@click.option("--handler", metavar="NAME", help="Only the invocations of this handler (its NAME or TARGET).")
+@click.option("--search", "text", metavar="TEXT", help="Only those with TEXT in the id, handler, key or error.")
+@click.option("--since", metavar="TIME", help="Only those created at TIME (ISO 8601, UTC unless it says) or later.")
+@click.option("--until", metavar="TIME", help="Only those created before TIME.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the N most recently created.")
 @db_option
 @json_option
 @edge
-def ls(statuses: tuple[str, ...], key: str | None, limit: int | None, db: str | None, as_json: bool) -> None:
+def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: str | None, since: str | None,
+       until: str | None, limit: int | None, db: str | None, as_json: bool) -> None:
     """List invocations, oldest first.
+
+    A record that does not decode is listed as `damaged` (`journal check` says what is
+    wrong), and the others still are.
 
     Example:
 
     \b
         journal ls --status suspended --status diverged
+        journal ls --search refund --since 2026-12-01
     """
+    query = Query(statuses=tuple(Status(s) for s in dict.fromkeys(statuses)), handler=handler, key=key,
+                  text=text or None, since=_instant(since, "--since"), until=_instant(until, "--until"),
+                  limit=limit or 1000)
+    items: list[InvocationRecord | Damaged] = []
     with open_store(db) as store:
-        if statuses:
-            records = [r for s in dict.fromkeys(statuses) for r in store.list(Status(s))]
-        else:
-            records = store.list()
-        if key is not None:
-            records = [r for r in records if r.key == key]
-        records.sort(key=lambda r: (r.created_at, r.id))
-        if limit is not None:
-            records = records[-limit:]
-        counts = {r.id: store.entry_count(r.id) for r in records}
+        while True:  # newest first, a page at a time, from the store's listing index
+            found = store.page(query)
+            items += found.items
+            if found.next is None or (limit is not None and len(items) >= limit):
+                break
+            query = msgspec.structs.replace(query, after=found.next)
+        items = items[:limit] if limit is not None else items
+        items.reverse()
+        rows_json = [listed_json(store, item) for item in items]
     if as_json:
-        click.echo(render.to_json([record_json(r, counts[r.id]) for r in records]))
+        click.echo(render.to_json(rows_json))
         return
-    if not records:
+    if not items:
         echo_err("no invocations" + (f" with status {', '.join(statuses)}" if statuses else "")
                  + (f" of key {key!r}" if key is not None else ""))
         return
     rows = [
-        [r.id, render.status(r.status), short_handler(r.handler), str(counts[r.id]), render.age(r.updated_at)]
-        for r in records
+        [doc["id"], render.status(Status(doc["status"])) if doc["status"] != "damaged" else "damaged",
+         short_handler(doc["handler"]) if doc["handler"] else "?", str(doc["entries"]),
+         render.age(item.updated_at) if isinstance(item, InvocationRecord) else "?"]
+        for doc, item in zip(rows_json, items, strict=True)
     ]
     out(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
+    damaged = [item.id for item in items if isinstance(item, Damaged)]
+    if damaged:
+        echo_err(f"{len(damaged)} record(s) do not decode: {', '.join(map(render.safe, damaged))}; "
+                 f"{suggest(['check'], db)} says what is wrong")
+
+
+def _instant(text: str | None, option: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        raise Exit(USAGE, f"{option} {text!r} is not an ISO 8601 time (for example 2026-12-01T09:30:00Z)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp() * 1_000_000)
 
 
 # -- show ---------------------------------------------------------------------------------------

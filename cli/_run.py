@@ -9,9 +9,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
-import anyio
 import click
 
 from journal import InvocationRecord, Status, UnencodableValue, encode_value
@@ -90,33 +90,30 @@ def read_input(input_json: str | None, input_file: str | None, *, name: str = "-
         raise fail(f"{where} is nested too deeply to decode; flatten the input") from None
 
 
-async def wait_for_turn(engine: Engine, record: InvocationRecord, db: str | None) -> str | None:
-    """Wait while an earlier invocation of the record's key runs elsewhere.
+def _announce(invocation_id: str) -> Callable[[InvocationRecord], None]:
+    """What a run tells its user when it waits for an earlier invocation of its key."""
+    def queued(head: InvocationRecord) -> None:
+        echo_err(f"{invocation_id} waits for {head.id}, which runs first on key {head.key!r}")
 
-    Invocations of one key run one at a time, in arrival order. Returns None when the
-    record's turn has come (or it already finished); if an earlier one is not being run
-    by anybody (pending, suspended, diverged, or its process died), returns what to do,
-    since waiting would never end.
-    """
-    announced = False
-    while True:
-        queue = engine.store.key_queue(record.key)
-        if record.id not in queue or queue[0] == record.id:
-            return None
-        head = engine.store.get(queue[0])
-        if head is not None and not head.finished:  # (else it finished since the queue was read: look again)
-            hint = unblock_hint(engine.store, head, time.time_ns() // 1000, db)
-            if hint is not None:
-                return "\n".join([
-                    f"invocation {record.id} is queued on key {record.key!r}: invocations of a key run one at "
-                    "a time, in arrival order, and an earlier one is unfinished.",
-                    hint,
-                    f"then continue this one: {suggest(['resume', record.id], db)}",
-                ])
-            if not announced:
-                echo_err(f"{record.id} waits for {head.id}, which runs first on key {record.key!r}")
-                announced = True
-        await anyio.sleep(0.05)
+    return queued
+
+
+async def _turn_note(engine: Engine, outcome: Outcome, db: str | None) -> str | None:
+    """For a run that stopped queued behind an invocation nobody is running (`turn:ID`):
+    what to do, since waiting would never end."""
+    if outcome.status != Status.PENDING or not (outcome.waiting or "").startswith("turn:"):
+        return None
+    assert outcome.waiting is not None
+    head = await engine.committer.read(engine.store.get, outcome.waiting[len("turn:"):])
+    hint = None if head is None else await engine.committer.read(unblock_hint, engine.store, head, time.time_ns() // 1000,
+                                                                  db)
+    record = await engine.committer.read(engine.store.require, outcome.id)
+    return "\n".join([
+        f"invocation {outcome.id} is queued on key {record.key!r}: invocations of a key run one at "
+        "a time, in arrival order, and an earlier one is unfinished.",
+        hint or f"the queue waits for {outcome.waiting[len('turn:'):]}",
+        f"then continue this one: {suggest(['resume', outcome.id], db)}",
+    ])
 
 
 def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, create: bool = False,
@@ -136,27 +133,27 @@ def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, 
     return result
 
 
-def _conclude(db: str | None, durability: str, steps: Progress, work: Any, interrupted_id: Any, queued: list[str],
+def _conclude(db: str | None, durability: str, steps: Progress, work: Any, interrupted_id: Any,
               *, started: float, show: bool, as_json: bool, create: bool = False,
               handlers: dict[str, Any] | None = None) -> NoReturn:
     """Run `work` and leave with the outcome's exit status (`run` and `resume` end alike)."""
     own_the_collector()  # this process runs the invocation and nothing else
-    async def work_and_wait(engine: Engine) -> tuple[Outcome, InvocationRecord | None]:
+    async def work_and_wait(engine: Engine) -> tuple[Outcome, InvocationRecord | None, str | None]:
         outcome = await work(engine)
         waits_on = None
         if outcome.status == Status.SUSPENDED and outcome.waiting and outcome.waiting.startswith("child:"):
-            waits_on = engine.waiting_for(outcome.id)
-        return outcome, waits_on
+            waits_on = await engine.committer.read(engine.waiting_for, outcome.id)
+        return outcome, waits_on, await _turn_note(engine, outcome, db)
 
     try:
-        outcome, waits_on = _execute(db, durability, steps, work_and_wait, create=create, handlers=handlers)
+        outcome, waits_on, queued = _execute(db, durability, steps, work_and_wait, create=create, handlers=handlers)
     except Exit as exc:
         invocation_id = interrupted_id()
         if exc.code == INTERRUPTED and invocation_id is not None:
             raise Exit(INTERRUPTED, interrupted_help(invocation_id, db)) from None
         raise
-    if queued:
-        queued_exit(outcome, queued[0], as_json)
+    if queued is not None:
+        queued_exit(outcome, queued, as_json)
     if show:
         echo_err(f"{outcome.status.value} in {render.duration(time.perf_counter() - started)} ({steps.summary()})")
     raise Exit(report(outcome, db=db, as_json=as_json, waits_on=waits_on))
@@ -199,32 +196,30 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
     show = sys.stderr.isatty() if progress is None else progress
     steps = Progress(show)
     chosen: list[str] = []
-    queued: list[str] = []
     started = time.perf_counter()
 
-    async def work(engine: Engine) -> Outcome:
-        try:
-            record = await engine.start(fn, value, id=invocation_id, key=key, lax_input=True)
-        except (ValueError, UnencodableValue, RecursionError) as exc:
-            hint = "" if given else "; pass it with --input JSON or --input-file PATH"
-            raise fail(f"bad input: {exc}{hint}") from None
+    def begun(record: InvocationRecord) -> None:
         chosen.append(record.id)
         if not runs_recorded_handlers(db) and record.handler == getattr(fn, "__journal_path__", None):
             from . import _started_here  # so that `resume` and `replay` from here need no --handler
 
             _started_here.note(store_path(db), record.id, record.handler)
-        if record.key is not None:
-            note = await wait_for_turn(engine, record, db)
-            if note is not None:
-                queued.append(note)
-                return Outcome.of(engine.store.require(record.id))
         if show:
             echo_err(f"running {record.id} ({render.cut(record.handler, 60)})")
         elif invocation_id is None and not as_json:  # the only way to learn a generated id
             echo_err(f"invocation {record.id}")
-        return await engine.run(fn, value, id=record.id, key=key, lax_input=True)
 
-    _conclude(db, durability, steps, work, lambda: chosen[0] if chosen else None, queued,
+    async def work(engine: Engine) -> Outcome:
+        try:
+            return await engine.run(fn, value, id=invocation_id, key=key, lax_input=True, started=begun,
+                                    queued=lambda head: _announce(chosen[0])(head))
+        except (ValueError, UnencodableValue, RecursionError) as exc:
+            if chosen:  # not the input: it was recorded
+                raise
+            hint = "" if given else "; pass it with --input JSON or --input-file PATH"
+            raise fail(f"bad input: {exc}{hint}") from None
+
+    _conclude(db, durability, steps, work, lambda: chosen[0] if chosen else None,
               started=started, show=show, as_json=as_json, create=True)
 
 
@@ -276,21 +271,15 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     started = time.perf_counter()
     if show:
         echo_err(f"resuming {invocation_id}")
-    queued: list[str] = []
 
     async def work(engine: Engine) -> Outcome:
-        record = engine.store.require(invocation_id)
+        record = await engine.committer.read(engine.store.require, invocation_id)
         if noted is not None and record.handler != noted:
             raise fail(f"invocation {invocation_id} now records handler {render.safe(record.handler)!r}, not "
                        f"{render.safe(noted)!r}, which `journal run` started it with here: pass --handler NAME=TARGET")
-        if record.key is not None and not record.finished:
-            note = await wait_for_turn(engine, record, db)
-            if note is not None:
-                queued.append(note)
-                return Outcome.of(engine.store.require(invocation_id))
-        return await engine.resume(invocation_id, fn)
+        return await engine.resume(invocation_id, fn, wait_turn=True, queued=_announce(invocation_id))
 
-    _conclude(db, durability, steps, work, lambda: invocation_id, queued,
+    _conclude(db, durability, steps, work, lambda: invocation_id,
               started=started, show=show, as_json=as_json, handlers=handlers)
 
 
@@ -299,10 +288,12 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
 @click.argument("name")
 @click.argument("value", metavar="[JSON]", required=False)
 @click.option("--reject", metavar="MSG", help="Reject the promise instead: the handler gets PromiseRejected(MSG).")
+@click.option("--early", is_flag=True,
+              help="Deliver it although the invocation does not wait on NAME yet: it is kept until the handler asks.")
 @db_option
 @json_option
 @edge
-def resolve(invocation_id: str, name: str, value: str | None, reject: str | None, db: str | None,
+def resolve(invocation_id: str, name: str, value: str | None, reject: str | None, early: bool, db: str | None,
             as_json: bool) -> None:
     """Resolve (or --reject) a promise an invocation waits for.
 
@@ -310,6 +301,9 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 
     A suspended invocation waiting on NAME becomes pending: `journal resume ID` (or a
     running `journal worker`) continues it. JSON `-` reads the value from stdin.
+
+    A promise the invocation neither waits on nor has recorded is refused (exit 2), so
+    that a typo in NAME does not vanish; --early delivers it ahead of the handler's asking.
 
     A parent suspended in ctx.call waits on `child:CHILD`, which only the child's result
     settles: resolve what the child waits for instead (`journal resume PARENT` says what).
@@ -332,8 +326,8 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
     async def work(engine: Engine) -> Any:
         engine.store.require(invocation_id)
         if reject is not None:
-            return await engine.reject(invocation_id, name, reject)
-        return await engine.resolve(invocation_id, name, decoded)
+            return await engine.reject(invocation_id, name, reject, early=early)
+        return await engine.resolve(invocation_id, name, decoded, early=early)
 
     record = _execute(db, "sync", Progress(False), work)
     if as_json:

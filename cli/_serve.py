@@ -65,6 +65,20 @@ def _token(token_file: str | None) -> str | None:
     return token or None
 
 
+def _allowed_hosts(host: str, allowed: tuple[str, ...], token: str | None) -> list[str] | None:
+    """The names a request's Host header may give: the bound address and localhost, and
+    --allow-host's. Always checked (a DNS name rebound to 127.0.0.1 would otherwise pass
+    for the server), except on every interface (0.0.0.0, ::) with a token and no
+    --allow-host: such a server answers to any name that reaches it, and the token guards it."""
+    for name in allowed:
+        if not name or "*" in name[1:] or (name.startswith("*") and not name.startswith("*.")) or "/" in name:
+            raise fail(f"--allow-host {name!r} is not a host name (for example journal.internal or *.example.com)")
+    if not allowed and token is not None and host in ("0.0.0.0", "::"):
+        return None
+    bound = f"[{host}]" if ":" in host else host
+    return list(dict.fromkeys([bound, "localhost", *(name.lower() for name in allowed)]))
+
+
 def _listen(host: str, port: int) -> socket.socket:
     """Bind before anything else starts, so a taken port is reported plainly (and :0 works)."""
     sock = None
@@ -92,6 +106,9 @@ def _listen(host: str, port: int) -> socket.socket:
                    "path/to/file.py:function or package.module:function.")
 @click.option("--token-file", metavar="PATH", type=click.Path(dir_okay=False),
               help="A file holding the bearer token every request must carry (default: $JOURNAL_TOKEN).")
+@click.option("--allow-host", "allow_hosts", metavar="NAME", multiple=True,
+              help="Another name requests may address this server by in their Host header (repeat for several); "
+                   "by default only the --http address and localhost.")
 @click.option("--workers", type=click.IntRange(0), default=16, show_default=True,
               help="How many invocations this process runs at once (0: API only, other workers run them).")
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
@@ -99,14 +116,16 @@ def _listen(host: str, port: int) -> socket.socket:
               help="The largest request body accepted; larger ones get 413.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
 @edge
-def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_file: str | None, workers: int,
-          durability: str, max_body: int, quiet: bool) -> None:
+def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_file: str | None,
+          allow_hosts: tuple[str, ...], workers: int, durability: str, max_body: int, quiet: bool) -> None:
     """Serve the HTTP API and web UI, and run invocations (until SIGTERM or Ctrl-C).
 
     Requests may start only the handlers registered with --handler NAME=TARGET; they
     never name code to import. Binding to anything but loopback requires a token
     (--token-file or JOURNAL_TOKEN), which every API request must then send as
-    `Authorization: Bearer TOKEN`. SIGTERM stops cleanly: invocations in flight give
+    `Authorization: Bearer TOKEN`. A request must address the server by the --http
+    address or localhost (or a name given with --allow-host), and a request that changes
+    state must be application/json and come from no other web page. SIGTERM stops cleanly: invocations in flight give
     their lease back and stay pending. docs/http.md describes every endpoint.
 
     Example:
@@ -130,6 +149,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
             "on loopback (--http 127.0.0.1:8420)"
         )
     handlers = _handlers(handler_specs)
+    hosts = _allowed_hosts(host, allow_hosts, token)
     path = store_path(db)
     steps = Progress(not quiet, prefix_ids=True)
     sock = _listen(host, port)  # before the store is opened: a taken port leaves nothing behind
@@ -146,7 +166,8 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
         # a record never chooses the code a worker imports (DESIGN.md).
         async with Engine.open(path, durability=durability, handlers=handlers) as engine:
             engine.observe(steps)
-            app = create_app(engine, handlers=handlers, token=token, max_body=max_body, workers=workers)
+            app = create_app(engine, handlers=handlers, token=token, max_body=max_body, workers=workers,
+                             allowed_hosts=hosts)
             config = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False,
                                     lifespan="off", timeout_graceful_shutdown=5)
             server = _server(config)

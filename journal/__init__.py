@@ -41,6 +41,10 @@ from ._entries import name_of as name_of
 from ._fork import ForkError as ForkError
 from ._fork import fork as fork
 from ._ids import validate_id as validate_id
+from ._listing import Cursor as Cursor
+from ._listing import Damaged as Damaged
+from ._listing import Page as Page
+from ._listing import Query as Query
 from ._records import FINISHED as FINISHED
 from ._records import HOST as HOST
 from ._records import InvocationRecord as InvocationRecord
@@ -96,7 +100,7 @@ __all__ = (
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
     "lease_is_live", "name_of", "validate_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables",
-    "FORMAT_VERSIONS", "Migration", "migrate",
+    "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
     "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent",
 )
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol, overload, runtime_checkable
 import msgspec
 
 from ._entries import ErrorInfo
+from ._listing import Page, Query
 from ._records import InvocationRecord, Lease, Resolution, Status
 
 if TYPE_CHECKING:
@@ -81,7 +82,13 @@ class Append(msgspec.Struct, gc=False):
 
 
 class Acquire(msgspec.Struct, gc=False):
-    """Take the lease; result is `(epoch, record)`. Raises InvocationBusy if a live owner has it."""
+    """Take the lease; result is `(epoch, record)`. Raises InvocationBusy if a live owner has it.
+
+    With `wait_turn`, for an invocation queued behind another of its key: take the lease as
+    its waiter instead of refusing, leaving it `pending`, so that no other process claims it
+    while the process that started it waits for its turn (which it then acquires again, as
+    the same owner). Where the invocation's turn has come, nothing is taken and the epoch
+    returned is 0."""
 
     id: str
     owner: str
@@ -90,6 +97,7 @@ class Acquire(msgspec.Struct, gc=False):
     ttl_us: int
     now_us: int
     ignore_queue: bool = False  # copying entries in (a fork) is not running: the key's queue does not apply
+    wait_turn: bool = False
 
 
 class Renew(msgspec.Struct, gc=False):
@@ -145,11 +153,11 @@ class Create(msgspec.Struct, gc=False):
     """Create `record` with entry 0 (`started`) unless it exists: `Store.create` as an operation,
     so that many creations share a transaction. Result: (record, created).
 
-    With `lease`, a store may also take the new invocation's lease for that owner in the
-    same transaction: the record it returns is then `running` and the lease's epoch is 1
-    (what `Engine.run` does with an invocation it starts, saving an `Acquire` of its own).
-    LMDB does for an invocation without a key (a key's queue decides who runs first, and
-    `Acquire` asks it); PostgreSQL never does."""
+    With `lease`, a store that declares `Capability.LEASE_AT_CREATE` also takes the new
+    invocation's lease for that owner in the same transaction, at epoch 1 (what `Engine.run`
+    does with an invocation it starts, saving an `Acquire` of its own): the record it
+    returns is then `running`, unless the invocation is queued behind another of its key,
+    when it stays `pending` with the owner as its waiter (`Acquire.wait_turn`)."""
 
     record: InvocationRecord
     started: bytes
@@ -193,6 +201,12 @@ class Store(Protocol):
         """`get`, raising InvocationNotFound (with what to do) when there is no such invocation."""
 
     def list(self, status: Status | None = None) -> list[InvocationRecord]: ...
+
+    def page(self, query: Query) -> Page:
+        """One page of invocations, newest first (creation time, then id), filtered and
+        continued after `query.after` as `journal.Query` says. A record that does not decode
+        is listed as `journal.Damaged` and the others still are. Kept in an index: a page
+        filtered by status, handler or key reads only the records it returns and one more."""
 
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]: ...
 

@@ -15,6 +15,7 @@
     ├── InvocationNotFound         no invocation has that id
     ├── InvocationConflict         the id exists with a different input
     ├── PromiseConflict            the promise was already resolved with another value
+    ├── PromiseNotFound            the invocation neither waits on nor has recorded that promise
     └── (runtime.errors adds TerminalError, NondeterminismError, PromiseRejected, Cancelled)
 
 Each message says what happened, where, and what to do next.
@@ -78,3 +79,8 @@ class InvocationConflict(JournalError):
 
 class PromiseConflict(JournalError):
     """A promise was already resolved (or rejected) with a different outcome."""
+
+
+class PromiseNotFound(JournalError, LookupError):
+    """The invocation neither waits on nor has recorded the promise: most often a typo in its
+    name. `Engine.resolve(..., early=True)` (`journal resolve --early`) delivers it ahead."""

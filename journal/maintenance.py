@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import msgspec
 
 from ._codec import decode_entry
 from ._entries import TERMINAL_KINDS, Entry, Started
+from ._listing import Damaged, Query
 from ._records import FINISHED, InvocationRecord, Status
 from ._store import Store
 from .backends import Migration, Progress, backend_for
@@ -98,16 +99,29 @@ def migrate(target: str | os.PathLike[str], *, progress: Progress | None = None,
 
 
 def check(store: Store) -> list[Problem]:
-    """Decode every record and entry; verify start and terminal entries and the indexes."""
+    """Decode every record and entry; verify start and terminal entries and the indexes.
+    A record that does not decode is reported with its id, and the others are checked."""
     problems: list[Problem] = []
-    try:
-        records = store.list()
-    except CorruptEntry as exc:
-        return [Problem(exc.invocation_id, None, str(exc))]
-    indexed = {s: {r.id for r in store.list(s)} for s in Status}
+    records: list[InvocationRecord] = []
+    for item in _every(store, Query(limit=1000)):
+        if isinstance(item, Damaged):
+            problems.append(Problem(item.id, None, item.error))
+        else:
+            records.append(item)
+    indexed = {s: {item.id for item in _every(store, Query(statuses=(s,), limit=1000))} for s in Status}
     for record in records:
         problems += _check_one(store, record, indexed)
     return problems
+
+
+def _every(store: Store, query: Query) -> Iterator[InvocationRecord | Damaged]:
+    """Every item of `store.page(query)`, page after page."""
+    while True:
+        found = store.page(query)
+        yield from found.items
+        if found.next is None:
+            return
+        query = msgspec.structs.replace(query, after=found.next)
 
 
 def _check_one(store: Store, record: InvocationRecord, indexed: dict[Status, set[str]]) -> list[Problem]:

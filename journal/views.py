@@ -14,6 +14,7 @@ import msgspec
 
 from ._codec import decode_entry, decode_value
 from ._entries import Called, Entry, ErrorInfo, Started, kind_of, name_of
+from ._listing import Damaged
 from ._records import InvocationRecord, Status
 from ._store import Store
 from ._time import iso_from_us
@@ -34,6 +35,22 @@ def record_json(record: InvocationRecord, entries: int) -> dict[str, Any]:
         "updated_at": iso(record.updated_at),
         "entries": entries,
     }
+
+
+def damaged_json(item: Damaged, entries: int) -> dict[str, Any]:
+    """A record that does not decode, where `journal ls --json` and `GET /invocations` list
+    it: its id, the status `damaged`, and what is wrong (`journal check` says more)."""
+    return {
+        "id": item.id, "handler": None, "status": "damaged", "key": None,
+        "created_at": iso(item.created_at) if item.created_at else None, "updated_at": None,
+        "entries": entries, "damaged": item.error,
+    }
+
+
+def listed_json(store: Store, item: InvocationRecord | Damaged) -> dict[str, Any]:
+    """An item of `Store.page` as `journal ls --json` and `GET /invocations` list it."""
+    entries = store.entry_count(item.id)
+    return record_json(item, entries) if isinstance(item, InvocationRecord) else damaged_json(item, entries)
 
 
 def error_json(error: ErrorInfo | None) -> dict[str, Any] | None:
@@ -203,5 +220,5 @@ def forked_from(store: Store, record: InvocationRecord) -> str | None:
     return None if set(children_of(entries)) & {record.id, first.id} else record.parent
 
 
-__all__ = ("children_of", "corrupt_view", "decoded", "detail", "entry_view", "error_json", "export", "forked_from",
+__all__ = ("children_of", "corrupt_view", "damaged_json", "listed_json", "decoded", "detail", "entry_view", "error_json", "export", "forked_from",
            "invocation_json", "iso", "record_json", "result_json", "state_json", "waiting_on")

@@ -34,6 +34,7 @@ from .errors import JournalError as JournalError
 from .errors import LeaseLost as LeaseLost
 from .errors import NondeterminismError as NondeterminismError
 from .errors import PromiseConflict as PromiseConflict
+from .errors import PromiseNotFound as PromiseNotFound
 from .errors import PromiseRejected as PromiseRejected
 from .errors import StepTimeout as StepTimeout
 from .errors import TerminalError as TerminalError
@@ -42,9 +43,9 @@ __all__ = (
     "Cancelled", "Context", "DeterminismViolation", "Engine", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
-    "PromiseConflict", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
-    "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path", "idempotency_key",
-    "load_handler", "pause",
+    "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
+    "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path",
+    "idempotency_key", "load_handler", "pause",
 )
 
 # Imported on first use: a process that neither streams nor follows live output needs none of it.

@@ -1,5 +1,10 @@
 """Child invocations (`ctx.call`, `ctx.send`): their input checked, their creation journaled,
-and an awaited child run in this process when nobody else runs it."""
+and an awaited child run in this process when nobody else runs it and its handler is here.
+
+A child named by a registered NAME is recorded by that name, as `Engine.start` records one:
+a worker given that handler runs it. A worker without the child's handler leaves the child
+to one that has it, and the parent waits for it like any child (suspended on its result,
+which wakes it when the child finishes wherever it ran)."""
 
 from __future__ import annotations
 
@@ -8,19 +13,27 @@ from typing import Any
 
 import anyio
 
-from journal import Committer, InvocationRecord, Started, Status, UnencodableValue, digest, encode_entry
+from journal import Committer, InvocationRecord, Started, Status, UnencodableValue, digest, encode_entry, encode_value
 from journal.errors import InvocationBusy
 
 from ._branches import _ORIGIN, _branch
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
-from ._handlers import load_handler, prepare_input, register
+from ._handlers import is_name, load_handler, prepare_input, register
 from .errors import TerminalError
 from .hooks import Observers
 
 
-def child_input(target: Callable[..., Any] | str, input: Any) -> tuple[Any, Any]:
-    """The child's handler path and its encoded input; a TerminalError if the input does not fit."""
+def child_input(target: Callable[..., Any] | str, input: Any) -> tuple[str, Any]:
+    """The child's handler (its path, or a NAME) and its encoded input; a TerminalError if the
+    input does not fit. A NAME is recorded as is, its input encoded but not checked, as
+    `Engine.start` records one: the worker that has the handler checks it when it runs the
+    child. (The same bytes wherever the parent runs, so its replay digests the same call.)"""
+    if isinstance(target, str) and is_name(target):
+        try:
+            return target, encode_value(input)
+        except UnencodableValue as exc:
+            raise TerminalError(f"cannot start child {target}: {exc}") from None
     fn = load_handler(target) if isinstance(target, str) else target
     path = register(fn)
     try:
@@ -33,15 +46,24 @@ def child_input(target: Callable[..., Any] | str, input: Any) -> tuple[Any, Any]
 class Children:
     """What an engine's invocation contexts call to start and run their children."""
 
-    child_input = staticmethod(child_input)
-
     def __init__(self, committer: Committer, running: set[str],
-                 execute: Callable[[str], Awaitable[Any]], observers: Observers) -> None:
+                 execute: Callable[[str], Awaitable[Any]], observers: Observers,
+                 handler_for: Callable[[str], Callable[..., Any]]) -> None:
         self._committer = committer
         self._observers = observers
+        self._handler_for = handler_for  # the engine's: which code runs a recorded handler here
         self._store = committer.store
         self._running = running  # the engine's: invocations executing in this process
         self._execute = execute
+
+    child_input = staticmethod(child_input)
+
+    def _runs_here(self, handler: str) -> bool:
+        try:
+            self._handler_for(handler)
+        except Exception:  # noqa: BLE001 - not given to this worker, or its code does not load here
+            return False
+        return True
 
     async def create_child(self, parent: str, path: str, raw: Any, child_id: str, key: str | None,
                            delay: float | None) -> None:
@@ -71,7 +93,7 @@ class Children:
         runnable = record.status == Status.PENDING or (
             record.status == Status.RUNNING and await read(store.live_lease, child_id, now_us()) is None
         )
-        if runnable and child_id not in self._running:
+        if runnable and child_id not in self._running and self._runs_here(record.handler):
             # In a task of its own, so the child's context variables do not leak into the parent's;
             # spawned as no branch of the parent's handler, which does not spawn it on replay.
             outside = _branch.set(_ORIGIN)

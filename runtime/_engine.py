@@ -10,17 +10,21 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 import anyio.lowlevel
+import msgspec
 
 from journal import (
     HOST,
     Committer,
     Durability,
     InvocationRecord,
+    Renew,
     RequestCancel,
     Resolve,
+    SetStatus,
     Started,
     Status,
     Store,
+    Transition,
     UnencodableValue,
     default_path,
     digest,
@@ -28,14 +32,14 @@ from journal import (
     encode_value,
     open_store,
 )
-from journal.errors import InvocationBusy
+from journal.errors import InvocationBusy, JournalError
 
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
-from ._handlers import load_handler, load_recorded, prepare_input, register
+from ._handlers import is_name, load_handler, load_recorded, prepare_input, register
 from ._outcome import Event, Outcome
-from ._requests import check_rollback, refuse_child_promise, waiting_for
+from ._requests import check_rollback, refuse_child_promise, refuse_unknown_promise, waiting_for
 from ._stream import events
 from ._worker import Worker
 from .errors import HandlerNotFound, TerminalError
@@ -145,7 +149,7 @@ class Engine:
         must go on to execute it (`Executor.execute` gives the lease back however that ends)."""
         if isinstance(handler, str) and self.handlers is not None and handler in self.handlers:
             fn, path = self.handlers[handler], handler  # recorded by its name
-        elif isinstance(handler, str) and _is_name(handler):
+        elif isinstance(handler, str) and is_name(handler):
             fn, path = None, handler  # a worker given `--handler NAME=TARGET` runs it and checks its input
         else:
             fn = load_handler(handler) if isinstance(handler, str) else handler
@@ -187,32 +191,101 @@ class Engine:
 
     @overload
     async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False) -> Outcome[T]: ...
+                  key: str | None = None, lax_input: bool = False,
+                  started: Callable[[InvocationRecord], None] | None = None,
+                  queued: Callable[[InvocationRecord], None] | None = None) -> Outcome[T]: ...
     @overload
     async def run(self, handler: str, input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False) -> Outcome: ...
+                  key: str | None = None, lax_input: bool = False,
+                  started: Callable[[InvocationRecord], None] | None = None,
+                  queued: Callable[[InvocationRecord], None] | None = None) -> Outcome: ...
 
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False) -> Outcome:
-        """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges."""
+                  key: str | None = None, lax_input: bool = False,
+                  started: Callable[[InvocationRecord], None] | None = None,
+                  queued: Callable[[InvocationRecord], None] | None = None) -> Outcome:
+        """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges.
+
+        With a `key`, invocations of the key run one at a time, in creation order: this one
+        waits for its turn while an earlier one is being run (by any process) or waits for
+        its own turn in the process that started it; `queued` is told that earlier one, once.
+        If the earlier one is not in anyone's hands (suspended, diverged, pending with nobody
+        to run it), waiting would never end: the outcome is this one `pending`, waiting on
+        `turn:ID`. `started` is told the record once the invocation exists (created or found).
+        """
         record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True)
+        if started is not None:
+            started(record)
         fn = self.handler_for(record.handler)  # (the same as `_start`'s when it leased the invocation)
-        while True:
-            try:
-                return await self._execute(record.id, fn, fresh)
-            except InvocationBusy:
-                fresh = None
-                record = await self._wait_while_running(record.id)
-                if record.status != Status.PENDING and record.status != Status.RUNNING:
-                    return Outcome.of(record)
-                head = await self._queue_head(record)
-                if head is not None:
-                    # Its key's turn belongs to another invocation: wait while that one runs;
-                    # if it is waiting itself (suspended), this one waits in the queue too.
-                    ahead = await self._read(self.store.get, head)
-                    if ahead is not None and not ahead.finished and not await self._running_live(head):
-                        return Outcome(id=record.id, status=Status.PENDING, waiting=f"turn:{head}")
-                await anyio.sleep(0.02)
+        return await self._run_in_turn(record, fn, fresh, queued)
+
+    async def resume(self, invocation_id: str, handler: Callable[..., Any] | str | None = None, *,
+                     wait_turn: bool = False, queued: Callable[[InvocationRecord], None] | None = None) -> Outcome:
+        """Run an existing invocation again: replay its journal, then continue live.
+
+        `handler` names the code to run instead of the one the record names (which is
+        imported only if it passes `load_recorded`'s rule). One queued behind another of its
+        key raises `InvocationBusy`, or with `wait_turn` waits for its turn as `run` does."""
+        fn = load_handler(handler) if isinstance(handler, str) else handler
+        if not wait_turn:
+            return await self._execute(invocation_id, fn)
+        record = await self._read(self.store.require, invocation_id)
+        if record.key is None or record.finished:
+            return await self._execute(invocation_id, fn)
+        return await self._run_in_turn(record, fn, None, queued)
+
+    async def _run_in_turn(self, record: InvocationRecord, fn: Callable[..., Any] | None, fresh: Fresh | None,
+                           queued: Callable[[InvocationRecord], None] | None) -> Outcome:
+        """Execute `record`'s invocation; while earlier ones of its key run, hold its place
+        (a waiter's lease, so no worker takes its turn from this process) and wait."""
+        held: int | None = None  # the epoch of the waiter's lease this engine holds on it
+        renewed = 0.0
+        announced = False
+        try:
+            while True:
+                try:
+                    return await self._execute(record.id, fn, fresh)
+                except InvocationBusy:
+                    fresh = None
+                    record = await self._wait_while_running(record.id)
+                    if record.status != Status.PENDING and record.status != Status.RUNNING:
+                        return Outcome.of(record)
+                    head = await self._queue_head(record)
+                    if head is not None:
+                        if held is None:
+                            held = await self._hold_place(record.id)
+                            renewed = anyio.current_time()
+                        ahead = await self._read(self.store.get, head)
+                        if ahead is not None and not ahead.finished:
+                            if not await self._in_hand(ahead):
+                                return Outcome(id=record.id, status=Status.PENDING, waiting=f"turn:{head}")
+                            if queued is not None and not announced:
+                                queued(ahead)
+                                announced = True
+                        if held and anyio.current_time() - renewed >= self.lease_ttl / 3:
+                            await self.committer.submit(Renew(record.id, held, int(self.lease_ttl * 1e6), now_us()),
+                                                        durable=False)
+                            renewed = anyio.current_time()
+                    await anyio.sleep(0.02)
+        finally:
+            if held:  # gives back the waiter's lease; once the turn was taken its epoch is stale: nothing happens
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.committer.submit(SetStatus(record.id, Transition(
+                            Status.PENDING, now_us(), release=True), held), durable=True)
+                    except JournalError:
+                        pass
+
+    async def _hold_place(self, invocation_id: str) -> int:
+        """Take the waiter's lease of a queued invocation (`Acquire.wait_turn`): its epoch, or
+        0 if its turn came meanwhile (nothing is held then)."""
+        try:
+            op = msgspec.structs.replace(self._executor.acquire_op(invocation_id, now_us()), wait_turn=True)
+            epoch: int
+            epoch, _ = await self.committer.submit(op, durable=False)
+        except InvocationBusy:  # another process holds it: it waits there, this one watches
+            return 0
+        return epoch
 
     async def _queue_head(self, record: InvocationRecord) -> str | None:
         """The invocation ahead of `record` in its key's queue, if one is."""
@@ -221,20 +294,10 @@ class Engine:
         queue = await self._read(self.store.key_queue, record.key)
         return queue[0] if queue and queue[0] != record.id else None
 
-    async def _running_live(self, invocation_id: str) -> bool:
-        record = await self._read(self.store.get, invocation_id)
-        return (
-            record is not None and record.status == Status.RUNNING
-            and await self._read(self.store.live_lease, invocation_id, now_us()) is not None
-        )
-
-    async def resume(self, invocation_id: str, handler: Callable[..., Any] | str | None = None) -> Outcome:
-        """Run an existing invocation again: replay its journal, then continue live.
-
-        `handler` names the code to run instead of the one the record names (which is
-        imported only if it passes `load_recorded`'s rule)."""
-        fn = load_handler(handler) if isinstance(handler, str) else handler
-        return await self._execute(invocation_id, fn)
+    async def _in_hand(self, record: InvocationRecord) -> bool:
+        """Whether a live process has the invocation: running it, or (pending) waiting for its turn."""
+        return record.status in (Status.RUNNING, Status.PENDING) and (
+            await self._read(self.store.live_lease, record.id, now_us()) is not None)
 
     async def get(self, invocation_id: str) -> Outcome:
         return Outcome.of(await self._read(self.store.require, invocation_id))
@@ -261,20 +324,27 @@ class Engine:
         with `ctx.call` (and that child's own awaited child, and so on), in its latest generation."""
         return waiting_for(self.store, invocation_id)
 
-    async def resolve(self, invocation_id: str, name: str, value: Any = None) -> InvocationRecord:
+    async def resolve(self, invocation_id: str, name: str, value: Any = None, *, early: bool = False) -> InvocationRecord:
         """Deliver `value` to promise `name`; a suspended invocation waiting on it becomes pending.
 
-        A `child:` promise (what `ctx.call` waits for) is refused: the child's result settles it."""
+        A `child:` promise (what `ctx.call` waits for) is refused: the child's result settles it.
+        So is a promise the invocation neither waits on nor has recorded (`PromiseNotFound`),
+        unless `early` says it is meant ahead of the handler's asking."""
         await self._read(refuse_child_promise, self.store, invocation_id, name)
+        if not early:
+            await self._read(refuse_unknown_promise, self.store, invocation_id, name)
         try:
             raw = bytes(encode_value(value))
         except UnencodableValue as exc:
             raise TerminalError(f"cannot resolve promise {name!r}: {exc}") from None
         return await self.committer.submit(Resolve(invocation_id, name, now_us(), raw), durable=True)
 
-    async def reject(self, invocation_id: str, name: str, message: str) -> InvocationRecord:
-        """Reject promise `name`: the handler's `ctx.promise(name)` raises `PromiseRejected`."""
+    async def reject(self, invocation_id: str, name: str, message: str, *, early: bool = False) -> InvocationRecord:
+        """Reject promise `name`: the handler's `ctx.promise(name)` raises `PromiseRejected`.
+        Refused as `resolve` refuses."""
         await self._read(refuse_child_promise, self.store, invocation_id, name)
+        if not early:
+            await self._read(refuse_unknown_promise, self.store, invocation_id, name)
         return await self.committer.submit(Resolve(invocation_id, name, now_us(), None, message), durable=True)
 
     async def cancel(self, invocation_id: str, *, run: bool = True, rollback: bool = False) -> Outcome:
@@ -338,8 +408,3 @@ class Engine:
     async def _execute(self, invocation_id: str, fn: Callable[..., Any] | None = None,
                        fresh: Fresh | None = None) -> Outcome:
         return await self._executor.execute(invocation_id, fn, fresh)
-
-
-def _is_name(handler: str) -> bool:
-    """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
-    return ":" not in handler and "/" not in handler and os.sep not in handler

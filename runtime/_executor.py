@@ -102,7 +102,8 @@ class Executor:
         self._read = settings.committer.read  # store calls: off the loop when the store is blocking
         self.running: set[str] = set()
         self.leases = Leases(self.committer, settings.lease_ttl, settings.poll_interval)  # one watcher for all
-        self.children = Children(self.committer, self.running, self.execute, settings.observers)
+        self.children = Children(self.committer, self.running, self.execute, settings.observers,
+                                 settings.handler_for)
 
     def acquire_op(self, invocation_id: str, at: int) -> Acquire:
         return Acquire(invocation_id, self.settings.owner, HOST, os.getpid(), int(self.settings.lease_ttl * 1e6), at)

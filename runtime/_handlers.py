@@ -276,3 +276,6 @@ def decode_input(fn: Callable[..., Any], raw: bytes) -> Any:
     return decode_value(raw, wanted)
 
 
+def is_name(handler: str) -> bool:
+    """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
+    return ":" not in handler and "/" not in handler and os.sep not in handler

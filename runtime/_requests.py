@@ -5,10 +5,11 @@ then writes."""
 
 from __future__ import annotations
 
-from journal import InvocationRecord, StateSet, Store, decode_entry
+from journal import InvocationRecord, Promise, StateSet, Store, decode_entry
+from journal.errors import CorruptEntry
 
 from ._composition import CHILD_PREFIX
-from .errors import PromiseNotSettable, RollbackImpossible
+from .errors import PromiseNotFound, PromiseNotSettable, RollbackImpossible
 
 
 def waiting_for(store: Store, invocation_id: str) -> InvocationRecord:
@@ -45,6 +46,31 @@ def refuse_child_promise(store: Store, invocation_id: str, name: str) -> None:
     raise PromiseNotSettable(
         f"promise {name!r} of invocation {invocation_id!r} is the result of child invocation {child_id!r} "
         f"(ctx.call); it is settled only when the child finishes, never by hand.{where}"
+    )
+
+
+def refuse_unknown_promise(store: Store, invocation_id: str, name: str) -> None:
+    """Raise `PromiseNotFound` unless the invocation waits on promise `name`, has it settled
+    already (settling it again is then answered by the store), or has recorded it: a value
+    sent to a name it never asks for would wait unread forever (a typo must not vanish)."""
+    record = store.require(invocation_id)
+    if record.finished:
+        return  # the store refuses it, saying the invocation has finished (an early value could not help)
+    if name == record.waiting or name in record.waiting_any or store.resolution(invocation_id, name) is not None:
+        return
+    for seq, data in store.entries(invocation_id):
+        try:
+            entry = decode_entry(data, invocation_id=invocation_id, seq=seq)
+        except CorruptEntry:
+            continue
+        if isinstance(entry, Promise) and entry.name == name:
+            return
+    waits = [w for w in [record.waiting, *record.waiting_any] if w is not None and not w.startswith(CHILD_PREFIX)]
+    now = f"it waits on {', '.join(map(repr, waits))}" if waits else f"it is {record.status.value}"
+    raise PromiseNotFound(
+        f"invocation {invocation_id!r} has no promise {name!r}: {now}, and it has not recorded {name!r}. "
+        "Check the name; to deliver a value it will ask for later, resolve it with --early "
+        '(over HTTP, "early": true)'
     )
 
 

@@ -10,8 +10,8 @@
     │   └── DeterminismViolation   the determinism guard caught handler code reading the clock or an
     │                              unseeded random source outside `ctx.run`
     ├── Cancelled              `cancel` reached the handler at its next context call
-    ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict
-    │                          (defined in journal.errors, re-exported here)
+    ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict,
+    │   PromiseNotFound        (defined in journal.errors, re-exported here)
     ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand
     ├── RollbackImpossible     `cancel --rollback` lacks the values before some state changes
     └── HandlerNotFound        a handler path names no importable async function
@@ -36,6 +36,9 @@ from journal.errors import (
 )
 from journal.errors import (
     PromiseConflict as PromiseConflict,
+)
+from journal.errors import (
+    PromiseNotFound as PromiseNotFound,
 )
 
 

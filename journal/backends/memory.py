@@ -77,6 +77,7 @@ class MemoryStore(MemoryTables, KVStore):
         self.path = None
         self.max_entry_bytes = max_entry_bytes
         self._tables = {name: _Table() for name in TABLES}
+        self._listing_built = True  # empty: the listing index is complete from the start
         self._lock = threading.RLock()
         self._live: MemoryChannel | None = None
 

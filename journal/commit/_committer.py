@@ -135,7 +135,9 @@ class Committer:
         together (a fleet of agents) share one transaction and its fsync; a blocking store's
         own transaction is durable at commit."""
         if self.blocking:
-            return await self.read(self.store.create, record, started)
+            if lease is None:
+                return await self.read(self.store.create, record, started)
+            return await self.read(self.store.apply_one, Create(record, started, lease))
         return await self.submit(Create(record, started, lease))
 
     async def submit_batched(self, op: Acquire) -> tuple[int, InvocationRecord]:

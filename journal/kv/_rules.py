@@ -17,6 +17,8 @@ Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
     promises     id 0x00 name           -> Resolution
     state        key 0x00 name          -> raw value (a thread's durable state)
     keyq         key 0x00 queued_at(u64 BE) id -> b"" (invocations of a key, in creation order)
+    listing      dimension 0x00 newest(u64 BE) id -> b"" (newest first, overall and by status,
+                 handler and key: `_listing.py`)
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from ..errors import (
     JournalError,
     LeaseLost,
 )
+from . import _listing
 
-TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq")
+TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq", "listing")
 
 _CANCELS = b"cancel-requests"  # in `meta`: a counter, bumped by every cancel request
 
@@ -67,6 +70,14 @@ class Txn(abc.ABC):
     @abc.abstractmethod
     def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Items whose key starts with `prefix`, from `start` (inclusive) in key order."""
+
+    def scan_some(self, table: str, prefix: bytes, start: bytes, limit: int) -> Iterator[tuple[bytes, bytes]]:
+        """`scan`, stopping after `limit` items: a backend that fetches a scan whole (a
+        database) fetches only these."""
+        for n, item in enumerate(self.scan(table, prefix, start)):
+            if n == limit:
+                return
+            yield item
 
     @abc.abstractmethod
     def last(self, table: str, prefix: bytes) -> bytes | None:
@@ -118,14 +129,23 @@ def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
                 f"invocation {record.id!r} already exists ({existing.status}, handler "
                 f"{existing.handler}) and was started with a different "
                 + ("input" if existing.handler == record.handler else f"handler than {record.handler}")
-                + "; pick a new --id, or pass the same input to attach to it"
+                + "; start it under another id, or with the same input to attach to it"
             )
         return existing, False
-    if lease is not None and record.key is None:
-        # Its first lease, taken with its creation: what `Acquire` would find and do here.
+    if lease is None:
+        return _insert(txn, id_bytes, record, started), True
+    # Its first lease, taken with its creation: what `Acquire` would find and do here. One
+    # of a key runs now only if it is first in its key's queue; behind another, it stays
+    # `pending` with its creator as its waiter (`Acquire.wait_turn`), so that from the
+    # moment it exists every other process sees that someone will run it.
+    txn.put("leases", id_bytes, _enc.encode(Lease(1, lease.owner, lease.host, lease.pid, lease.now_us + lease.ttl_us)))
+    if record.key is None:
         record.status, record.updated_at = Status.RUNNING, lease.now_us
-        txn.put("leases", id_bytes, _enc.encode(Lease(1, lease.owner, lease.host, lease.pid, lease.now_us + lease.ttl_us)))
-    return _insert(txn, id_bytes, record, started), True
+        return _insert(txn, id_bytes, record, started), True
+    inserted = _insert(txn, id_bytes, record, started)
+    if _queue_head(txn, record.key) != record.id:
+        return inserted, True
+    return _transition(txn, id_bytes, record.id, Transition(Status.RUNNING, lease.now_us), inserted), True
 
 
 _owned_ids: dict[str, bytes] = {}
@@ -302,6 +322,7 @@ def already_journaled(invocation_id: str, seq: int) -> JournalError:
 
 def _unindex(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:
     txn.delete("status", record.status.value.encode() + b"\x00" + id_bytes)
+    txn.delete("listing", _listing.status_key(record, id_bytes))
     if record.wake_at is not None:
         txn.delete("timers", record.wake_at.to_bytes(8, "big") + id_bytes)
 
@@ -311,6 +332,9 @@ def _put_record(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: Invoca
         _unindex(txn, id_bytes, old)
     txn.put("invocations", id_bytes, _enc.encode(record))
     txn.put("status", record.status.value.encode() + b"\x00" + id_bytes, b"")
+    txn.put("listing", _listing.status_key(record, id_bytes), b"")
+    if old is None:
+        _listing.put_all(txn, id_bytes, record)
     if record.wake_at is not None:
         txn.put("timers", record.wake_at.to_bytes(8, "big") + id_bytes, b"")
 

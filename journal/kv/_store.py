@@ -22,6 +22,7 @@ import msgspec
 from .._codec import DEFAULT_MAX_ENTRY_BYTES
 from .._entries import NIL
 from .._ids import validate_id
+from .._listing import Page, Query
 from .._records import InvocationRecord, Lease, Resolution, Status
 from .._store import (
     Acquire,
@@ -39,6 +40,7 @@ from .._store import (
     Transition,
 )
 from ..errors import InvocationBusy, InvocationConflict, InvocationNotFound, JournalError, LeaseLost, PromiseConflict
+from . import _listing
 from ._rules import (
     _CANCELS,
     Txn,
@@ -75,6 +77,7 @@ class KVStore(abc.ABC):
     max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
     blocking: bool = False
     capabilities: frozenset[Capability] = frozenset({Capability.CANCEL_COUNTER})
+    _listing_built = False  # this store's listing index is known to cover every record
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Txn]: ...
@@ -133,6 +136,26 @@ class KVStore(abc.ABC):
                 if record is not None:
                     out.append(record)
             return out
+
+    def page(self, query: Query) -> Page:
+        """A page of invocations newest first, through the listing index (`_listing.py`):
+        only the records it returns are read (and one more, to know if a next page exists)."""
+        indexed = self._ensure_listing()
+        with self._read() as txn:
+            return (_listing.page if indexed else _listing.page_by_scan)(txn, query, _decode_record)
+
+    def _ensure_listing(self) -> bool:
+        """Whether the listing index covers every record, building it if it does not yet (a
+        store written before it existed); False if it cannot be built (a read-only store)."""
+        if not self._listing_built:
+            with self._read() as txn:
+                built = txn.get("meta", _listing.BUILT) is not None
+            if not built:
+                if getattr(self, "readonly", False):
+                    return False
+                self._transact(lambda txn: None if txn.get("meta", _listing.BUILT) else _listing.build(txn, _decode_record))
+            self._listing_built = True
+        return True
 
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]:
         id_bytes = validate_id(invocation_id)
@@ -261,6 +284,7 @@ class KVStore(abc.ABC):
                     txn.delete("keyq", _queue_key(record, id_bytes))
                 if not keep_record:
                     _unindex(txn, id_bytes, record)
+                    _listing.delete_all(txn, id_bytes, record)
                     txn.delete("invocations", id_bytes)
                 removed += 1
             return removed
@@ -322,22 +346,30 @@ class KVStore(abc.ABC):
         record = _require_record(txn, id_bytes, op.id)
         if record.finished:
             raise InvocationBusy(f"invocation {op.id!r} is already {record.status}; there is nothing to run")
-        if record.key is not None and not op.ignore_queue:
-            head = _queue_head(txn, record.key)
-            if head is not None and head != op.id:
-                raise InvocationBusy(
-                    f"invocation {op.id!r} is queued behind {head!r} on key {record.key!r}: invocations of "
-                    "one key run one at a time, in arrival order; it runs when that one finishes"
-                )
+        head = _queue_head(txn, record.key) if record.key is not None and not op.ignore_queue else None
+        queued = head is not None and head != op.id
+        if queued and not op.wait_turn:
+            raise InvocationBusy(
+                f"invocation {op.id!r} is queued behind {head!r} on key {record.key!r}: invocations of "
+                "one key run one at a time, in arrival order; it runs when that one finishes"
+            )
+        if op.wait_turn and not queued:
+            return 0, record  # its turn has come: nothing to wait for
         lease = _get_lease(txn, id_bytes)
         if lease is not None and self._lease_live(txn, lease, op.now_us) and lease.owner != op.owner:
+            if record.status == Status.PENDING:
+                raise InvocationBusy(
+                    f"invocation {op.id!r} waits for its turn on key {record.key!r} in process {lease.pid} on "
+                    f"{lease.host}, which started it and runs it when its turn comes"
+                )
             raise InvocationBusy(
                 f"invocation {op.id!r} is being run by process {lease.pid} on {lease.host} "
                 f"(lease epoch {lease.epoch}); wait for it, or for its lease to expire"
             )
         epoch = (lease.epoch if lease else 0) + 1
         txn.put("leases", id_bytes, _enc.encode(Lease(epoch, op.owner, op.host, op.pid, op.now_us + op.ttl_us)))
-        record = _transition(txn, id_bytes, op.id, Transition(Status.RUNNING, op.now_us), record)
+        if not queued:  # a waiter's lease leaves the invocation pending, where its turn finds it
+            record = _transition(txn, id_bytes, op.id, Transition(Status.RUNNING, op.now_us), record)
         return epoch, record
 
     def _apply_renew(self, txn: Txn, op: Renew) -> None:

@@ -17,7 +17,9 @@ from .. import (
     Append,
     Capability,
     Continue,
+    Cursor,
     InvocationRecord,
+    Query,
     Renew,
     RequestCancel,
     Resolve,
@@ -71,6 +73,52 @@ class StoreContract(abc.ABC):
         s = self.make_store(tmp_path, request)
         yield s
         s.close()
+
+    # -- pages (`Store.page`) ---------------------------------------------------------------
+
+    def _five(self, store: Any) -> None:
+        for n in range(5):
+            create(store, f"p{n}", value=n, handler="pkg.mod:even" if n % 2 == 0 else "pkg.mod:odd",
+                   key="thread" if n < 2 else None, at=T0 + n)
+
+    def test_a_page_is_newest_first_and_pages_by_cursor_each_invocation_once(self, store: Any) -> None:
+        self._five(store)
+        seen, query = [], Query(limit=2)
+        while True:
+            found = store.page(query)
+            assert len(found.items) <= 2
+            seen += [r.id for r in found.items]
+            if found.next is None:
+                break
+            query = Query(limit=2, after=found.next)
+        assert seen == ["p4", "p3", "p2", "p1", "p0"]
+
+    def test_a_page_filters_by_status_handler_key_text_and_time(self, store: Any) -> None:
+        self._five(store)
+        acquire(store, "p3")
+
+        def ids(**kw: Any) -> list[str]:
+            return [r.id for r in store.page(Query(**kw)).items]
+
+        assert ids(statuses=(Status.RUNNING,)) == ["p3"]
+        assert ids(statuses=(Status.RUNNING, Status.PENDING)) == ["p4", "p3", "p2", "p1", "p0"]
+        assert ids(handler="pkg.mod:odd") == ["p3", "p1"]
+        assert ids(key="thread") == ["p1", "p0"]
+        assert ids(text="P2") == ["p2"]
+        assert ids(text="ODD", statuses=(Status.PENDING,)) == ["p1"]
+        assert ids(since=T0 + 1, until=T0 + 3) == ["p2", "p1"]
+        assert ids(handler="pkg.mod:even", after=Cursor(T0 + 4, "p4")) == ["p2", "p0"]
+        assert ids(handler="nothing") == []
+
+    def test_a_page_follows_status_changes_and_deletions(self, store: Any) -> None:
+        self._five(store)
+        epoch, _ = acquire(store, "p2")
+        store.apply_one(SetStatus("p2", Transition(Status.COMPLETED, T0 + 10, release=True), epoch))
+        assert [r.id for r in store.page(Query(statuses=(Status.COMPLETED,))).items] == ["p2"]
+        assert "p2" not in [r.id for r in store.page(Query(statuses=(Status.PENDING,))).items]
+        store.delete(["p2"])
+        assert [r.id for r in store.page(Query()).items] == ["p4", "p3", "p1", "p0"]
+        assert store.page(Query(statuses=(Status.COMPLETED,))).items == []
 
     def test_create_writes_record_and_start_entry(self, store: Any) -> None:
         record, created = create(store, "inv-1", value={"q": 1})
@@ -299,18 +347,22 @@ class StoreContract(abc.ABC):
                                creation_op("keyed", 3, key="thread-2", lease=lease("keyed"))])
         (a, a_created), (old, old_created), (behind, _), (keyed, _) = results
         assert a_created and not old_created
-        # An existing invocation is only found, and one with a key only created, even first in
-        # its key's queue: its `Acquire` asks the queue who runs first.
-        assert old.status == behind.status == keyed.status == Status.PENDING
-        assert all(store.live_lease(i, T0) is None for i in ("old", "behind", "keyed"))
+        # An existing invocation is only found: nothing is taken from it.
+        assert old.status == Status.PENDING and store.live_lease("old", T0) is None
         if Capability.LEASE_AT_CREATE in store.capabilities:
-            assert a.status == Status.RUNNING and store.get("a").status == Status.RUNNING
-            assert [r.id for r in store.list(Status.RUNNING)] == ["a"]  # the status index says so too
-            assert {r.id for r in store.list(Status.PENDING)} == {"old", "first-of-key", "behind", "keyed"}
-            assert store.live_lease("a", T0).owner == "me"
+            # First in its key's queue it runs; behind another it waits, held by its creator,
+            # whom nobody else can take it from until its turn comes.
+            assert a.status == keyed.status == Status.RUNNING and store.get("a").status == Status.RUNNING
+            assert {r.id for r in store.list(Status.RUNNING)} == {"a", "keyed"}  # the status index says so too
+            assert behind.status == Status.PENDING and store.live_lease("behind", T0).owner == "me"
+            assert {r.id for r in store.list(Status.PENDING)} == {"old", "first-of-key", "behind"}
+            assert store.live_lease("a", T0).owner == store.live_lease("keyed", T0).owner == "me"
+            with pytest.raises(InvocationBusy):
+                acquire(store, "behind", "rival", now=T0 + 1)
             epoch = 1
         else:
-            assert a.status == Status.PENDING and store.live_lease("a", T0) is None
+            assert a.status == behind.status == keyed.status == Status.PENDING
+            assert all(store.live_lease(i, T0) is None for i in ("a", "behind", "keyed"))
             epoch, _ = acquire(store, "a", "me")
         assert epoch == 1
         with pytest.raises(InvocationBusy):

@@ -6,7 +6,7 @@ protocol; the routes are in `routes/`, one module per resource.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -19,24 +19,30 @@ from journal.errors import JournalError
 from .. import Engine
 from ._errors import ApiError, api_error, error_response, journal_error
 from ._guard import DEFAULT_MAX_BODY
-from ._middleware import BearerToken, SlashesInIds
+from ._middleware import BearerToken, KnownHosts, SameOrigin, SlashesInIds
 from ._service import Service
 from .routes import all_routes
 
 
 def create_app(engine: Engine, *, handlers: dict[str, Callable[..., Any]] | None = None, token: str | None = None,
-               max_body: int = DEFAULT_MAX_BODY, workers: int = 0, poll: float = 0.05) -> Starlette:
+               max_body: int = DEFAULT_MAX_BODY, workers: int = 0, poll: float = 0.05,
+               allowed_hosts: Sequence[str] | None = None) -> Starlette:
     """The ASGI application over `engine`: mount it in your own ASGI server or app, or let
     `journal serve` run it. Requests may start only the `handlers` given here, by name.
 
     With `token`, every request but the UI's static shell must carry `Authorization: Bearer
-    TOKEN`. `max_body` bounds request bodies (413 past it); `workers` is what `/healthz`
+    TOKEN`. With `allowed_hosts`, a request whose `Host` header names another host is
+    answered 421 (a DNS name rebound to a loopback address reaches the server, but is not
+    served). A request that changes state must be `application/json` and carry no
+    `Origin` but the server's own, whatever the options, so no other web page can send it.
+    `max_body` bounds request bodies (413 past it); `workers` is what `/healthz`
     reports as running invocations; `poll` is how often long polls and event streams look
     at the store. Run invocations beside it with `engine.serve()`, and call
     `stop_streams(app)` before stopping the server so that long polls and event streams end.
     """
     service = Service(engine, handlers or {}, token=token, max_body=max_body, workers=workers, poll=poll)
-    middleware = [Middleware(SlashesInIds)]
+    middleware = [] if allowed_hosts is None else [Middleware(KnownHosts, hosts=allowed_hosts)]
+    middleware += [Middleware(SameOrigin), Middleware(SlashesInIds)]
     if service.token is not None:
         middleware.append(Middleware(BearerToken, token=service.token))
     app = Starlette(routes=all_routes(), middleware=middleware,

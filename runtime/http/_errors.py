@@ -8,7 +8,16 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse as _StarletteJSON
 
-from journal.errors import InvalidId, InvocationConflict, InvocationNotFound, PromiseConflict
+from journal.errors import (
+    CorruptEntry,
+    InvalidId,
+    InvocationConflict,
+    InvocationNotFound,
+    PromiseConflict,
+    PromiseNotFound,
+)
+
+from ..errors import PromiseNotSettable, RollbackImpossible
 
 _encoder = msgspec.json.Encoder(enc_hook=repr)
 
@@ -41,7 +50,12 @@ async def api_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 # Library errors a request can cause, and the status each one answers with.
-_STATUS = {InvocationNotFound: 404, InvocationConflict: 409, PromiseConflict: 409, InvalidId: 400}
+_STATUS: dict[type[Exception], int] = {
+    InvocationNotFound: 404, PromiseNotFound: 404, InvocationConflict: 409, PromiseConflict: 409,
+    PromiseNotSettable: 409, RollbackImpossible: 409, InvalidId: 400,
+    # A damaged record: the request is fine, the invocation it names cannot be read.
+    CorruptEntry: 409,
+}
 
 
 async def journal_error(request: Request, exc: Exception) -> JSONResponse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 from typing import Any
 
 import msgspec
@@ -15,6 +16,10 @@ from journal.errors import InvalidId
 from ._errors import ApiError
 
 DEFAULT_MAX_BODY = 1 << 20  # 1 MiB (DESIGN.md, "HTTP API and web UI")
+# How deep a request body's JSON may nest. msgspec stops at Python's recursion limit
+# (about 1,000) with a RecursionError, and what decodes just under it can still overflow
+# the stack later (encoding the input, digesting it); no agent's input needs 100.
+MAX_DEPTH = 100
 
 
 def is_loopback(host: str) -> bool:
@@ -28,13 +33,18 @@ def is_loopback(host: str) -> bool:
 
 
 def authorized(request: Request, token: bytes) -> bool:
-    """`Authorization: Bearer TOKEN`, compared in constant time whatever its length."""
+    """`Authorization: Bearer TOKEN`, compared in constant time whatever its length.
+
+    `token` is the token's UTF-8 bytes; the header is compared as the bytes the client sent
+    (ASGI hands headers over as latin-1 text, which maps each byte to one character and
+    back), so a token that is not ASCII matches when the client sends it as UTF-8.
+    """
     header = request.headers.get("authorization", "")
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer":
         given = ""
     # compare_digest's time depends only on the length of its second argument.
-    return hmac.compare_digest(given.strip().encode("utf-8", "surrogateescape"), token) and bool(token)
+    return hmac.compare_digest(given.strip(" \t").encode("latin-1"), token) and bool(token)
 
 
 async def read_json(request: Request, limit: int) -> Any:
@@ -49,10 +59,33 @@ async def read_json(request: Request, limit: int) -> Any:
             raise _too_large(limit)
     if not body:
         return None
+    data = bytes(body)
     try:
-        return msgspec.json.decode(bytes(body))
+        value = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise ApiError(400, "MalformedJSON", f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        value = None
+    if value is None or data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+        _check_depth(data)
+    return value
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_OPENS = bytes.maketrans(b"[{]}", b"\x01\x01\x02\x02")
+
+
+def _check_depth(data: bytes) -> None:
+    """400 if the JSON in `data` nests deeper than MAX_DEPTH (brackets inside strings aside)."""
+    depth = 0
+    for byte in _STRINGS.sub(b"", data).translate(_OPENS):
+        if byte == 1:
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ApiError(400, "MalformedJSON", f"the request body nests deeper than {MAX_DEPTH} levels; "
+                               "send a flatter document")
+        elif byte == 2:
+            depth -= 1
 
 
 def _too_large(limit: int) -> ApiError:

@@ -1,9 +1,12 @@
-"""What runs before every route: ids that hold `/`, and the bearer token."""
+"""What runs before every route: the Host and Origin checks, ids that hold `/`, the bearer token."""
 
 from __future__ import annotations
 
-from urllib.parse import unquote
+from collections.abc import Sequence
+from urllib.parse import unquote, urlsplit
 
+from starlette.datastructures import Headers
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -11,21 +14,100 @@ from ._errors import error_response
 from ._guard import authorized
 
 _UI_SHELL = ("/", "/i/", "/k/", "/static/")
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-class SlashesInIds:
-    """Lets an id hold `/` (sent as %2F): routing sees it as NUL, which no id may contain,
-    and `param` turns it back. Without this, `/invocations/a%2Fb/result` would not route."""
+class KnownHosts:
+    """Answers 421 to a request whose `Host` is not one of `hosts`: a DNS name rebound to
+    127.0.0.1 then reaches the server but is never treated as it. The check itself is
+    Starlette's `TrustedHostMiddleware`; this only gives its refusal the API's error form."""
+
+    def __init__(self, app: ASGIApp, hosts: Sequence[str]) -> None:
+        self.app = app
+        self.hosts = list(hosts)
+        self.check = TrustedHostMiddleware(self._admitted, allowed_hosts=self.hosts, www_redirect=False)
+
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["journal.host_ok"] = True
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def swallow(message: object) -> None:
+            pass  # the check's own plain-text refusal: ours replaces it below
+
+        await self.check(scope, receive, swallow)
+        if scope.pop("journal.host_ok", False):
+            await self.app(scope, receive, send)
+            return
+        host = Headers(scope=scope).get("host")
+        allowed = ", ".join(self.hosts)
+        await error_response(421, "MisdirectedRequest",
+                             f"this server does not answer to Host {host!r}; it answers to {allowed} "
+                             "(start it with --allow-host NAME to add a name)")(scope, receive, send)
+
+
+class SameOrigin:
+    """Refuses a state-changing request that another web page could have sent: it must be
+    `application/json` (which no page can send across origins without a preflight, and
+    this server answers none) and carry no `Origin` but the server's own."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw = scope.get("raw_path")
-        if scope["type"] == "http" and raw and b"%2f" in raw.lower():
-            parts = raw.split(b"?", 1)[0].decode("latin-1").split("/")
-            path = "/".join(unquote(part).replace("/", "\x00") for part in parts)
-            scope = {**scope, "path": path}
+        if scope["type"] == "http" and scope["method"] not in _SAFE_METHODS:
+            headers = Headers(scope=scope)
+            origin = headers.get("origin")
+            refusal = None
+            if origin is not None and not _same_origin(origin, scope["scheme"], headers.get("host", "")):
+                refusal = error_response(403, "ForeignOrigin",
+                                         f"a request from the web page at {origin!r} may not change anything here: "
+                                         "only this server's own UI, or a program that sends no Origin, may")
+            elif headers.get("content-type", "").partition(";")[0].strip().lower() != "application/json":
+                refusal = error_response(403, "NotJSON",
+                                         f"{scope['method']} requests must be sent as Content-Type: application/json "
+                                         "(so that no other web page can send them); with curl, add "
+                                         "-H 'Content-Type: application/json'")
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _same_origin(origin: str, scheme: str, host: str) -> bool:
+    """Whether `origin` is this server as the request addressed it (`scheme://Host`)."""
+    try:
+        theirs = urlsplit(origin)
+        ours = urlsplit(f"{scheme}://{host}")
+        return bool(theirs.hostname) and theirs.scheme == scheme and theirs.hostname == ours.hostname \
+            and (theirs.port or _DEFAULT_PORTS.get(scheme)) == (ours.port or _DEFAULT_PORTS.get(scheme))
+    except ValueError:  # a port that is not a number: not ours
+        return False
+
+
+class SlashesInIds:
+    """Lets an id hold `/` (sent as %2F): routing sees it as NUL, which no id may contain,
+    and `param` turns it back. Without this, `/invocations/a%2Fb/result` would not route.
+    A NUL the client sent itself (%00) is refused here, before it could pass for a `/`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            if "\x00" in scope["path"]:
+                await error_response(400, "InvalidId", "an id in the path contains the control character '\\x00' "
+                                     "(sent as %00); ids are printable text")(scope, receive, send)
+                return
+            raw = scope.get("raw_path")
+            if raw and b"%2f" in raw.lower():
+                parts = raw.split(b"?", 1)[0].decode("latin-1").split("/")
+                path = "/".join(unquote(part).replace("/", "\x00") for part in parts)
+                scope = {**scope, "path": path}
         await self.app(scope, receive, send)
 
 

@@ -15,8 +15,12 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 def _errors(*codes: int) -> dict[str, Any]:
     text = {400: "malformed JSON or an invalid id", 401: "missing or wrong bearer token",
+            403: "not application/json, or sent from another web page's origin",
             404: "unknown invocation or promise", 409: "conflict with what is already recorded",
-            413: "body over the limit", 422: "the body or a parameter does not fit"}
+            413: "body over the limit", 421: "a Host the server does not answer to",
+            422: "the body or a parameter does not fit"}
+    # Every request may meet the Host check, and every POST the Origin and Content-Type check.
+    codes = (*codes, 421) if 401 in codes else codes
     return {str(c): _json(_ref("Error"), text[c]) for c in codes}
 
 
@@ -60,7 +64,8 @@ OPENAPI: dict[str, Any] = {
             "Result": {"type": "object", "properties": {"id": {"type": "string"}, "status": _STATUS,
                                                         "result": {}, "error": _ERROR_INFO}},
             "PromiseRequest": {"type": "object", "additionalProperties": False,
-                               "properties": {"value": {}, "reject": {"type": "string"}}},
+                               "properties": {"value": {}, "reject": {"type": "string"},
+                                              "early": {"type": "boolean", "default": False}}},
         },
     },
     "security": [{"bearer": []}],
@@ -71,11 +76,16 @@ OPENAPI: dict[str, Any] = {
                          "schema": _ref("StartRequest")}}},
                      "responses": {"201": _json(_ref("Started"), "created"),
                                    "200": _json(_ref("Started"), "the same id and input exist already"),
-                                   **_errors(400, 401, 409, 413, 422)}},
+                                   **_errors(400, 401, 403, 409, 413, 422)}},
             "get": {"summary": "List invocations, newest first",
                     "parameters": [
                         {"name": "status", "in": "query", "schema": _STATUS, "description": "repeat or comma-separate"},
                         {"name": "key", "in": "query", "schema": {"type": "string"}},
+                        {"name": "handler", "in": "query", "schema": {"type": "string"}},
+                        {"name": "q", "in": "query", "schema": {"type": "string"},
+                         "description": "text in the id, handler, key or error message (any case)"},
+                        {"name": "since", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+                        {"name": "until", "in": "query", "schema": {"type": "string", "format": "date-time"}},
                         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
                                                                     "maximum": 1000, "default": 100}},
                         {"name": "cursor", "in": "query", "schema": {"type": "string"}}],
@@ -105,10 +115,10 @@ OPENAPI: dict[str, Any] = {
                 _ID, {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
             "requestBody": {"content": {"application/json": {"schema": _ref("PromiseRequest")}}},
             "responses": {"200": _json(_ref("Started"), "delivered (or already delivered the same way)"),
-                          **_errors(400, 401, 404, 409, 413, 422)}}},
+                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
         "/invocations/{id}/cancel": {"post": {
             "summary": "Ask the invocation to cancel; the workers deliver it", "parameters": [_ID],
-            "responses": {"202": _json(_ref("Started"), "recorded"), **_errors(400, 401, 404)}}},
+            "responses": {"202": _json(_ref("Started"), "recorded"), **_errors(400, 401, 403, 404)}}},
         "/keys/{key}/state": {"get": {
             "summary": "A key's durable state and the queue of its unfinished invocations",
             "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],

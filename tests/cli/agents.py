@@ -225,3 +225,19 @@ async def collector(ctx: Context) -> list:
     import gc
 
     return list(gc.get_threshold())
+
+
+def _slow_answer(message: str) -> str:
+    time.sleep(0.05)  # simulated work: a turn takes a while, so turns started together overlap
+    return f"{message}!"
+
+
+async def slow_turn(ctx: Context, message: str) -> list:
+    """A thread's turn that works a little, then appends its message (needs --key)."""
+    answer = await ctx.run("answer", _slow_answer, message)
+    return ctx.state.update("history", [answer], reducer=_append, default=[])
+
+
+async def name_parent(ctx: Context, n: int) -> int:
+    """Awaits a child named by its registered NAME, `child` (a worker given that handler runs it)."""
+    return await ctx.call("child", n, id=f"{ctx.invocation_id}.kid") + 1

@@ -45,7 +45,11 @@ class Server:
         # A server on every interface (0.0.0.0) is reached through loopback.
         self.url = wait_for(self._announced, what=f"the server to announce its address in {log}").replace(
             "//0.0.0.0:", "//127.0.0.1:")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # A request that changes state must be JSON (the server refuses anything another web
+        # page could send): the client says so even when it sends no body.
+        headers: dict[str, str | bytes] = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = b"Bearer " + token.encode("utf-8")  # as a client sends a UTF-8 token
         self.client = httpx.Client(base_url=self.url, headers=headers, timeout=30)
         wait_for(self._healthy, what="/healthz to answer")
 

@@ -45,5 +45,5 @@ async def test_the_http_routes_reach_a_network_store_only_off_the_loop():
             async with http.stream("GET", "/invocations/a/events") as events:
                 body = b"".join([chunk async for chunk in events.aiter_bytes()])
             assert b"event: end" in body and b"went" in body
-            assert (await http.post("/invocations/a/cancel")).status_code == 202
+            assert (await http.post("/invocations/a/cancel", json={})).status_code == 202
     assert store.on_loop == []

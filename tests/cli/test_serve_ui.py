@@ -171,3 +171,77 @@ def test_a_running_steps_text_grows_live_and_gives_way_to_its_entry(page, server
     release.touch()
     expect(running).to_have_count(0, timeout=15000)
     expect(page.locator('#timeline tr[data-kind="step"] pre.value')).to_have_text("".join(words))
+
+
+_EVIL_PAGE = """<!doctype html><html><body><script>
+const target = new URLSearchParams(location.search).get("target");
+const plain = (path, body) => fetch(target + path, {method: "POST", mode: "no-cors", body: JSON.stringify(body),
+                                                    headers: {"Content-Type": "text/plain"}});
+const json = (path, body) => fetch(target + path, {method: "POST", body: JSON.stringify(body),
+                                                   headers: {"Content-Type": "application/json"}});
+const tries = [
+  plain("/invocations", {handler: "echo", input: "evil", id: "evil-start"}),
+  plain("/invocations/victim/promises/approval", {value: {approved: true, by: "evil"}}),
+  plain("/invocations/victim/cancel", {}),
+  fetch(target + "/invocations/victim/cancel", {method: "POST", mode: "no-cors"}),
+  json("/invocations", {handler: "echo", input: "evil", id: "evil-json"}),
+  json("/invocations/victim/promises/approval", {value: true}),
+  json("/invocations/victim/cancel", {}),
+];
+Promise.allSettled(tries).then((results) => {
+  document.title = "done " + results.map((r) => r.status).join(",");
+});
+</script></body></html>"""
+
+
+@pytest.fixture
+def other_origin():
+    """A web page on another origin (127.0.0.2, another loopback address) that tries to act
+    on the journal server, as any site open in the operator's browser could."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the standard library's name
+            body = _EVIL_PAGE.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Page)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.2:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+def test_a_page_from_another_origin_cannot_start_resolve_or_cancel_but_the_ui_can(browser, server, other_origin):
+    server.client.post("/invocations", json={"handler": "approve", "input": {"order": "EVIL"}, "id": "victim"})
+    server.wait_status("victim", "suspended")
+    evil = browser.new_page()
+    try:
+        evil.goto(f"{other_origin}/?target={server.url}")
+        evil.wait_for_function("document.title.startsWith('done')", timeout=20000)
+    finally:
+        evil.close()
+    assert server.client.get("/invocations/evil-start").status_code == 404
+    assert server.client.get("/invocations/evil-json").status_code == 404
+    doc = server.status("victim")
+    assert doc["status"] == "suspended" and doc["waiting_on"] == [{"kind": "promise", "name": "approval"}]
+    kinds = [e["kind"] for e in server.client.get("/invocations/victim/entries").json()["entries"]]
+    assert "promise" not in kinds and "cancel_received" not in kinds
+
+    page = browser.new_page()
+    try:
+        page.goto(server.url + "/i/victim")
+        page.locator('.promise[data-promise="approval"] button.approve').click()
+        expect(page.locator("#status .status")).to_have_text("completed", timeout=20000)
+    finally:
+        page.close()

@@ -3,6 +3,8 @@
 import json
 import signal
 
+from journal import LmdbStore
+
 from ..waiting import Lines, wait_until
 from .conftest import target
 
@@ -94,7 +96,7 @@ def test_run_behind_an_unfinished_invocation_of_its_key_exits_3_and_waits_in_the
                                  "--json").stdout)
     assert as_json["id"] == "w2" and as_json["status"] == "pending"
     assert _state(journal, "k")["queue"] == ["w1", "w2"]
-    journal("resolve", "w2", "go")
+    journal("resolve", "w2", "go", "--early")  # queued: it has not asked yet
     early = journal("resume", "w2")
     assert early.exit_code == 3 and "the queue waits for w1, suspended on promise 'go'" in early.stderr
 
@@ -260,3 +262,24 @@ def test_ls_key_lists_the_turns_of_one_thread(journal):
     assert [i["id"] for i in json.loads(journal("ls", "--key", "a", "--json").stdout)] == ["a1", "a2"]
     empty = journal("ls", "--key", "c")
     assert empty.exit_code == 0 and "no invocations of key 'c'" in empty.stderr
+
+
+def test_turns_started_together_each_wait_for_their_own_turn_and_run_in_order(sh, db):
+    """Four `journal run --key` at once, twenty times over: every run completes its own turn
+    (exit 0), and the turns run in the order the key's queue gave them, however the
+    hand-over from one turn to the next fell for the waiters looking at that moment."""
+    for round_ in range(20):
+        key = f"k{round_}"
+        runs = {f"{key}-{n}": sh.popen("run", target("slow_turn"), "--key", key, "--id", f"{key}-{n}",
+                                       "--input", json.dumps(f"m{n}")) for n in range(4)}
+        results = {}
+        for invocation_id, proc in runs.items():
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"round {round_}: {invocation_id} exited {proc.returncode}: {err}"
+            results[invocation_id] = json.loads(out)
+        with LmdbStore(db, readonly=True) as store:  # the key's queue order, which each turn kept
+            order = sorted(runs, key=lambda i: store.require(i).queued_at)
+        history = json.loads(sh("state", key, "--json").stdout)["state"]["history"]
+        assert history == [f"m{i.rsplit('-', 1)[1]}!" for i in order], f"round {round_}"
+        for invocation_id, result in results.items():  # each saw the turns before its own
+            assert result == history[:order.index(invocation_id) + 1]

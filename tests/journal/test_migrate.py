@@ -4,7 +4,7 @@ half-way through leaves the format-1 store exactly as it was."""
 import psycopg
 import pytest
 
-from journal import FORMAT_VERSIONS, PostgresStore, check, migrate
+from journal import FORMAT_VERSIONS, PostgresStore, Query, check, migrate
 from journal.backends.postgres._rows import LAYOUTS
 from journal.errors import StoreBusy, StoreError
 
@@ -40,9 +40,11 @@ def test_every_row_keeps_its_key_and_value_and_only_the_format_changes(pg_server
     assert copied == {t: len(rows) for t, rows in before.items() if rows}
     after = new_rows(url)
     assert after.pop("meta") == {r for r in before.pop("meta") if r[0] != b"format"} | {(b"format", b"2")}
+    assert after.pop("listing") == set()  # the listing index (format 2's since), built by the first page
     assert after == {t: before[t] for t in after}
     with PostgresStore(url) as store:
         assert len(store.list()) == 7 and check(store) == []
+        assert len(store.page(Query()).items) == 7
 
 
 def test_an_error_half_way_leaves_the_old_store_as_it_was(pg_server):

@@ -89,7 +89,7 @@ async def test_invocations_of_one_key_run_one_at_a_time_in_arrival_order(open_en
         assert engine.store.key_queue("q") == ["first", "second"]
         with pytest.raises(Exception, match="queued behind 'first'"):
             await engine.resume("second")
-        await engine.resolve("second", "go", True)
+        await engine.resolve("second", "go", True, early=True)  # queued: it has not asked yet
         await engine.resolve("first", "go", True)
         assert (await engine.resume("first")).result == 1
         assert engine.store.key_queue("q") == ["second"]

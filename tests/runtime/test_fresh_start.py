@@ -103,10 +103,7 @@ async def test_a_run_that_creates_its_invocation_takes_its_lease_with_the_creati
         again = await engine.run(agent, "q", id="leased")  # attaches: finished, nothing to lease
     assert outcome.status == again.status == Status.COMPLETED and calls.counts == {"plan": 1}
     kinds = [kind for kind, invocation_id in seen if invocation_id == "leased"]
-    if engine.store.blocking:  # PostgreSQL claims a lease with Acquire alone (and creates outside `apply`)
-        assert kinds[:2] == ["Acquire", "Append"]
-    else:  # one transaction fewer per invocation started: Create took the lease
-        assert kinds[:2] == ["Create", "Append"]
+    assert kinds[:2] == ["Create", "Append"]  # one transaction fewer per invocation started: Create took the lease
 
 
 async def test_runs_cancelled_while_their_creation_commits_leave_their_invocations_runnable(open_engine, calls):

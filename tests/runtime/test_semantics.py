@@ -229,7 +229,7 @@ async def test_a_promise_resolved_before_it_is_awaited_does_not_suspend(open_eng
 
     async with open_engine() as engine:
         await engine.start(agent, id="early")
-        await engine.resolve("early", "early", 7)
+        await engine.resolve("early", "early", 7, early=True)  # meant ahead of its asking
         assert (await engine.resume("early")).result == 7
 
 
@@ -301,3 +301,16 @@ async def test_cancel_of_a_running_invocation_arrives_at_its_next_context_call(o
             await engine.cancel("cx", run=False)
         assert results[0].status == Status.CANCELLED
     assert calls.counts == {"first": 1}
+
+
+async def test_a_child_named_by_its_registered_name_runs_with_that_handler(open_engine):
+    async def double(ctx: Context, n: int) -> int:
+        return await ctx.run("double", lambda: n * 2)
+
+    async def parent(ctx: Context, n: int) -> int:
+        return await ctx.call("double", n, id="kid") + 1
+
+    async with open_engine(handlers={"double": double, "parent": parent}) as engine:
+        outcome = await engine.run("parent", 20, id="p")
+        assert outcome.status == Status.COMPLETED and outcome.result == 41
+        assert engine.store.require("kid").handler == "double"

@@ -97,8 +97,8 @@ async def main() -> str:
             async with Engine.open(store=store) as engine:
                 started = await engine.start(agent, "Paris", id="w-1", key="thread-1")
                 assert_type(started, InvocationRecord)
-                await engine.resolve("w-1", "approval", True)
-                await engine.resolve("w-1", "note", "bring an umbrella")
+                await engine.resolve("w-1", "approval", True, early=True)
+                await engine.resolve("w-1", "note", "bring an umbrella", early=True)
                 outcome = await engine.run(agent, "Paris", id="w-1", key="thread-1")
                 assert_type(outcome, Outcome[str])
                 assert_type(outcome.status, Status)

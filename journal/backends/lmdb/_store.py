@@ -21,6 +21,7 @@ from ..._records import Lease
 from ..._store import Append, Capability, Op, OpResult
 from ...errors import DiskFull, FormatVersionError, JournalError, LeaseLost, StoreError
 from ...kv import OWNED_IDS_KEPT, TABLES, KVStore, Txn, check_lease
+from ...kv._listing import BUILT as LISTING_BUILT
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
 from ._tables import LmdbTables
 from ._txn import LmdbTxn, Reading
@@ -92,7 +93,11 @@ class LmdbStore(LmdbTables, KVStore):
         if found is None:
             if self.readonly:
                 return
-            self._transact(lambda txn: txn.put("meta", b"format", str(FORMAT_VERSION).encode()))
+            def mark_new(txn: Txn) -> None:
+                txn.put("meta", b"format", str(FORMAT_VERSION).encode())
+                txn.put("meta", LISTING_BUILT, b"1")  # nothing to index yet: complete from the start
+
+            self._transact(mark_new)
             self.sync()
         elif found != str(FORMAT_VERSION).encode():
             raise FormatVersionError(
@@ -100,6 +105,8 @@ class LmdbStore(LmdbTables, KVStore):
                 f"version of journal reads LMDB format {FORMAT_VERSION}; open it with the journal release that "
                 "wrote it (nothing was changed)"
             )
+        elif not self.readonly:
+            self._ensure_listing()  # a store written before the listing index: indexed once, here
 
     def _read(self) -> Reading:
         return Reading(self._env, self._dbs)

@@ -13,10 +13,11 @@ would shard by. `_PgTxn` turns each key into its columns and back.
 | promises | invocation_id, name | id NUL name | |
 | status | invocation_id, status | status NUL id | (status, invocation_id) |
 | timers | invocation_id, wake_at | wake_at(8) id | (wake_at, invocation_id) |
-| state, keyq, meta | k | the key | |
+| state, keyq, meta, listing | k | the key | |
 
 `state` and `keyq` belong to a key (a conversation thread) rather than to one invocation,
-and `meta` to the store: they keep `(k, v)`. Ids hold no NUL (`_ids.validate_id`), so a
+`meta` to the store, and `listing` (the index that pages invocations newest first,
+`journal/kv/_listing.py`) to all of them: they keep `(k, v)`. Ids hold no NUL (`_ids.validate_id`), so a
 key splits at its first NUL.
 """
 
@@ -141,6 +142,7 @@ LAYOUTS: dict[str, _Layout] = {
     "meta": _Layout("meta", ("k",), ("bytea",), _whole, _join_whole, ("k",)),
     "state": _Layout("state", ("k",), ("bytea",), _whole, _join_whole, ("k",)),
     "keyq": _Layout("keyq", ("k",), ("bytea",), _whole, _join_whole, ("k",)),
+    "listing": _Layout("listing", ("k",), ("bytea",), _whole, _join_whole, ("k",)),
     "invocations": _Layout("invocations", _ID, ("bytea",), _whole, _join_whole, _ID),
     "leases": _Layout("leases", _ID, ("bytea",), _whole, _join_whole, _ID),
     "entries": _Entries("entries", ("invocation_id", "seq"), ("bytea", "integer"),
@@ -285,6 +287,12 @@ class PgTxn(Txn):
         layout = LAYOUTS[table]
         sql, args = layout.scan(prefix, start)
         return iter([(layout.join(row[:-1]), row[-1]) for row in self._cur.execute(sql, args).fetchall()])
+
+    def scan_some(self, table: str, prefix: bytes, start: bytes, limit: int) -> Iterator[tuple[bytes, bytes]]:
+        layout = LAYOUTS[table]
+        sql, args = layout.scan(prefix, start)
+        rows = self._cur.execute(sql + " LIMIT %s", [*args, limit]).fetchall()
+        return iter([(layout.join(row[:-1]), row[-1]) for row in rows])
 
     def last(self, table: str, prefix: bytes) -> bytes | None:
         if self._write:  # two creators must not both see the same last key of a key's queue

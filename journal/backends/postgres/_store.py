@@ -46,19 +46,19 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import msgspec
-
 from ..._codec import DEFAULT_MAX_ENTRY_BYTES
 from ..._ids import validate_id
 from ..._records import InvocationRecord, Lease
 from ..._store import Acquire, Append, Capability, Create, Op, Renew
 from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreError
+from ...kv._listing import BUILT as LISTING_BUILT
 from ...kv._rules import Txn, _lease_dec, _owned_id, check_lease, entry_key, lease_is_live
 from ...kv._store import KVStore
 from ._owners import OwnerSession
 from ._rows import (
     DDL,
     FORMAT_VERSION,
+    LAYOUTS,
     LOCK_CLASS,
     SCHEMA,
     PgTxn,
@@ -91,8 +91,8 @@ class PostgresStore(PostgresTables, KVStore):
 
     blocking = True
     path: str
-    capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LOOP_COMMITS, Capability.WAKE_ON_WORK,
-                              Capability.TABLES})
+    capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LEASE_AT_CREATE, Capability.LOOP_COMMITS,
+                              Capability.WAKE_ON_WORK, Capability.TABLES})
 
     def __init__(self, url: str, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
         try:
@@ -146,6 +146,12 @@ class PostgresStore(PostgresTables, KVStore):
                     conn.execute(statement)
                 conn.execute(CREATE_TABLES)
                 conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES ('format', %s)", (str(FORMAT_VERSION).encode(),))
+                # Nothing to index yet: the listing index is complete from the start.
+                conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES (%s, '1')", (LISTING_BUILT,))
+            elif found == str(FORMAT_VERSION).encode():
+                # A table added within the format (the listing index, filled on the first
+                # page: journal/kv/_listing.py); every other table exists already.
+                conn.execute(LAYOUTS["listing"].ddl[0])
         if found is not None and found != str(FORMAT_VERSION).encode():
             version = found.decode(errors="replace")
             older = version.isdigit() and int(version) < FORMAT_VERSION
@@ -222,6 +228,8 @@ class PostgresStore(PostgresTables, KVStore):
         for op in ops:
             if op.__class__ is Acquire:
                 self._lives.hold(op.owner)
+            elif op.__class__ is Create and op.lease is not None:  # (a new row: nobody else holds it)
+                self._lives.hold(op.lease.owner)
             renews = renews or op.__class__ is Renew
         if renews:
             self._lives.keep()
@@ -365,11 +373,6 @@ class PostgresStore(PostgresTables, KVStore):
             rows.append((entry_key(id_bytes, seq), data, id_bytes, fenced[1]))
             where.append(i)
         return rows, where
-
-    def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
-        # A lease is claimed only by `_apply_acquire`, which takes the rows' locks the way every
-        # worker does: a creation never takes one with it (`Create.lease` allows a store that).
-        return super()._apply_create(txn, msgspec.structs.replace(op, lease=None) if op.lease else op)
 
     def _apply_acquire(self, txn: Txn, op: Acquire) -> tuple[int, InvocationRecord]:
         """Claiming is `FOR UPDATE SKIP LOCKED`: an invocation whose rows another transaction

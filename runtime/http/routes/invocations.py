@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 from typing import Any
 
@@ -11,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from journal import Status
+from journal import Query, Status
 from journal.errors import InvocationConflict
 from journal.views import detail, export, result_json
 
@@ -78,9 +79,29 @@ async def listing(request: Request) -> Response:
                 raise ApiError(422, "InvalidStatus", f"status {part!r} is not one of "
                                + ", ".join(x.value for x in Status)) from None
     limit = number(q.get("limit"), "limit", 1, _MAX_LIMIT, default=100, integer=True)
-    key = q.get("key")
-    return JSONResponse(await s.read(_views.page, s.store, list(dict.fromkeys(statuses)), key, int(limit),
-                                     q.get("cursor")))
+    key = q.get("key") or None
+    if key is not None:
+        checked_id(key, "key")
+    cursor = q.get("cursor")
+    query = Query(statuses=tuple(dict.fromkeys(statuses)), handler=q.get("handler") or None, key=key,
+                  text=q.get("q") or None, since=_instant(q.get("since"), "since"),
+                  until=_instant(q.get("until"), "until"), limit=int(limit),
+                  after=_views.decode_cursor(cursor) if cursor else None)
+    return JSONResponse(await s.read(_views.page, s.store, query))
+
+
+def _instant(text: str | None, name: str) -> int | None:
+    """An ISO 8601 time of the query string as µs (UTC when it names no zone), or 422."""
+    if not text:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise ApiError(422, "InvalidParameter", f"{name}={text!r} is not an ISO 8601 time "
+                       "(for example 2026-12-01T09:30:00Z)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp() * 1_000_000)
 
 
 async def show(request: Request) -> Response:

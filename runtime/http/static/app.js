@@ -50,9 +50,11 @@ async function api(path, options = {}) {
   const token = sessionStorage.getItem("journal-token");
   if (token) headers["Authorization"] = "Bearer " + token;
   const init = { method: options.method || "GET", headers, signal: options.signal };
-  if (options.body !== undefined) {
+  // The server takes a change of state only as JSON (no other page can send that): even a
+  // POST that carries nothing sends an empty object.
+  if (options.body !== undefined || init.method !== "GET") {
     headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(options.body);
+    init.body = JSON.stringify(options.body === undefined ? {} : options.body);
   }
   const response = await fetch(path, init);
   if (response.status === 401) { askForToken(); throw new Unauthorized(); }
