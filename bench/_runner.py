@@ -486,8 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (2, and 1 for the crash workloads)")
     parser.add_argument("--reps", type=int, help="repetitions of A1, A2, W1, W2, LG (default 9)")
     parser.add_argument("--crash-reps", type=int, help="repetitions of W3, W4, W5 (default 5)")
-    parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4,W5,LG,PG",
-                        help="comma-separated workloads to run (PG: the PostgreSQL table, with DBOS)")
+    parser.add_argument("--only", default="A1,A2,W1,W2,W3,W4,W5,LG,PG,FW",
+                        help="comma-separated workloads to run (PG: the PostgreSQL table, with DBOS; "
+                             "FW: the agent frameworks, bench/_frameworks.py)")
     parser.add_argument("--dir", help="where to create the stores (default: a temporary directory)")
     parser.add_argument("--json", default=DEFAULT_JSON, help=f"where to write the results (default {DEFAULT_JSON})")
     parser.add_argument("--markdown", help="also write the table as Markdown to this file")
@@ -505,6 +506,11 @@ def main(argv: list[str] | None = None) -> int:
         say = lambda text: print(f"  {text}", file=sys.stderr, flush=True)  # noqa: E731
         samples = measure(plan, parent, only, say)
         postgres = _postgres.measure(min(plan.reps, plan.crash_reps), parent, say) if "PG" in only else None
+        frameworks = None
+        if "FW" in only:
+            from . import _frameworks  # needs the pydantic-ai and bench extras
+
+            frameworks = _frameworks.measure(plan.crash_reps, parent, say)
         info = machine(parent)
     finally:
         shutil.rmtree(parent, ignore_errors=True)
@@ -515,6 +521,12 @@ def main(argv: list[str] | None = None) -> int:
     print(render(rows, samples))
     if postgres is not None:
         print(_postgres.render(postgres))
+    framework_rows = []
+    if frameworks is not None:
+        from . import _frameworks
+
+        print(_frameworks.render(frameworks))
+        framework_rows = _frameworks.rows(frameworks)
     print(f"\n{info['cpus']} CPUs ({info['cpu_model']}), {info['filesystem']}, Python {info['python']}, "
           f"lmdb {info['lmdb']}; medians of {plan.reps} (crash workloads {plan.crash_reps}) repetitions; "
           f"{seconds:.0f} s; load average {info['load_average_before'][0]} before, "
@@ -524,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": info, "repetitions": plan.reps, "crash_repetitions": plan.crash_reps,
         "seconds": seconds, "rows": rows, "samples": samples, "postgres": postgres,
+        "frameworks": {"rows": framework_rows, "samples": frameworks} if frameworks is not None else None,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
@@ -533,5 +546,5 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.markdown, "w") as f:
             f.write(_markdown_page(report, rows, samples))
         print(f"wrote {args.markdown}")
-    missed = [r for r in rows if r["met"] is False]
+    missed = [r for r in rows + framework_rows if r["met"] is False]
     return 0 if not missed else 1

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import datetime
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
@@ -26,6 +27,9 @@ from journal.views import export as export_entries
 
 from . import _render as render
 from ._common import INTERRUPTED, OK, USAGE, Exit, db_option, echo_err, edge, json_option, open_store, out, suggest
+
+if TYPE_CHECKING:
+    from journal import Chunk
 
 _STATUSES = [s.value for s in Status]
 
@@ -238,8 +242,11 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
     """Print an invocation's entries; -f follows new ones live.
 
     Following works across processes: run it beside `journal run`, `resume` or a
-    worker. It stops when the invocation completes, fails or is cancelled. With --json
-    each entry is one JSON object per line (the `show --json` entry shape).
+    worker. It stops when the invocation completes, fails or is cancelled. With -f it
+    also prints the live output of running steps (`current_step().emit(...)`) as it
+    arrives, a `chunk` line each, before the step's entry. With --json each entry is one
+    JSON object per line (the `show --json` entry shape), and each chunk
+    `{"kind": "chunk", "seq", "attempt", "index", "data"}`.
 
     Example:
 
@@ -255,8 +262,13 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
             for seq, _ in batch[: max(len(batch) - last, 0)]:
                 seen.add(seq)
             batch = batch[max(len(batch) - last, 0):]
+        from journal import LiveFeed  # (only a follower needs live output)
+
+        feed = LiveFeed.open(store, invocation_id) if follow else None
         try:
             while True:
+                if feed is not None:  # a step's live output before its entry
+                    _print_chunks(feed.take(), as_json)
                 ended = False
                 for seq, entry in batch:
                     if seq in seen:
@@ -269,9 +281,13 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
                     out(line)
                     ended = ended or isinstance(entry, TERMINAL_KINDS)
                 sys.stdout.flush()
-                if not follow or ended:
+                if feed is None or ended:
                     return
-                time.sleep(interval)
+                # Woken at once by live output; the journal is read again every `interval`.
+                next_read = time.monotonic() + interval
+                while (left := next_read - time.monotonic()) > 0:
+                    feed.wait(left)
+                    _print_chunks(feed.take(), as_json)
                 record = store.get(invocation_id)
                 if record is None:
                     raise Exit(OK, f"invocation {invocation_id} was removed (trimmed) while following it")
@@ -280,6 +296,27 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
                 batch = decoded(store, invocation_id, first_missing)
         except KeyboardInterrupt:
             raise Exit(INTERRUPTED) from None
+        finally:
+            if feed is not None:
+                feed.close()
+
+
+def _print_chunks(chunks: list[Chunk], as_json: bool) -> None:
+    """Live output, a line a chunk: `SEQ  TIME  chunk  attempt N  text` (escaped), or JSON."""
+    for chunk in chunks:
+        if as_json:
+            line: dict[str, Any] = {"kind": "chunk", "seq": chunk.seq, "attempt": chunk.attempt, "index": chunk.index}
+            if isinstance(chunk.data, bytes):
+                line.update(data=base64.b64encode(chunk.data).decode(), base64=True)
+            else:
+                line["data"] = chunk.data
+            click.echo(render.to_json(line, pretty=False))
+        else:
+            text = chunk.data if isinstance(chunk.data, str) else f"<{len(chunk.data)} bytes>"
+            out(f"{chunk.seq:>4}  {render.clock(time.time_ns() // 1000):<12}  {'chunk':<9}  "
+                f"{'attempt ' + str(chunk.attempt):<18}  {render.safe(text)}")
+    if chunks:
+        sys.stdout.flush()
 
 
 def _entry_json(seq: int, entry: Entry | CorruptEntry) -> dict[str, Any]:

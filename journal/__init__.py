@@ -101,13 +101,22 @@ __all__ = (
     "lease_is_live", "name_of", "validate_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables",
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
+    "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent",
 )
 
 # Imported on first use: the append path brings in anyio and asyncio, which reading a
 # store (`journal ls`, `journal show`) does without.
 _LAZY = {"Committer": ".commit", "Durability": ".commit"}
+# Live output (`journal/_live.py`): only processes that stream or follow chunks need it.
+_LAZY.update(dict.fromkeys(("Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent"), "._live"))
 
 if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
+    from ._live import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES
+    from ._live import Chunk as Chunk
+    from ._live import LiveChannel as LiveChannel
+    from ._live import LiveFeed as LiveFeed
+    from ._live import LiveFollower as LiveFollower
+    from ._live import Sent as Sent
     from .commit import Committer as Committer
     from .commit import Durability as Durability
 

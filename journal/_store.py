@@ -27,6 +27,9 @@ from ._entries import ErrorInfo
 from ._listing import Page, Query
 from ._records import InvocationRecord, Lease, Resolution, Status
 
+if TYPE_CHECKING:
+    from ._live import LiveChannel
+
 
 class Capability(str, enum.Enum):
     """Something a store offers beyond the calls every store has."""
@@ -286,5 +289,9 @@ class Store(Protocol):
 
     def start_background_sync(self, interval: float) -> None:
         """`async` durability: make commits durable in the background within `interval` seconds."""
+
+    def live(self) -> LiveChannel:
+        """Where running steps' live output (chunks) goes and is followed from (`journal/_live.py`):
+        not journaled, never synced. Made on first use and closed with the store."""
 
     def close(self) -> None: ...

@@ -2,6 +2,9 @@
 (start, resume, resolve, cancel, recover, serve), retries, leases, and testing helpers.
 Handlers import everything they need from here."""
 
+import importlib
+import typing
+
 from journal import default_path as default_path
 
 from ._context import Context as Context
@@ -16,7 +19,9 @@ from ._memory_table import MemoryTable as MemoryTable
 from ._outcome import Outcome as Outcome
 from ._retry import RetryPolicy as RetryPolicy
 from ._step_info import StepInfo as StepInfo
+from ._step_info import current_context as current_context
 from ._step_info import current_step as current_step
+from ._step_info import handler_context as handler_context
 from ._steps import idempotency_key as idempotency_key
 from ._suspend import pause as pause
 from .errors import Cancelled as Cancelled
@@ -39,5 +44,20 @@ __all__ = (
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
     "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
-    "check_recorded", "current_step", "default_path", "handler_path", "idempotency_key", "load_handler", "pause",
+    "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path",
+    "idempotency_key", "load_handler", "pause",
 )
+
+# Imported on first use: a process that neither streams nor follows live output needs none of it.
+_LAZY = {"Chunk": "journal"}
+
+if typing.TYPE_CHECKING:  # a type checker sees it as an ordinary export
+    from journal import Chunk as Chunk
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value

@@ -6,7 +6,7 @@ import os
 import uuid as _uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 import anyio.lowlevel
@@ -46,6 +46,9 @@ from ._stream import events
 from ._worker import Worker
 from .errors import HandlerNotFound, TerminalError
 from .hooks import Observer, Observers, default_observers
+
+if TYPE_CHECKING:
+    from journal import Chunk
 
 T = TypeVar("T")
 
@@ -380,11 +383,14 @@ class Engine:
 
     # -- streams ------------------------------------------------------------------------
 
-    async def stream(self, invocation_id: str, *, after: int = 0, poll: float = 0.05) -> AsyncIterator[Event]:
-        """The events the invocation emits with `ctx.emit`, each once and in seq order, as they are
-        journaled (from any process); ends when the invocation (and any continuation) finishes."""
-        async for event in events(self._read, self.store, invocation_id, after=after, poll=poll):
-            yield event
+    async def stream(self, invocation_id: str, *, after: int = 0, poll: float = 0.05,
+                     chunks: bool = True) -> AsyncIterator[Event | Chunk]:
+        """What the invocation publishes, from any process, until it (and any continuation) finishes:
+        an `Event` for each `ctx.emit`, once and in seq order, as it is journaled; and (unless
+        `chunks=False`) a `Chunk` for the live output its running steps send with
+        `current_step().emit(...)`, in order, as it is sent (a step's before its entry)."""
+        async for item in events(self._read, self.store, invocation_id, after=after, poll=poll, chunks=chunks):
+            yield item
 
     # -- recovery and the worker loop (runtime/_worker.py) ----------------------------------------
 

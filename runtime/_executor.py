@@ -62,7 +62,7 @@ from ._leases import Leases
 from ._machine import Ending
 from ._outcome import Outcome
 from ._replayer import Replayer
-from ._step_info import _current
+from ._step_info import _context, _current
 from ._step_threads import StepThreads
 from ._suspend import ContinueAsNew
 from .errors import HandlerNotFound, TerminalError
@@ -232,6 +232,7 @@ class Executor:
         """Run the handler to its end, a wait or a stop, and write where it stands."""
         machine = ctx.machine
         scope = _handler_scope.set(ctx.invocation_id)
+        outer_context = _context.set(ctx)  # `current_context()`, in the handler and every task it spawns
         # An invocation run from inside another's step is handler code again, not that step.
         outer_step = _current.set(None)
         install_branches()
@@ -252,6 +253,7 @@ class Executor:
         finally:
             machine.end(position)
             _current.reset(outer_step)
+            _context.reset(outer_context)
             _handler_scope.reset(scope)
         return await self._write(ctx, epoch, ending)
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime
 import inspect
 import random as _random
+import threading
 import time
 import uuid as _uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -63,9 +64,13 @@ from ._steps import (
 from ._suspend import Restart, Suspend
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
+if TYPE_CHECKING:
+    from ._chunks import Emitter
+
 __all__ = ["InvocationContext", "idempotency_key"]
 
 
+_EMITTERS_MADE = threading.Lock()
 # For a context made without an engine's threads (replay in tests, which runs no step).
 _PROCESS_THREADS = StepThreads()
 
@@ -109,6 +114,7 @@ class InvocationContext(Composition, Context):
         self.on_step: Callable[[str, str, float], None] | None = None
         # Wraps each live step function (an observer's, runtime/hooks.py); None costs one test per step.
         self.wrap_step: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+        self._emitter: Emitter | None = None  # made by the first chunk a step emits (`emit_chunk`)
 
     # -- identity and sync operations -----------------------------------------------------
 
@@ -175,7 +181,7 @@ class InvocationContext(Composition, Context):
         try:
             # The key is built from the branch's position, not the seq: after a crash,
             # concurrent branches may be handed other seqs, but each step keeps its key.
-            step = (self._id, seq, name, 1, machine.token())  # the position the claim moved to
+            step = (self._id, seq, name, 1, machine.token(), self)  # the position the claim moved to
             if timeout is None and retry is None:
                 # The hot path: one attempt, no deadline, and no coroutine call on the way, which
                 # is `attempts`'s first round written out (a failure goes on to its retries):
@@ -197,13 +203,20 @@ class InvocationContext(Composition, Context):
                 value, failure, attempt = await attempts(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
             entry, result = step_entry(name, call_digest, seq, prev, value, failure, attempt, rtype)
             error = entry.error
+            emitter = self._emitter
+            if emitter is not None and seq in emitter.streaming:  # its live output goes out before its entry
+                await self._committer.read(emitter.flush)
             # A step that ran and failed is journaled like one that returned, so replay
             # raises the error again without running the step, and the journal has no gap.
             # The entry (with the encoded value) is not kept across the wait for the commit:
             # thousands of invocations in flight each hold one there.
             commit = self._commit(seq, entry)
             del entry, value
-            await commit
+            try:
+                await commit
+            finally:
+                if emitter is not None and seq in emitter.streaming:
+                    emitter.ended(seq)
             if self.on_step is not None and (failure is not None or error is None):
                 self._report(name, "live" if failure is None else "failed", time.perf_counter() - started)
             if error is not None:
@@ -285,7 +298,9 @@ class InvocationContext(Composition, Context):
         if recorded.timed_out:
             raise StepTimeout(f"promise {name!r} of invocation {self._id!r} was not resolved within {timeout} s")
         if recorded.error is not None:
-            raise PromiseRejected(f"promise {name!r} of invocation {self._id!r} was rejected: {recorded.error}")
+            rejected = PromiseRejected(f"promise {name!r} of invocation {self._id!r} was rejected: {recorded.error}")
+            rejected.reason = recorded.error
+            raise rejected
         try:
             return decode_value(recorded.value, type if type is not None else Any)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
@@ -322,6 +337,18 @@ class InvocationContext(Composition, Context):
         except UnencodableValue as exc:
             raise TerminalError(f"ctx.emit at seq {seq}: {exc}") from None
         await self._commit(seq, Emitted(now_us(), raw, prev))
+
+    def emit_chunk(self, seq: int, attempt: int, data: object) -> None:
+        """`current_step().emit(data)` in step `seq`: live output, never journaled (runtime/_chunks.py)."""
+        if self._emitter is None:
+            if self.machine.replay_only:
+                return  # checking a journal runs no step: nothing to stream (and nowhere to)
+            from ._chunks import Emitter  # (a run that streams nothing never imports it)
+
+            with _EMITTERS_MADE:  # plain steps emit from their threads: two may be first at once
+                if self._emitter is None:
+                    self._emitter = Emitter(self._store, self._id, self._epoch)
+        self._emitter.emit(seq, attempt, data)
 
     # -- engine side -----------------------------------------------------------------------
 

@@ -1,9 +1,43 @@
-"""`current_step()`: what a step function can learn about the step it runs in."""
+"""Where code is running: `current_context()`, the invocation whose handler code calls it,
+and `current_step()`, what a step function can learn about its step (and how it streams
+live output to the invocation's followers).
+
+Both are `ContextVar`s. The context is set where the handler runs (`Executor._drive`, and
+`replay_journal`'s own drive), so every task the handler spawns inherits it, and code the
+handler calls (an agent framework, a tool) finds its invocation without being handed it."""
 
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from ._context import Context
+
+_context: ContextVar[Context | None] = ContextVar("journal_current_context", default=None)
+
+
+def current_context() -> Context:
+    """The `Context` of the invocation whose handler (or a task it spawned) is calling.
+
+    Raises `LookupError` outside a handler. Inside a step function it is the step's
+    invocation too, but context operations belong in handler code: call them there.
+    """
+    ctx = _context.get()
+    if ctx is None:
+        raise LookupError(
+            "current_context() was called outside a handler: call it from code that an `async def "
+            "handler(ctx, ...)` runs (or a task it spawned), under Engine.run, journal run or a worker"
+        )
+    return ctx
+
+
+def handler_context() -> Context | None:
+    """The context of the invocation when handler code calls (a handler, or a task it spawned),
+    and None from a step function or outside any handler: where code that makes its own calls
+    durable (an agent framework's integration) should journal them, or not."""
+    ctx = _context.get()
+    return ctx if ctx is not None and _current.get() is None else None
 
 
 class StepInfo(NamedTuple):
@@ -15,10 +49,25 @@ class StepInfo(NamedTuple):
     # position in its branch (see `runtime.idempotency_key`), not its seq.
     idempotency_key: str
 
+    def emit(self, chunk: str | bytes) -> None:
+        """Send `chunk` (text or bytes: an LLM's tokens, a line of progress) live to whoever
+        follows the invocation (`Engine.stream`, the HTTP events stream, `journal tail -f`,
+        the web UI). Not journaled and never fsynced: the step's result is what the journal
+        keeps. Costs the step about a microsecond; a replayed step runs nothing and emits nothing.
+        Call it from the step function this `StepInfo` describes, while it runs."""
+        info = _current.get()
+        if info is None or info[1] != self.seq or info[0] != self.invocation_id:
+            raise LookupError(
+                f"emit() of step {self.name!r} (seq {self.seq}) was called outside that step; "
+                "call current_step().emit(...) from the step function while it runs"
+            )
+        info[5].emit_chunk(self.seq, info[3], chunk)
 
-# While a step function runs: (invocation id, seq, name, attempt, position token). A plain
-# tuple, so that a step pays for a `StepInfo` and its key only if it asks for them.
-_current: ContextVar[tuple[str, int, str, int, int] | None] = ContextVar("journal_current_step", default=None)
+
+# While a step function runs: (invocation id, seq, name, attempt, position token, context).
+# A plain tuple, so that a step pays for a `StepInfo` and its key only if it asks for them;
+# the context is what `StepInfo.emit` sends through.
+_current: ContextVar[tuple[str, int, str, int, int, Any] | None] = ContextVar("journal_current_step", default=None)
 
 
 def current_step() -> StepInfo:
@@ -28,7 +77,7 @@ def current_step() -> StepInfo:
         raise LookupError(
             "current_step() was called outside a step; call it from a function passed to ctx.run(...)"
         )
-    invocation_id, seq, name, attempt, token = info
+    invocation_id, seq, name, attempt, token, _ = info
     return StepInfo(invocation_id, seq, name, attempt, f"{invocation_id}:{token:016x}")
 
 

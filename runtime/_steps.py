@@ -110,15 +110,15 @@ def step_entry(name: str, call_digest: int, seq: int, prev: int, value: Any, err
 
 
 async def attempts(
-    step: tuple[str, int, str, int, int], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+    step: tuple[str, int, str, int, int, Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     policy: RetryPolicy, timeout: float | None, failure: Exception | None = None,
 ) -> tuple[Any, ErrorInfo | None, int]:
     """Run the step's attempts under its policy and deadline: `(value, error, attempts)`.
     `failure` is how the first attempt already failed, when the caller made it."""
-    invocation_id, seq, name, attempt, position = step
+    invocation_id, seq, name, attempt, position, ctx = step
     while True:
         if failure is None:
-            published = _current.set((invocation_id, seq, name, attempt, position))
+            published = _current.set((invocation_id, seq, name, attempt, position, ctx))
             try:
                 if timeout is None:
                     return await call(fn, args, kwargs), None, attempt

@@ -59,6 +59,8 @@ class TerminalError(JournalError):
 class PromiseRejected(TerminalError):
     """A promise the handler awaited was rejected (`journal resolve ID NAME --reject MSG`)."""
 
+    reason: str | None = None  # the MSG the rejection gave, where known
+
 
 class StepTimeout(TerminalError):
     """A step or promise did not finish within its timeout."""

@@ -105,7 +105,8 @@ def test_no_package_imports_another_ones_private_modules(package: str):
     assert {p: names for p, names in crossing.items() if names} == {}
 
 
-@pytest.mark.parametrize("integration", ["runtime.langgraph", "runtime.otel", "runtime.http"])
+@pytest.mark.parametrize("integration", ["runtime.langgraph", "runtime.otel", "runtime.http", "runtime.pydantic_ai",
+                                         "runtime.openai_agents", "runtime.mcp"])
 def test_integrations_use_only_the_runtimes_public_names(integration: str):
     """An integration is an observer and public names: it could live outside this repository."""
     folder = ROOT / integration.replace(".", "/")

@@ -6,13 +6,16 @@ import bisect
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._codec import DEFAULT_MAX_ENTRY_BYTES
 from .._store import Capability
 from .._tables import MemoryTables
 from ..kv._rules import TABLES, Txn, prefix_end
 from ..kv._store import KVStore
+
+if TYPE_CHECKING:
+    from .._live import MemoryChannel
 
 T = TypeVar("T")
 
@@ -76,6 +79,15 @@ class MemoryStore(MemoryTables, KVStore):
         self._tables = {name: _Table() for name in TABLES}
         self._listing_built = True  # empty: the listing index is complete from the start
         self._lock = threading.RLock()
+        self._live: MemoryChannel | None = None
+
+    def live(self) -> MemoryChannel:
+        with self._lock:
+            if self._live is None:
+                from .._live import MemoryChannel
+
+                self._live = MemoryChannel()
+            return self._live
 
     @contextmanager
     def _read(self) -> Iterator[Txn]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from starlette.requests import Request
@@ -13,6 +13,9 @@ from .. import Engine
 from ..hooks import Observer, StepEvent
 from ._errors import ApiError
 from ._guard import DEFAULT_MAX_BODY, checked_id
+
+if TYPE_CHECKING:
+    from journal import LiveFeed
 
 T = TypeVar("T")
 _REMEMBERED = 10_000
@@ -56,10 +59,22 @@ class Service:
     def steps_here(self, invocation_id: str) -> dict[str, int] | None:
         return self.counts.of(invocation_id)
 
-    async def pause(self) -> bool:
-        """Wait one poll interval; False once the server is stopping."""
-        with anyio.move_on_after(self.poll):
-            await self.stopping.wait()
+    async def pause(self, feed: LiveFeed | None = None, timeout: float | None = None) -> bool:
+        """Wait one poll interval (or `timeout`), or until live output arrives on `feed`; False once
+        the server is stopping."""
+        if feed is None:
+            with anyio.move_on_after(self.poll):
+                await self.stopping.wait()
+            return not self.stopping.is_set()
+        async with anyio.create_task_group() as tg:
+
+            async def stop() -> None:
+                await self.stopping.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop)
+            await feed.wait_async(self.poll if timeout is None else timeout)
+            tg.cancel_scope.cancel()
         return not self.stopping.is_set()
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:

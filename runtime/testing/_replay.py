@@ -39,7 +39,7 @@ from .._handlers import NO_INPUT, decode_input, load_handler, load_recorded
 from .._invocation import InvocationContext
 from .._machine import EndOfJournal
 from .._replayer import Replayer
-from .._step_info import _current
+from .._step_info import _context, _current
 from .._suspend import ContinueAsNew, Suspend
 from ..errors import InvocationNotFound
 
@@ -135,6 +135,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
 
     async def drive(scope: anyio.CancelScope) -> None:
         token = _handler_scope.set(invocation_id)
+        outer_context = _context.set(ctx)
         outer_step = _current.set(None)  # replayed from inside a step, it is still handler code
         try:
             install_branches()
@@ -147,6 +148,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
             ended.append(exc)
         finally:
             _current.reset(outer_step)
+            _context.reset(outer_context)
             _handler_scope.reset(token)
             scope.cancel()
 

@@ -87,3 +87,17 @@ async def flaky(ctx: Context, marker: str) -> str:
     from runtime import RetryPolicy
 
     return await ctx.run("ask", _fails_first, marker, retry=RetryPolicy(max_attempts=3, initial_interval=0.01))
+
+
+async def streaming(ctx: Context, args: dict) -> str:
+    """A step that streams its words (one of them markup) and waits for `args["release"]` to return."""
+    from runtime import current_step
+
+    async def answer() -> str:
+        for word in args["words"]:
+            current_step().emit(word)
+        while not os.path.exists(args["release"]):
+            await anyio.sleep(0.01)
+        return "".join(args["words"])
+
+    return await ctx.run("answer", answer)

@@ -18,7 +18,7 @@ from ..waiting import wait_until
 
 HERE = Path(__file__).parent
 AGENTS = HERE / "serve_agents.py"
-HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember", "drifting=drifting", "binary=binary", "flaky=flaky")
+HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember", "drifting=drifting", "binary=binary", "flaky=flaky", "stream=streaming")
 _URL = re.compile(r"serving on (http://\S+) ")
 
 

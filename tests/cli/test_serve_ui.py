@@ -158,6 +158,21 @@ def test_a_step_that_needed_a_retry_shows_it_on_the_timeline(page, server, tmp_p
     expect(step.locator("pre.value")).to_have_text("answered")
 
 
+def test_a_running_steps_text_grows_live_and_gives_way_to_its_entry(page, server, tmp_path):
+    release = tmp_path / "release"
+    words = ["The ", "answer ", HOSTILE, " is 42."]
+    server.client.post("/invocations", json={"handler": "stream", "id": "live-1",
+                                             "input": {"words": words, "release": str(release)}})
+    page.goto(server.url + "/i/live-1")
+    running = page.locator('#timeline tr[data-kind="running"]')
+    expect(running.locator("pre.live-output")).to_have_text("".join(words), timeout=15000)  # as text, not markup
+    expect(running.locator(".tag.new")).to_have_text("live, attempt 1")
+    assert page.evaluate("window.__pwned") is None
+    release.touch()
+    expect(running).to_have_count(0, timeout=15000)
+    expect(page.locator('#timeline tr[data-kind="step"] pre.value')).to_have_text("".join(words))
+
+
 _EVIL_PAGE = """<!doctype html><html><body><script>
 const target = new URLSearchParams(location.search).get("target");
 const plain = (path, body) => fetch(target + path, {method: "POST", mode: "no-cors", body: JSON.stringify(body),

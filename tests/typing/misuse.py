@@ -7,7 +7,7 @@ parameters that has a default is not checked: see `Context.run`.)"""
 
 from __future__ import annotations
 
-from runtime import Context, Engine
+from runtime import Context, Engine, current_step
 
 from .user_program import Weather, agent, fetch, forecast
 
@@ -25,4 +25,5 @@ async def mistakes(ctx: Context, engine: Engine) -> None:
     pair: list[Weather] = await ctx.gather(ctx.run("a", forecast, "Rome"))  # error: arg-type
     outcome = await engine.run(agent, "Paris")
     outcome.value() + 1  # error: operator
+    current_step().emit({"not": "text"})  # error: arg-type
     print(celsius, approved, history, pair)

@@ -25,6 +25,7 @@ from runtime import (
     RetryPolicy,
     StepInfo,
     TerminalError,
+    current_context,
     current_step,
 )
 from runtime.testing import DeterminismReport, check_determinism, replay_journal
@@ -36,8 +37,10 @@ class Weather(msgspec.Struct):
 
 
 async def fetch(city: str) -> Weather:
-    """A step function (async): imagine a weather API."""
+    """A step function (async): imagine a weather API, streaming as it goes."""
     assert_type(current_step(), StepInfo)
+    assert_type(current_step().emit(f"fetching {city}"), None)
+    current_step().emit(b"raw bytes too")
     return Weather(city, 21.5)
 
 
@@ -51,6 +54,7 @@ async def summarise(ctx: Context, text: str) -> str:
 
 
 async def agent(ctx: Context, city: str) -> str:
+    assert_type(current_context(), Context)
     weather = await ctx.run("fetch", fetch, city)
     assert_type(weather, Weather)
     week = await ctx.run("forecast", forecast, city, days=7)

@@ -29,6 +29,8 @@ from ._txn import LmdbTxn, Reading
 if TYPE_CHECKING:
     from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
 
+    from ._live import LmdbChannel
+
 T = TypeVar("T")
 
 FORMAT_VERSION = 1
@@ -70,6 +72,8 @@ class LmdbStore(LmdbTables, KVStore):
         self._leases, self._entries = self._dbs["leases"], self._dbs["entries"]
         # id -> (epoch, lease bytes, lease) that gave it ownership
         self._fenced: dict[bytes, tuple[int, bytes, Lease]] = {}
+        self._live: LmdbChannel | None = None
+        self._live_lock = threading.Lock()
         try:
             self._check_format()
         except BaseException:
@@ -254,10 +258,20 @@ class LmdbStore(LmdbTables, KVStore):
         self._leases, self._entries = dbs["leases"], dbs["entries"]
         self._fenced.clear()
 
+    def live(self) -> LmdbChannel:
+        with self._live_lock:
+            if self._live is None:
+                from ._live import LmdbChannel  # (a store that never streams imports nothing of it)
+
+                self._live = LmdbChannel(self.path)
+            return self._live
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._live is not None:
+            self._live.close()
         if self._sync_thread is not None:
             self._sync_stop.set()
             self._sync_thread.join()

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 
     import psycopg
 
+    from ._live import PostgresChannel
     from ._loop import LoopWriter
 
 T = TypeVar("T")
@@ -113,6 +114,7 @@ class PostgresStore(PostgresTables, KVStore):
         self._lives = OwnerSession(lambda: self._connect(autocommit=True), psycopg.Error, self._guard)
         self._listener: psycopg.Connection[Any] | None = None
         self._aio: LoopWriter | None = None  # the connection of `apply_async`
+        self._live: PostgresChannel | None = None
         try:
             self._create_schema()
         except BaseException:
@@ -448,10 +450,20 @@ class PostgresStore(PostgresTables, KVStore):
                 return
             raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
 
+    def live(self) -> PostgresChannel:
+        with self._read_lock:
+            if self._live is None:
+                from ._live import PostgresChannel  # (a store that never streams imports nothing of it)
+
+                self._live = PostgresChannel(lambda: self._connect(autocommit=True))
+            return self._live
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._live is not None:
+            self._live.close()
         self._drop_loop_writer()
         for conn in (self._writer, self._reader, self._lives.conn, self._listener):
             if conn is not None:

@@ -1,22 +1,26 @@
 """`GET /invocations/{id}/events`: the invocation's journal as Server-Sent Events.
 
 Events: `status` (at once, then on every change), `entry` (each journaled entry, as in
-`show --json`), `emitted` (what `ctx.emit` published: `{"seq", "value", "at"}`), and `end`
-once it finished. Each entry is sent once, in seq order even when concurrent branches
-commit out of order, as `Engine.stream` delivers them.
+`show --json`), `emitted` (what `ctx.emit` published: `{"seq", "value", "at"}`), `chunk`
+(live output of a running step: `{"seq", "attempt", "index", "data"}`, bytes as base64 with
+`"base64": true`), and `end` once it finished. Each entry is sent once, in seq order even
+when concurrent branches commit out of order, as `Engine.stream` delivers them; a step's
+chunks come before its entry, and wake the stream at once.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from journal import decode_entry, entry_view
+from journal import Chunk, LiveFeed, decode_entry, entry_view
 from journal.errors import CorruptEntry
 from journal.views import corrupt_view, result_json, waiting_on
 
@@ -34,12 +38,32 @@ def _event(name: str, data: Any) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + _json.encode(data) + b"\n\n"
 
 
+def _chunk(chunk: Chunk) -> bytes:
+    if isinstance(chunk.data, bytes):
+        data = {"seq": chunk.seq, "attempt": chunk.attempt, "index": chunk.index,
+                "data": base64.b64encode(chunk.data).decode(), "base64": True}
+    else:
+        data = {"seq": chunk.seq, "attempt": chunk.attempt, "index": chunk.index, "data": chunk.data}
+    return _event("chunk", data)
+
+
 async def stream(service: Service, invocation_id: str) -> AsyncIterator[bytes]:
+    feed = await service.read(LiveFeed.open, service.store, invocation_id)
+    try:
+        async for event in _stream(service, invocation_id, feed):
+            yield event
+    finally:
+        feed.close()
+
+
+async def _stream(service: Service, invocation_id: str, feed: LiveFeed) -> AsyncIterator[bytes]:
     store = service.store
     delivered: set[int] = set()
     floor = -1  # every seq up to here was sent
     last_status: tuple[Any, ...] | None = None
     while True:
+        for chunk in feed.take():  # before the entries: a step's chunks before its entry
+            yield _chunk(chunk)
         record = await service.read(store.get, invocation_id)
         if record is None:  # trimmed while we watched
             yield _event("end", {"id": invocation_id, "status": None})
@@ -66,8 +90,15 @@ async def stream(service: Service, invocation_id: str) -> AsyncIterator[bytes]:
         if record.finished:
             yield _event("end", result_json(record))
             return
-        if not await service.pause():
-            return
+        # Live output wakes the stream at once; the store is read again once a poll interval has passed.
+        next_read = anyio.current_time() + service.poll
+        while True:
+            if not await service.pause(feed, next_read - anyio.current_time()):
+                return
+            if anyio.current_time() >= next_read:
+                break
+            for chunk in feed.take():
+                yield _chunk(chunk)
 
 
 async def events(request: Request) -> Response:

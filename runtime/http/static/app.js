@@ -144,9 +144,36 @@ async function invocationPage(id) {
     h("h2", {}, "Emitted events"), events);
 
   const seen = new Map();
+  const running = new Map();  // seq -> the row of a step that streams live output and has not committed
+  const place = (seq, row) => {  // rows stay in seq order, committed or running
+    const later = [...seen.keys(), ...running.keys()].filter((s) => s > seq).sort((a, b) => a - b)[0];
+    if (later !== undefined) rows.insertBefore(row, seen.get(later) || running.get(later).row); else rows.append(row);
+  };
+  const addChunk = (chunk) => {
+    if (seen.has(chunk.seq)) return;  // the step committed: its entry shows the result
+    let live = running.get(chunk.seq);
+    if (!live) {
+      const output = h("pre", { class: "value live-output" });
+      const attempt = h("span", { class: "tag new" });
+      const row = h("tr", { "data-seq": chunk.seq, "data-kind": "running" },
+        h("td", { class: "num" }, chunk.seq), h("td", { class: "kind" }, "running", attempt),
+        h("td", { class: "mono" }, ""), h("td", {}, ""), h("td", {}, ""), h("td", {}, output));
+      live = { row, output, attempt: attempt, number: null };
+      running.set(chunk.seq, live);
+      place(chunk.seq, row);
+    }
+    if (chunk.index === 0 || chunk.attempt !== live.number) {  // another attempt, or run again: start over
+      live.output.textContent = "";
+      live.number = chunk.attempt;
+      live.attempt.textContent = "live, attempt " + chunk.attempt;
+    }
+    live.output.textContent += chunk.base64 ? "[" + atob(chunk.data).length + " bytes]" : chunk.data;
+  };
   let previousAt = null;
   const addEntry = (entry, live) => {
     if (seen.has(entry.seq)) return;
+    const streamed = running.get(entry.seq);
+    if (streamed) { streamed.row.remove(); running.delete(entry.seq); }
     const at = entry.at ? new Date(entry.at).getTime() : null;
     const tags = [];
     if (entry.attempts > 1) tags.push(h("span", { class: "tag retry" }, (entry.attempts - 1) + (entry.attempts > 2 ? " retries" : " retry")));
@@ -159,9 +186,8 @@ async function invocationPage(id) {
       h("td", { class: "num", title: "time since the previous entry" }, previousAt !== null && at !== null ? duration(at - previousAt) : ""),
       h("td", {}, h("pre", { class: "value" }, text(value))));
     if (at !== null) previousAt = at;
+    place(entry.seq, row);
     seen.set(entry.seq, row);
-    const later = [...seen.keys()].filter((s) => s > entry.seq).sort((a, b) => a - b)[0];
-    if (later !== undefined) rows.insertBefore(row, seen.get(later)); else rows.append(row);
     if (entry.kind === "emitted") events.append(h("li", { "data-seq": entry.seq }, h("pre", {}, text(entry.value))));
   };
 
@@ -190,7 +216,7 @@ async function invocationPage(id) {
     const doc = await renderFacts();
     const first = await api("/invocations/" + encodeURIComponent(id) + "/entries");
     first.entries.forEach((e) => addEntry(e, false));
-    if (!["completed", "failed", "cancelled"].includes(doc.status)) follow(id, addEntry, renderFacts);
+    if (!["completed", "failed", "cancelled"].includes(doc.status)) follow(id, addEntry, addChunk, renderFacts);
   } catch (error) { failure(error); }
 }
 
@@ -244,7 +270,7 @@ function divergenceCard(doc) {
 }
 
 // Server-Sent Events read with fetch, so the bearer token can go with them.
-async function follow(id, addEntry, refresh) {
+async function follow(id, addEntry, addChunk, refresh) {
   for (;;) {
     let finished = false;
     try {
@@ -267,6 +293,7 @@ async function follow(id, addEntry, refresh) {
           }
           const payload = JSON.parse(data);
           if (name === "entry") addEntry(payload, true);
+          else if (name === "chunk") addChunk(payload);
           else if (name === "status") await refresh();
           else if (name === "end") { finished = true; await refresh(); }
         }

@@ -1,0 +1,69 @@
+"""Model calls as steps: the SDK's `Model` and `ModelProvider` interfaces, wrapped.
+
+`JournaledProvider` stands in for the run's model provider and hands out `JournaledModel`s;
+each `get_response` is one step, journaled as the JSON form of the SDK's `ModelResponse`
+and rebuilt from it, live and on replay alike. The SDK's own retries of a failed request
+stay the SDK's: each try is a step of its own."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agents.items import ModelResponse, TResponseStreamEvent
+from agents.models.interface import Model, ModelProvider
+from pydantic import TypeAdapter
+
+from runtime import RetryPolicy, handler_context
+
+_RESPONSE = TypeAdapter(ModelResponse)
+
+
+class JournaledModel(Model):
+    """`model`'s calls as steps named `openai_agents.model:{label}`."""
+
+    def __init__(self, model: Model, label: str, retry: RetryPolicy | None) -> None:
+        self.model = model
+        self.label = label
+        self._retry = retry
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        ctx = handler_context()
+        if ctx is None:  # a nested run inside a tool's step: that step is journaled
+            return await self.model.get_response(*args, **kwargs)
+
+        async def step() -> Any:
+            response = await self.model.get_response(*args, **kwargs)
+            return _RESPONSE.dump_python(response, mode="json", by_alias=True, exclude_none=True)
+
+        return _RESPONSE.validate_python(await ctx.run(f"openai_agents.model:{self.label}", step, retry=self._retry,
+                                                          type=Any))
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        if handler_context() is not None:
+            raise RuntimeError(
+                "a streamed run (Runner.run_streamed) is not journaled: use runtime.openai_agents.run, "
+                "which makes every model call a step"
+            )
+        return self.model.stream_response(*args, **kwargs)
+
+    def get_retry_advice(self, request: Any) -> Any:
+        return self.model.get_retry_advice(request)
+
+    async def close(self) -> None:
+        await self.model.close()
+
+
+class JournaledProvider(ModelProvider):
+    """The run's model provider, whose models' calls are steps."""
+
+    def __init__(self, provider: ModelProvider, retry: RetryPolicy | None) -> None:
+        self.provider = provider
+        self._retry = retry
+
+    def get_model(self, model_name: str | None) -> Model:
+        model = self.provider.get_model(model_name)
+        return model if isinstance(model, JournaledModel) else JournaledModel(model, model_name or "default", self._retry)
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()
