@@ -25,6 +25,7 @@ from journal.errors import (
     LeaseLost,
     PromiseConflict,
     StoreError,
+    StoreUnavailable,
 )
 
 from ._render import safe
@@ -138,7 +139,7 @@ def edge(fn: Callable[..., T]) -> Callable[..., T]:
         except _nondeterminism() as exc:
             echo_err(str(exc))
             sys.exit(DIVERGED)
-        except (CorruptEntry, DiskFull, LeaseLost) as exc:
+        except (CorruptEntry, DiskFull, LeaseLost, StoreUnavailable) as exc:
             echo_err(f"error: {exc}")
             sys.exit(FAILED)
         except _USAGE_ERRORS as exc:
@@ -175,8 +176,8 @@ def own_the_collector() -> None:
     gc.set_threshold(50_000, 100, 100)
 
 
-def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
-    """Run `work` under anyio; Ctrl-C (or SIGTERM) cancels it cleanly.
+def run_async(work: Callable[[], Awaitable[T]], on_stop: Callable[[], None] | None = None) -> tuple[T | None, bool]:
+    """Run `work` under anyio; Ctrl-C (or SIGTERM) cancels it cleanly, after calling `on_stop`.
 
     Returns `(result, interrupted)`. Cancellation reaches the engine as an ordinary anyio
     cancellation, so an invocation in flight gives its lease back and stays pending.
@@ -192,6 +193,8 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, bool]:
             nonlocal interrupted
             async for _ in signals:
                 interrupted = True
+                if on_stop is not None:
+                    on_stop()
                 tg.cancel_scope.cancel()
 
         async def body(tg: anyio.abc.TaskGroup) -> None:
@@ -253,6 +256,23 @@ def how_to_stop() -> str:
     if signal.SIGINT in stops:
         return "Ctrl-C stops it (it was started with SIGTERM ignored)"
     return "it was started with SIGINT and SIGTERM ignored: only SIGKILL stops it"
+
+
+def tell_store_events() -> None:
+    """For a long-running command (`worker`, `serve`): what the store logs about reaching its
+    server (one line when it cannot, one when it can again) goes to stderr."""
+    import logging  # (here: `journal --help` and `journal ls` import no logging)
+
+    class StoreEvents(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            echo_err(record.getMessage())
+
+    logger = logging.getLogger("journal")
+    if not any(type(h).__name__ == "StoreEvents" for h in logger.handlers):
+        logger.addHandler(StoreEvents(logging.INFO))
+        logger.propagate = False  # told once, here, not again by a root handler
+    if logger.level == logging.NOTSET or logger.level > logging.WARNING:
+        logger.setLevel(logging.WARNING)
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import click
 
-from journal import UnencodableValue, redact_url
+from journal import PostgresStore, Store, UnencodableValue, open_store, redact_url
 from runtime import Engine
 
 from . import _render as render
@@ -25,10 +27,37 @@ from ._common import (
     own_the_collector,
     run_async,
     store_path,
+    tell_store_events,
     warn_store,
 )
 from ._outcome import Progress
 from ._run import importable_cwd, load, read_input
+
+# How long a long-running command, once asked to stop, still waits for a database that is
+# away, to give its invocations back (their leases run out by themselves otherwise).
+STOP_PATIENCE = 5.0
+
+
+@asynccontextmanager
+async def serving_engine(path: str, **options: Any) -> AsyncIterator[Engine]:
+    """An engine for `worker` and `serve`: its store waits for its server however long it is
+    away (a PostgreSQL store reconnects with backoff meanwhile), and says so on stderr
+    (`stop_waiting` shortens the wait once the process is asked to stop)."""
+    import anyio
+
+    tell_store_events()
+    store = await anyio.to_thread.run_sync(lambda: open_store(path, reconnect_for=None))
+    try:
+        async with Engine.open(store=store, **options) as engine:
+            yield engine
+    finally:
+        await anyio.to_thread.run_sync(store.close)
+
+
+def stop_waiting(store: Store | None) -> None:
+    """A long-running command was asked to stop: its store waits `STOP_PATIENCE` more for an absent server."""
+    if isinstance(store, PostgresStore):
+        store.reconnect_for = STOP_PATIENCE
 
 
 def parse_handlers(specs: tuple[str, ...]) -> dict[str, Any]:
@@ -111,10 +140,15 @@ def _is_name(handler: str) -> bool:
               help="How many invocations run at once.")
 @click.option("--until-idle", is_flag=True, help="Exit once nothing is runnable (for scripts and cron).")
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
+@click.option("--lease-ttl", metavar="SECONDS", type=click.FloatRange(1, min_open=False), default=30.0,
+              show_default=True,
+              help="How long this worker's claim on an invocation lasts without renewal (renewed every third "
+              "of it): a worker cut off from the database loses its invocations after this, and another "
+              "takes them over.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step.")
 @edge
 def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, until_idle: bool, durability: str,
-           quiet: bool) -> None:
+           lease_ttl: float, quiet: bool) -> None:
     """Run invocations as they become runnable, until Ctrl-C or SIGTERM.
 
     Picks up pending invocations, those whose owner died, and timers that are due;
@@ -126,7 +160,9 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     Any number of workers, on any number of hosts, may share a PostgreSQL store: each
     invocation runs in one of them at a time, and a new one wakes them at once
     (LISTEN/NOTIFY). There each worker names its handlers with --handler, since a
-    database user need not be allowed to choose code for the workers' hosts.
+    database user need not be allowed to choose code for the workers' hosts. When the
+    database goes away (a restart, a failover, a lost network), the worker waits and
+    reconnects, saying so on stderr, and goes on when it is back; it never exits for it.
 
     Example:
 
@@ -151,13 +187,16 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     def parked(invocation_id: str, reason: str) -> None:
         echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
 
+    opened: list[Store] = []
+
     async def main() -> None:
-        async with Engine.open(path, durability=durability, handlers=handlers) as engine:
+        async with serving_engine(path, durability=durability, handlers=handlers, lease_ttl=lease_ttl) as engine:
+            opened.append(engine.store)
             engine.on_step = steps
             engine.on_park = parked
             await engine.serve(concurrency=concurrency, idle_exit=until_idle)
 
-    _, interrupted = run_async(main)
+    _, interrupted = run_async(main, on_stop=lambda: stop_waiting(opened[0] if opened else None))
     if interrupted:
         raise Exit(INTERRUPTED, "interrupted")
     if not quiet:

@@ -58,7 +58,8 @@ from ._migrate import migrate as migrate
 from ._open import open_store as open_store
 from ._postgres import PostgresStore as PostgresStore
 from ._postgres import is_postgres_url as is_postgres_url
-from ._postgres import redact_url as redact_url
+from ._postgres_conn import redact_url as redact_url
+from ._postgres_conn import store_patience as store_patience
 from ._records import FINISHED as FINISHED
 from ._records import HOST as HOST
 from ._records import InvocationRecord as InvocationRecord
@@ -87,7 +88,7 @@ __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
     "Acquire", "Append", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
     "StateKeys", "StateSet", "Continue", "Create", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
-    "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "Now", "Patched",
+    "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "store_patience", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",
     "Problem", "check", "compact", "entry_view", "export", "trim",

@@ -79,7 +79,7 @@ def _check_lmdb(path: str) -> Migration:
 
 
 def _migrate_postgres(url: str, progress: Progress | None, lock_timeout: float) -> Migration:
-    from ._postgres import redact_url
+    from ._postgres_conn import redact_url
 
     try:
         import psycopg

