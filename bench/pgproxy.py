@@ -40,6 +40,7 @@ class CommitCutter:
         self._countdown: int | None = None  # commits to let through before the next cut
         self.commits = 0
         self.cuts = 0
+        self.cut: list[bytes] = []  # the SQL of each commit whose answer was dropped
         self._pairs: set[_Pair] = set()
         self._stopped = False
         self._thread = threading.Thread(target=self._accept, name="commit-cutter", daemon=True)
@@ -62,7 +63,7 @@ class CommitCutter:
         for pair in list(self._pairs):
             pair.close()
 
-    def _should_cut(self) -> bool:
+    def _should_cut(self, unit: list[bytes]) -> bool:
         with self._lock:
             self.commits += 1
             if self._countdown is None:
@@ -72,6 +73,7 @@ class CommitCutter:
                 return False
             self._countdown = None
             self.cuts += 1
+            self.cut.append(b"; ".join(unit))
             return True
 
     def _accept(self) -> None:
@@ -85,6 +87,11 @@ class CommitCutter:
             except OSError:
                 client.close()
                 continue
+            # Messages go one by one: without this, Nagle's algorithm holds each small one
+            # back until the previous is acknowledged (40 ms with delayed ACKs).
+            for sock in (client, server):
+                if sock.family != socket.AF_UNIX:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             pair = _Pair(client, server, self._should_cut, self._pairs.discard)
             self._pairs.add(pair)
             pair.start()
@@ -106,7 +113,7 @@ def _connect(host: str, port: int) -> socket.socket:
 class _Pair:
     """One client connection and its server connection, read message by message."""
 
-    def __init__(self, client: socket.socket, server: socket.socket, should_cut: Callable[[], bool],
+    def __init__(self, client: socket.socket, server: socket.socket, should_cut: Callable[[list[bytes]], bool],
                  gone: Callable[[_Pair], None]) -> None:
         self.client, self.server = client, server
         self._should_cut, self._gone = should_cut, gone
@@ -149,9 +156,10 @@ class _Pair:
                 elif kind == b"Q":
                     self._unit.append(body.rstrip(b"\x00"))
                 commits = kind in (b"Q", b"S") and self._commits(self._unit)
+                unit = self._unit
                 if kind in (b"Q", b"S"):
                     self._unit = []
-                if commits and self._should_cut():
+                if commits and self._should_cut(unit):
                     self._cutting.set()  # before the message leaves: its answer must not get through
                 self.server.sendall(kind + struct.pack("!I", len(body) + 4) + body)
         except (OSError, ConnectionError):

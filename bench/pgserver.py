@@ -242,12 +242,16 @@ class PgServer:
 
     def new_database(self) -> str:
         """A fresh, empty database; its URL."""
+        return self.url(self.create_database())
+
+    def create_database(self) -> str:
+        """A fresh, empty database; its name."""
         import psycopg
 
         name = "t_" + uuid.uuid4().hex[:12]
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
+        return name
 
     def log(self) -> str:
         return _read(os.path.join(str(self.dir), "log"))

@@ -7,13 +7,14 @@ real execution, so the test can count every step that ran and every one that ran
 from __future__ import annotations
 
 import os
-import time
+
+import anyio
 
 from runtime import Context
 
 
-def effect(log: str, invocation_id: str, step: int, work: float) -> int:
-    time.sleep(work)  # the step's work (a model call, a tool): what is in flight when a fault hits
+async def effect(log: str, invocation_id: str, step: int, work: float) -> int:
+    await anyio.sleep(work)  # the step's work (a model call, a tool): what is in flight when a fault hits
     with open(log, "a", encoding="utf-8") as f:  # one short O_APPEND write: whole lines, from any process
         f.write(f"{invocation_id} {step} {os.getpid()}\n")
     return step

@@ -11,6 +11,10 @@ traceback on any worker's stderr (`pgfaults.Workload.check`).
 
 from __future__ import annotations
 
+import collections
+import time
+
+import msgspec
 import pytest
 
 from bench.pgproxy import CommitCutter
@@ -57,15 +61,11 @@ def workload(tmp_path):
         load.kill_workers()
 
 
-def _database(server: PgServer) -> str:
-    return server.new_database().rsplit("/", 1)[1].split("?")[0]
-
-
 def test_workers_go_on_through_a_failover_to_a_synchronous_standby(servers, workload):
     primary = servers(settings=FAILOVER)
     standby = servers.standby_of(primary)
     primary.synchronous()
-    name = _database(primary)
+    name = primary.create_database()
     # Both hosts in one URL: libpq tries them in turn and keeps the one that takes writes.
     url = (f"postgresql://journal@/{name}?host={primary.dir},{standby.dir}&port={primary.port},{standby.port}"
            "&target_session_attrs=read-write")
@@ -131,19 +131,17 @@ def test_workers_go_on_when_their_lock_sessions_are_terminated(servers, workload
 
 def test_commits_whose_answer_was_lost_are_resolved_not_repeated(servers, workload):
     server = servers()
-    url = server.new_database()
-    name = url.rsplit("/", 1)[1].split("?")[0]
+    name = server.create_database()
+    url = server.url(name)
     proxy = CommitCutter(str(server.dir), server.port).start()
     try:
         load = workload(url)
         for _ in range(2):
             load.worker(proxy.url(name))
-        cuts = 0
         for n in range(1, 6):  # five commits lost in the run, at different points of it
             load.wait_for_effects(80 * n)
             proxy.cut_after(7)
-            load._alive_while(lambda: proxy.cuts > cuts, "a commit to be cut")
-            cuts = proxy.cuts
+            load._alive_while(lambda n=n: proxy.cuts >= n, "a commit to be cut")
         load.wait_until_done()
         ran = load.check(in_flight=0)  # a commit in doubt was found done: no step ran twice
         assert max(ran.values()) == 1 and proxy.cuts == 5
@@ -158,26 +156,35 @@ def test_a_partitioned_worker_keeps_nothing_it_no_longer_owns(servers, workload)
     cable = netns.Partition()
     try:
         server = servers(listen=netns.SERVER_IP, port=5432, netns=cable.server)
-        local = server.new_database()
-        name = local.rsplit("/", 1)[1].split("?")[0]
+        name = server.create_database()
+        local = server.url(name)  # the test's (and the other worker's) way in: the Unix socket
         ttl = 3.0
-        load = workload(local, steps=30, work=0.05)
-        cut_off = load.worker(f"postgresql://journal@{netns.SERVER_IP}:5432/{name}?connect_timeout=2",
-                              lease_ttl=ttl, wrap=cable.wrap([]))
+        load = workload(local, work=0.05)
+        cut_off = load.worker(f"postgresql://journal@{netns.SERVER_IP}:5432/{name}", lease_ttl=ttl,
+                              wrap=cable.wrap([]))
+        load.wait_for_effects(20)
+        # The other worker has room for the cut-off worker's invocations besides its own.
+        load.worker(local, lease_ttl=ttl, concurrency=8)
         load.wait_for_effects(40)
         cable.down()
-        pids_before = {pid for _, _, pid in load.effects()}
-        assert pids_before == {cut_off.pid}
-        # Another worker, on the same side as the database, takes its invocations over.
-        load.worker(local, lease_ttl=ttl)
-        taken = len(load.effects())
-        load._alive_while(lambda: any(pid != cut_off.pid for _, _, pid in load.effects()[taken:]),
-                          "the other worker to take over", timeout=ttl + 2 + 10)
-        # ... (the link stays down for 2x the lease's time to live: timed by the lease itself)
-        load._alive_while(lambda: _leases_of(load, cut_off.pid) == 0, "the cut-off worker's leases to lapse")
+        cut_at, before = time.monotonic(), len(load.effects())
+        held = {i: lease for i, lease in _leases(local).items() if lease.owner and lease.pid == cut_off.pid}
+        assert held, "the cut-off worker held no invocation when the link went down"
+        # Its leases run out (nothing renews them), and the other worker takes them over
+        # within 2 s of that.
+        expiry = max(lease.expires_at for lease in held.values()) / 1e6
+        load._alive_while(lambda: all(_leases(local)[i].epoch > lease.epoch for i, lease in held.items()),
+                          "the other worker to take the cut-off worker's invocations over",
+                          timeout=max(0.0, expiry - time.time()) + 2.0)
+        # The link stays down for twice the lease's time to live, then comes back.
+        load._alive_while(lambda: time.monotonic() - cut_at >= 2 * ttl, "the partition to last 2x the lease TTL")
         cable.up()
         load.wait_until_done()
-        ran = load.check(in_flight=4)
+        ran = load.check(in_flight=len(held))
+        # Cut off, it ran at most the step each invocation had in flight, and none after it:
+        # its late appends were refused (the lease's epoch had moved on), and it stopped them.
+        late = collections.Counter(i for i, _, pid in load.effects()[before:] if pid == cut_off.pid and i in held)
+        assert all(n <= 1 for n in late.values()), late
         assert max(ran.values()) <= 2
     finally:
         for w in load.workers if "load" in locals() else []:
@@ -187,5 +194,13 @@ def test_a_partitioned_worker_keeps_nothing_it_no_longer_owns(servers, workload)
         cable.remove()
 
 
-def _leases_of(load: Workload, pid: int) -> int:
-    return 0
+def _leases(url: str) -> dict:
+    """Every invocation's lease, read over the test's own connection."""
+    import psycopg
+
+    from journal import Lease
+
+    decode = msgspec.msgpack.Decoder(Lease).decode
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT invocation_id, v FROM journal.leases").fetchall()
+    return {bytes(invocation_id).decode(): decode(bytes(raw)) for invocation_id, raw in rows}
