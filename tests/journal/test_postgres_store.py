@@ -9,7 +9,7 @@ import time
 import pytest
 
 from journal import Append, PostgresStore, Renew, Status, open_store
-from journal.errors import FormatVersionError, InvocationBusy, LeaseLost, StoreError, StoreUnavailable
+from journal.errors import FormatVersionError, InvocationBusy, LeaseLost, StoreUnavailable
 
 from ..waiting import DEADLINE, until, wait_until
 from .helpers import T0, acquire, append, create, step
