@@ -24,8 +24,8 @@ import anyio
 import anyio.to_thread
 
 from journal import Append, Committer, LmdbStore, Step, decode_value, digest, encode_entry, encode_value
-from journal._flusher import Flusher
-from journal._kvstore import KVStore
+from journal.commit._flusher import Flusher
+from journal.kv._store import KVStore
 
 from . import _agents, _raw
 from ._workloads import _open_invocations

@@ -59,8 +59,8 @@ async def _step_paths(url: str) -> dict[str, float]:
     import psycopg
 
     from journal import Acquire, InvocationRecord, PostgresStore, Started, Status, encode_entry, encode_value
-    from journal._postgres_loop import LoopWriter
-    from journal._postgres_rows import fast_append_args, fast_append_sql
+    from journal.backends.postgres._loop import LoopWriter
+    from journal.backends.postgres._rows import fast_append_args, fast_append_sql
 
     store = PostgresStore(url)
     store.create(InvocationRecord("drv", "bench", Status.PENDING, 1, 1),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import os
 import shlex
 import signal
 import sys
@@ -14,7 +13,8 @@ from typing import Any, TypeVar
 
 import click
 
-from journal import LmdbStore, PostgresStore, Store, check_store_dir, default_path, is_postgres_url
+from journal import Store, default_path
+from journal.backends import backend_for
 from journal.errors import (
     CorruptEntry,
     DiskFull,
@@ -64,43 +64,37 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def store_path(db: str | None) -> str:
+    """The store `--db` names (or `$JOURNAL_DB`, else ./.journal), as its backend knows it."""
     target = db or default_path()
-    return target if is_postgres_url(target) else os.path.abspath(target)
+    return backend_for(target).locate(target)
 
 
-def is_postgres(db: str | None) -> bool:
-    return is_postgres_url(store_path(db))
+def runs_recorded_handlers(db: str | None) -> bool:
+    """Whether this store's invocations may run the handler they recorded without --handler:
+    only where the store is private to its owner (LMDB), never from a shared database."""
+    return backend_for(store_path(db)).runs_recorded_handlers
 
 
 def existing_store(db: str | None) -> str:
     """The store's path, which must exist: only `run` and `worker` create a store."""
     path = store_path(db)
-    if is_postgres_url(path):
-        return path  # created on first use; connecting says whether the database exists
-    check_store_dir(path)
-    if not os.path.isdir(path):
-        raise fail(
-            f"there is no journal store at {path}; pass --db PATH or set JOURNAL_DB to the directory "
-            "that `journal run` wrote to"
-        )
+    backend_for(path).check_location(path, must_exist=True)
     return path
 
 
 def open_store(db: str | None, *, readonly: bool = True) -> Store:
     """Open an existing store (read-only unless the command writes; on PostgreSQL the
     database user's rights decide)."""
-    path = existing_store(db)
-    if is_postgres_url(path):
-        return PostgresStore(path)
-    warn_store(path)
-    return LmdbStore(path, readonly=readonly)
+    path = store_path(db)
+    backend = backend_for(path)
+    for warning in backend.check_location(path, must_exist=True):
+        echo_err(warning)
+    return backend.open(path, readonly=readonly)
 
 
 def warn_store(path: str) -> None:
-    """Say so (once per command) when others could write the store; refuse a path that is no directory."""
-    if is_postgres_url(path):
-        return  # the database's own permissions guard it
-    for warning in check_store_dir(path):
+    """Say so (once per command) when others could write the store; refuse a name that can be no store."""
+    for warning in backend_for(path).check_location(path, must_exist=False):
         echo_err(warning)
 
 

@@ -24,10 +24,10 @@ from ._common import (
     echo_err,
     edge,
     fail,
-    is_postgres,
     json_option,
     open_store,
     out,
+    runs_recorded_handlers,
     store_path,
     suggest,
 )
@@ -121,7 +121,7 @@ def replay(invocation_ids: tuple[str, ...], every: bool, target: str | None, db:
     importable_cwd()
     with open_store(db) as store:
         ids = [r.id for r in store.list()] if every else [require(store, i).id for i in invocation_ids]
-        if target is None and is_postgres(db):
+        if target is None and not runs_recorded_handlers(db):
             # The handler is not read from the database: only one `journal run` started from
             # this host (and this user) is replayed without --handler, with the code it ran.
             results = [_replay_noted(db, store, i) for i in ids]

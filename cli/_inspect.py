@@ -10,19 +10,15 @@ import click
 
 from journal import (
     TERMINAL_KINDS,
-    Called,
     Entry,
     InvocationRecord,
     Status,
     Store,
-    decode_entry,
-    decode_value,
     kind_of,
 )
-from journal import (
-    export as export_entries,
-)
 from journal.errors import CorruptEntry, InvocationNotFound
+from journal.views import children_of, decoded, entry_view, forked_from, invocation_json, record_json
+from journal.views import export as export_entries
 
 from . import _render as render
 from ._common import INTERRUPTED, OK, Exit, db_option, echo_err, edge, json_option, open_store, out, suggest
@@ -37,73 +33,7 @@ def require(store: Store, invocation_id: str) -> InvocationRecord:
     return record
 
 
-def decoded(store: Store, invocation_id: str, start: int = 0) -> list[tuple[int, Entry | CorruptEntry]]:
-    """The invocation's entries from `start`; an entry that does not decode stands as its error."""
-    out: list[tuple[int, Entry | CorruptEntry]] = []
-    for seq, data in store.entries(invocation_id, start):
-        try:
-            out.append((seq, decode_entry(data, invocation_id=invocation_id, seq=seq)))
-        except CorruptEntry as exc:
-            out.append((seq, exc))
-    return out
-
-
 short_handler = render.short_handler
-
-
-def children_of(entries: list[tuple[int, Entry | CorruptEntry]]) -> list[str]:
-    """The ids of the child invocations an invocation started (`called` entries), in seq order."""
-    return list(dict.fromkeys(e.child for _, e in entries if isinstance(e, Called)))
-
-
-def forked_from(store: Store, record: InvocationRecord) -> str | None:
-    """The invocation `record` was forked from, if its `parent` is that rather than a caller.
-
-    `parent` names either the invocation that started this one with ctx.call/ctx.send
-    (whose journal then holds a `called` entry naming it, or naming the first invocation
-    of its continue-as-new chain) or the one `journal fork` copied it from. When the
-    parent's journal is gone (trimmed) nothing says which: it counts as the caller.
-    """
-    if record.parent is None:
-        return None
-    first = record
-    while first.continued_from is not None:  # a caller awaits the first invocation of a chain
-        earlier = store.get(first.continued_from)
-        if earlier is None:
-            break
-        first = earlier
-    entries = decoded(store, record.parent)
-    if not entries:
-        return None
-    return None if set(children_of(entries)) & {record.id, first.id} else record.parent
-
-
-def invocation_json(store: Store, record: InvocationRecord) -> dict[str, Any]:
-    """The document `show --json` and `export --format json` print."""
-    entries = list(export_entries(store, record.id))
-    started = entries[0] if entries and entries[0]["kind"] == "started" else None
-    error = render.error_json(record.error)
-    if record.status == Status.DIVERGED and record.divergence and error is None:
-        error = {"type": "NondeterminismError", "message": record.divergence, "terminal": False}
-    return {
-        "id": record.id,
-        "handler": record.handler,
-        "status": record.status.value,
-        "key": record.key,
-        "parent": record.parent,
-        "created_at": render.iso(record.created_at),
-        "updated_at": render.iso(record.updated_at),
-        "input": started["input"] if started else None,
-        "result": decode_value(record.result) if record.status == Status.COMPLETED else None,
-        "error": error,
-        "waiting": record.waiting,
-        "wake_at": render.iso(record.wake_at),
-        "entries": entries,
-        "children": list(dict.fromkeys(e["child"] for e in entries if e["kind"] == "called")),
-        "continued_from": record.continued_from,
-        "continued_as": record.continued_as,
-        "forked_from": forked_from(store, record),
-    }
 
 
 # -- ls -----------------------------------------------------------------------------------------
@@ -137,7 +67,7 @@ def ls(statuses: tuple[str, ...], key: str | None, limit: int | None, db: str | 
             records = records[-limit:]
         counts = {r.id: store.entry_count(r.id) for r in records}
     if as_json:
-        click.echo(render.to_json([render.record_json(r, counts[r.id]) for r in records]))
+        click.echo(render.to_json([record_json(r, counts[r.id]) for r in records]))
         return
     if not records:
         echo_err("no invocations" + (f" with status {', '.join(statuses)}" if statuses else "")
@@ -321,7 +251,7 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
 def _entry_json(seq: int, entry: Entry | CorruptEntry) -> dict[str, Any]:
     if isinstance(entry, CorruptEntry):
         return {"seq": seq, "kind": "corrupt", "name": None, "at": None, "error": str(entry)}
-    return render.entries_json([(seq, entry)])[0]
+    return entry_view(entry, seq)
 
 
 # -- export -------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
@@ -12,9 +11,10 @@ from journal import FINISHED
 from journal import check as check_store
 from journal import compact as compact_store
 from journal import trim as trim_store
+from journal.backends import NothingToCompact
 
 from . import _render as render
-from ._common import FAILED, OK, Exit, db_option, echo_err, edge, fail, is_postgres, json_option, open_store, out
+from ._common import FAILED, OK, Exit, db_option, echo_err, edge, fail, json_option, open_store, out
 from ._inspect import short_handler
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -84,26 +84,6 @@ def trim(older_than: str, statuses: tuple[str, ...], keep_record: bool, dry_run:
              + (" older than " + render.duration(seconds) if seconds else ""))
 
 
-def _other_processes(path: str) -> list[int]:
-    """Pids of other processes that have the store mapped (Linux; empty where /proc is missing)."""
-    target = os.path.join(os.path.realpath(path), "data.mdb")
-    found = []
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return []
-    for pid in pids:
-        if pid == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-                if any(line.rstrip().endswith(target) for line in maps):
-                    found.append(pid)
-        except OSError:
-            continue
-    return found
-
-
 @click.command()
 @click.option("--force", is_flag=True,
               help="Skip the scan for other programs mapping the file (journal processes are always refused).")
@@ -126,19 +106,11 @@ def compact(force: bool, db: str | None, as_json: bool) -> None:
     \b
         journal trim --older-than 30d && journal compact
     """
-    if is_postgres(db):
-        # Nothing to swap: PostgreSQL reuses the space of deleted rows itself (autovacuum).
-        raise Exit(OK, "nothing to compact on PostgreSQL: autovacuum reuses the space `journal trim` frees; "
-                   "to give it back to the operating system, run VACUUM FULL on the journal schema's tables "
-                   "in a quiet moment (it locks them)")
     with open_store(db, readonly=False) as store:
-        others = [] if force else _other_processes(store.path)
-        if others:
-            raise fail(
-                f"processes {', '.join(map(str, others))} have the store at {store.path} open; stop them "
-                "(or pass --force if they are not journal processes writing to it)"
-            )
-        before, after = compact_store(store)
+        try:
+            before, after = compact_store(store, force=force)
+        except NothingToCompact as exc:
+            raise Exit(OK, str(exc)) from None
         path = store.path
     if as_json:
         click.echo(render.to_json({"path": path, "before": before, "after": after}))

@@ -5,12 +5,10 @@ from __future__ import annotations
 import click
 
 from journal import migrate as migrate_store
-from journal import redact_url as redact
+from journal.backends import backend_for
 
 from . import _render as render
 from ._common import OK, Exit, db_option, echo_err, edge, existing_store, json_option
-
-_NAMES = {"lmdb": "LMDB", "postgresql": "PostgreSQL"}
 
 
 @click.command()
@@ -46,14 +44,15 @@ def migrate(lock_timeout: float, db: str | None, as_json: bool) -> None:
         echo_err(f"copied {rows} row{'s' if rows != 1 else ''} of {table}")
 
     done = migrate_store(target, progress=None if as_json else progress, lock_timeout=lock_timeout)
-    name = _NAMES[done.backend]
+    backend = backend_for(target)
+    name, shown = backend.title, backend.describe(target)
     if as_json:
         click.echo(render.to_json({"backend": done.backend, "found": done.found, "current": done.current,
                                    "migrated": done.changed, "rows": done.rows}))
     elif done.changed:
-        echo_err(f"migrated the {name} store at {redact(target)} from format {done.found} to {done.current} "
+        echo_err(f"migrated the {name} store at {shown} from format {done.found} to {done.current} "
                  f"({done.rows} rows copied, in one transaction)")
     else:
-        echo_err(f"the {name} store at {redact(target)} is already at format {done.current}, the one this "
+        echo_err(f"the {name} store at {shown} is already at format {done.current}, the one this "
                  "release writes: nothing was changed")
     raise Exit(OK)

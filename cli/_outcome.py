@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from journal import InvocationRecord, Status, iso_from_us
+from journal.views import error_json
 from runtime import Outcome
 
 from . import _render as render
@@ -50,7 +51,7 @@ class Progress:
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
-    error = render.error_json(outcome.error)
+    error = error_json(outcome.error)
     if outcome.status == Status.DIVERGED and outcome.divergence:
         error = {"type": "NondeterminismError", "message": outcome.divergence, "terminal": False}
     return {

@@ -15,11 +15,8 @@ import msgspec
 
 from journal import (
     Entry,
-    ErrorInfo,
-    InvocationRecord,
     Status,
     decode_value,
-    entry_view,
     from_us,
     iso_from_us,
     kind_of,
@@ -80,13 +77,7 @@ def to_json(data: Any, *, pretty: bool = True) -> str:
     return (msgspec.json.format(raw, indent=2) if pretty else raw).decode().translate(_JSON_ESCAPES)
 
 
-def error_json(error: ErrorInfo | None) -> dict[str, Any] | None:
-    if error is None:
-        return None
-    return msgspec.structs.asdict(error)
-
-
-iso = iso_from_us  # every time in --json and in tables
+iso = iso_from_us  # every time in tables, as in --json (journal.views)
 
 
 # -- human units ---------------------------------------------------------------------------------
@@ -272,20 +263,3 @@ def entry_row(seq: int, entry: Entry, *, start_us: int | None) -> list[str]:
 
 
 ENTRY_HEADERS = ("SEQ", "AT", "KIND", "NAME", "DETAIL")
-
-
-def entries_json(entries: list[tuple[int, Entry]]) -> list[dict[str, Any]]:
-    return [entry_view(e, seq) for seq, e in entries]
-
-
-def record_json(record: InvocationRecord, entries: int) -> dict[str, Any]:
-    """One invocation as `journal ls --json` shows it."""
-    return {
-        "id": record.id,
-        "handler": record.handler,
-        "status": record.status.value,
-        "key": record.key,
-        "created_at": iso(record.created_at),
-        "updated_at": iso(record.updated_at),
-        "entries": entries,
-    }

@@ -29,11 +29,11 @@ from ._common import (
     edge,
     existing_store,
     fail,
-    is_postgres,
     json_option,
     out,
     own_the_collector,
     run_async,
+    runs_recorded_handlers,
     store_path,
     suggest,
     warn_store,
@@ -209,7 +209,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
             hint = "" if given else "; pass it with --input JSON or --input-file PATH"
             raise fail(f"bad input: {exc}{hint}") from None
         chosen.append(record.id)
-        if is_postgres(db) and record.handler == getattr(fn, "__journal_path__", None):
+        if not runs_recorded_handlers(db) and record.handler == getattr(fn, "__journal_path__", None):
             from . import _started_here  # so that `resume` and `replay` from here need no --handler
 
             _started_here.note(store_path(db), record.id, record.handler)
@@ -261,7 +261,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     from ._workers import parse_handlers
 
     noted = None
-    if is_postgres(db) and not handler_specs:
+    if not runs_recorded_handlers(db) and not handler_specs:
         from ._started_here import required
 
         noted = required(store_path(db), invocation_id)
@@ -386,7 +386,7 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, db: str | None, pr
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
     # On PostgreSQL the handler is not read from the database: a worker that has it delivers the cancel.
-    no_wait = no_wait or is_postgres(db)
+    no_wait = no_wait or not runs_recorded_handlers(db)
 
     async def work(engine: Engine) -> tuple[Outcome, bool]:
         record = engine.store.require(invocation_id)

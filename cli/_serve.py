@@ -1,4 +1,4 @@
-"""`journal serve`: workers plus the HTTP API and web UI of cli/_http, in one process."""
+"""`journal serve`: workers plus the HTTP API and web UI (`runtime.http`), in one process."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
     try:
         import uvicorn
 
-        from ._http import Service, create_app, is_loopback
+        from runtime.http import create_app, is_loopback, stop_streams
     except ImportError as exc:
         raise fail(f"journal serve needs the http extra ({exc}); install it with: pip install 'journal[http]'") from None
 
@@ -145,14 +145,9 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
         # The engine runs only the handlers given here, and invocations record their NAME:
         # a record never chooses the code a worker imports (DESIGN.md).
         async with Engine.open(path, durability=durability, handlers=handlers) as engine:
-            service = Service(engine, handlers, token=token, max_body=max_body, workers=workers)
-
-            def on_step(*step: Any) -> None:
-                steps(*step)
-                service.observe(*step)
-
-            engine.on_step = on_step
-            config = uvicorn.Config(create_app(service), log_level="warning", access_log=False, proxy_headers=False,
+            engine.on_step = steps
+            app = create_app(engine, handlers=handlers, token=token, max_body=max_body, workers=workers)
+            config = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False,
                                     lifespan="off", timeout_graceful_shutdown=5)
             server = _server(config)
             bound = sock.getsockname()
@@ -178,7 +173,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
                         break
                 # Workers first: their invocations give the lease back and stay pending.
                 worker_scope.cancel()
-                service.stopping.set()
+                stop_streams(app)
                 server.should_exit = True
 
     try:

@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import click
-import msgspec
 
-from journal import InvocationRecord, Status, Store, decode_value
-from journal.errors import CorruptEntry
+from journal import InvocationRecord, Status, Store
+from journal.views import state_json
 
 from . import _render as render
 from ._common import db_option, echo_err, edge, json_option, open_store, out, suggest
-
-
-def state_json(key: str, state: dict[str, bytes], queue: list[str]) -> dict[str, Any]:
-    """The document `journal state --json` prints."""
-    values = {}
-    for name, raw in state.items():
-        try:
-            values[name] = decode_value(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise CorruptEntry(f"the value of {name!r} in the state of key {key!r} does not decode ({exc})") from None
-    return {"key": key, "state": values, "queue": queue}
 
 
 def _queued(store: Store, record: InvocationRecord | None, invocation_id: str, now_us: int) -> str:

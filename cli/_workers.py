@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from journal import PostgresStore, Store, UnencodableValue, open_store, redact_url
+from journal import PostgresStore, Store, UnencodableValue, open_store
+from journal.backends import describe
 from runtime import Engine
 
 from . import _render as render
@@ -21,11 +22,11 @@ from ._common import (
     edge,
     fail,
     how_to_stop,
-    is_postgres,
     json_option,
     out,
     own_the_collector,
     run_async,
+    runs_recorded_handlers,
     store_path,
     tell_store_events,
     warn_store,
@@ -171,7 +172,7 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
         journal worker --db postgresql://app@db.internal/jobs --handler summarize=agents.summary:run
     """
     path = store_path(db)
-    if is_postgres(db) and not handler_specs:
+    if not runs_recorded_handlers(db) and not handler_specs:
         raise fail("a worker on PostgreSQL runs only the handlers it is given: pass --handler NAME=TARGET "
                    "(repeatable), e.g. --handler summarize=agents.summary:run")
     importable_cwd()
@@ -180,7 +181,7 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     steps = Progress(not quiet, prefix_ids=True)
     own_the_collector()  # the worker's process is the engine's
     if not quiet:
-        shown = redact_url(path)
+        shown = describe(path)
         echo_err(f"worker on {shown} (pid {os.getpid()}, concurrency {concurrency}"
                  + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + f"); {how_to_stop()}")
 

@@ -1,6 +1,7 @@
-"""Storage for `journal`: the entry model, its codec, the `Store` protocol and its LMDB and
-in-memory implementations, the group-commit append path, and maintenance (trim, compact,
-check, export). Knows nothing about handlers or the command line."""
+"""Storage for `journal`: the entry model, its codec, the `Store` protocol and its backends
+(`journal.backends`: LMDB, PostgreSQL, in-memory), the group-commit append path
+(`journal.commit`), and maintenance (trim, compact, check, export, migrate). Knows nothing
+about handlers or the command line."""
 
 import importlib
 import typing
@@ -37,29 +38,9 @@ from ._entries import StateSet as StateSet
 from ._entries import Step as Step
 from ._entries import kind_of as kind_of
 from ._entries import name_of as name_of
-from ._files import check_store_dir as check_store_dir
 from ._fork import ForkError as ForkError
 from ._fork import fork as fork
 from ._ids import validate_id as validate_id
-from ._kvrules import lease_is_live as lease_is_live
-from ._lmdb import FORMAT_VERSION as FORMAT_VERSION
-from ._lmdb import LmdbStore as LmdbStore
-from ._lmdb import default_path as default_path
-from ._maintenance import Problem as Problem
-from ._maintenance import check as check
-from ._maintenance import compact as compact
-from ._maintenance import entry_view as entry_view
-from ._maintenance import export as export
-from ._maintenance import trim as trim
-from ._memory import MemoryStore as MemoryStore
-from ._migrate import FORMAT_VERSIONS as FORMAT_VERSIONS
-from ._migrate import Migration as Migration
-from ._migrate import migrate as migrate
-from ._open import open_store as open_store
-from ._postgres import PostgresStore as PostgresStore
-from ._postgres import is_postgres_url as is_postgres_url
-from ._postgres_conn import redact_url as redact_url
-from ._postgres_conn import store_patience as store_patience
 from ._records import FINISHED as FINISHED
 from ._records import HOST as HOST
 from ._records import InvocationRecord as InvocationRecord
@@ -68,6 +49,7 @@ from ._records import Resolution as Resolution
 from ._records import Status as Status
 from ._store import Acquire as Acquire
 from ._store import Append as Append
+from ._store import Capability as Capability
 from ._store import Continue as Continue
 from ._store import Create as Create
 from ._store import OpResult as OpResult
@@ -83,10 +65,30 @@ from ._tables import TablePut as TablePut
 from ._tables import Tables as Tables
 from ._time import from_us as from_us
 from ._time import iso_from_us as iso_from_us
+from .backends import FORMAT_VERSIONS as FORMAT_VERSIONS
+from .backends import Migration as Migration
+from .backends import open_store as open_store
+from .backends.lmdb import FORMAT_VERSION as FORMAT_VERSION
+from .backends.lmdb import LmdbStore as LmdbStore
+from .backends.lmdb import check_store_dir as check_store_dir
+from .backends.lmdb import default_path as default_path
+from .backends.memory import MemoryStore as MemoryStore
+from .backends.postgres import PostgresStore as PostgresStore
+from .backends.postgres import is_postgres_url as is_postgres_url
+from .backends.postgres import redact_url as redact_url
+from .backends.postgres import store_patience as store_patience
+from .kv import lease_is_live as lease_is_live
+from .maintenance import Problem as Problem
+from .maintenance import check as check
+from .maintenance import compact as compact
+from .maintenance import migrate as migrate
+from .maintenance import trim as trim
+from .views import entry_view as entry_view
+from .views import export as export
 
 __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
-    "Acquire", "Append", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
+    "Acquire", "Append", "Capability", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
     "StateKeys", "StateSet", "Continue", "Create", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "store_patience", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
@@ -100,11 +102,11 @@ __all__ = (
 
 # Imported on first use: the append path brings in anyio and asyncio, which reading a
 # store (`journal ls`, `journal show`) does without.
-_LAZY = {"Committer": "._committer", "Durability": "._committer"}
+_LAZY = {"Committer": ".commit", "Durability": ".commit"}
 
 if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
-    from ._committer import Committer as Committer
-    from ._committer import Durability as Durability
+    from .commit import Committer as Committer
+    from .commit import Durability as Durability
 
 
 def __getattr__(name: str) -> object:

@@ -7,12 +7,17 @@ same position. Every method the runtime calls is here, and every backend (memory
 PostgreSQL) passes tests/journal's conformance suite.
 
 A store whose calls wait on the network says so with `blocking = True`: the runtime then
-makes its calls from a worker thread, never from the event loop (`journal.call`).
+makes its calls from a worker thread, never from the event loop (`Committer.read`).
+
+What a store offers beyond the calls every store has, it declares in `capabilities`
+(`Capability`); callers ask that set, never the store's attributes or signatures, and the
+shipped contract (`journal.testing.StoreContract`) tests what is declared.
 """
 
 from __future__ import annotations
 
 import builtins
+import enum
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, overload, runtime_checkable
 
@@ -20,6 +25,27 @@ import msgspec
 
 from ._entries import ErrorInfo
 from ._records import InvocationRecord, Lease, Resolution, Status
+
+
+class Capability(str, enum.Enum):
+    """Something a store offers beyond the calls every store has."""
+
+    # `cancel_requests_made()`: a counter every cancel request bumps, so that the lease
+    # watcher reads one number per tick instead of the records of every invocation it runs.
+    CANCEL_COUNTER = "cancel-counter"
+    # `apply_async` commits some batches without leaving the event loop (a network store's
+    # own asynchronous driver); without it the runtime runs `apply` on a thread.
+    LOOP_COMMITS = "loop-commits"
+    # `Create.lease` is taken in the transaction that creates the invocation.
+    LEASE_AT_CREATE = "lease-at-create"
+    # `wait_for_work` returns when an invocation may have become runnable (a notification);
+    # without it the runtime polls at its own interval.
+    WAKE_ON_WORK = "wake-on-work"
+    # The `journal.Tables` protocol: ordered key-value tables (LangGraph's checkpoints, memory).
+    TABLES = "tables"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class Transition(msgspec.Struct, gc=False):
@@ -147,7 +173,10 @@ class Store(Protocol):
     else:
         path: str | None
     max_entry_bytes: int
-    blocking: bool  # calls wait on the network: keep them off the event loop
+    # Defaults for a store that subclasses the protocol and says nothing: a local store
+    # that offers nothing beyond the required calls.
+    blocking: bool = False  # calls wait on the network: keep them off the event loop
+    capabilities: frozenset[Capability] = frozenset()
 
     def create(self, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
         """Create an invocation with entry 0, or return the existing one (`created` False).
@@ -176,6 +205,10 @@ class Store(Protocol):
 
     def due_timers(self, now_us: int) -> builtins.list[str]: ...
 
+    def cancel_requests_made(self) -> int:
+        """How many cancel requests the store has recorded, ever (`Capability.CANCEL_COUNTER`)."""
+        raise NotImplementedError
+
     def state(self, key: str) -> dict[str, bytes]:
         """The durable state of key (thread) `key`: name -> raw msgpack value."""
 
@@ -184,7 +217,7 @@ class Store(Protocol):
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
         """Run `ops`, each atomically, in one transaction (LMDB splits a batch of more than
-        `journal._lmdb.OPS_PER_TRANSACTION` into several). `durable=False`: the caller will not ask for this
+        `journal.backends.lmdb._store.OPS_PER_TRANSACTION` into several). `durable=False`: the caller will not ask for this
         commit to be durable (`async`); a store whose commits are durable by themselves
         (PostgreSQL's synchronous_commit) may then commit without waiting for the disk."""
 
@@ -192,8 +225,9 @@ class Store(Protocol):
         self, ops: Sequence[Op], *, durable: bool = True, deferred: builtins.list[BaseException] | None = None
     ) -> builtins.list[OpResult | BaseException] | None:
         """`apply` without leaving the event loop, for a `blocking` store that can wait on the
-        network asynchronously; None if it cannot for this batch (nothing was done), and the
-        caller then runs `apply` on a thread. The default always says None.
+        network asynchronously (`Capability.LOOP_COMMITS`); None if it cannot for this batch
+        (nothing was done), and the caller then runs `apply` on a thread. The default always
+        says None.
 
         With `deferred`, a native asyncio cancellation is kept there instead of raised: once
         the batch is sent, the wait for its answer goes on (others may be waiting for their
@@ -224,8 +258,9 @@ class Store(Protocol):
     def wait_for_work(self, timeout: float) -> None:
         """Block until an invocation may have become runnable, or `timeout` seconds pass.
 
-        PostgreSQL wakes on a NOTIFY from the transaction that made it runnable; a store
-        that cannot tell just waits out the timeout (the runtime polls those instead).
+        PostgreSQL wakes on a NOTIFY from the transaction that made it runnable
+        (`Capability.WAKE_ON_WORK`); a store that cannot tell just waits out the timeout (the
+        runtime polls those instead).
         """
 
     def next_wake(self) -> int | None:

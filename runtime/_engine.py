@@ -14,6 +14,7 @@ import anyio.lowlevel
 from journal import (
     HOST,
     Acquire,
+    Capability,
     Committer,
     Durability,
     InvocationRecord,
@@ -23,12 +24,12 @@ from journal import (
     Status,
     Store,
     UnencodableValue,
+    default_path,
     digest,
     encode_entry,
     encode_value,
     open_store,
 )
-from journal._lmdb import default_path
 from journal.errors import CorruptEntry, InvocationBusy, LeaseLost
 
 from . import _otel
@@ -381,9 +382,9 @@ class Engine:
                 await (first_of(self._idle, settled.wait) if idle_exit else self._idle())
 
     async def _idle(self) -> None:
-        """Wait for work: a blocking store (PostgreSQL) wakes us with a NOTIFY when something
-        becomes runnable, or when its next timer falls due; a local store is polled."""
-        if not self.store.blocking:
+        """Wait for work: a store that can (PostgreSQL, with a NOTIFY) wakes us when something
+        becomes runnable, or when its next timer falls due; any other store is polled."""
+        if Capability.WAKE_ON_WORK not in self.store.capabilities:
             await anyio.sleep(self.poll_interval)
             return
         wake = await self._read(self.store.next_wake)

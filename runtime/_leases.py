@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from journal import Committer, Renew
+from journal import Capability, Committer, Renew
 from journal.errors import LeaseLost
 
 from ._clock import now_us
@@ -178,9 +178,9 @@ class Leases:
 
     async def _look(self) -> None:
         store, read = self.committer.store, self.committer.read
-        counted = getattr(store, "cancel_requests_made", None)
+        counted = Capability.CANCEL_COUNTER in store.capabilities
         try:
-            count = None if counted is None else await read(counted)
+            count = await read(store.cancel_requests_made) if counted else None
             now = time.monotonic()
             every = count is None or count != self._cancels or now - self._looked >= self.lease_ttl / 3
             watched = [w for w in self._live.values() if every or not w.looked]

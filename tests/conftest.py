@@ -1,4 +1,4 @@
-"""Fixtures shared by every test package: a throwaway PostgreSQL server.
+"""Fixtures shared by every test package: a throwaway PostgreSQL server, and the backends.
 
 With CI=true the PostgreSQL tests must run: a missing server is a failure, not a skip.
 Elsewhere (a laptop without PostgreSQL) they skip with one line saying why.
@@ -35,6 +35,52 @@ def pg_server():
 def postgres_url(pg_server):
     """A fresh, empty database on the session's server: its postgresql:// URL."""
     return pg_server.new_database()
+
+
+BACKENDS = ("memory", "lmdb", "postgres")
+
+
+class Backend:
+    """One backend for a test: `target` names its store (None for memory, which has no
+    name), `open()` opens it again (the same store for memory); all are closed at teardown."""
+
+    def __init__(self, kind, request, tmp_path):
+        self.kind = kind
+        self.target = store_target(kind, request, tmp_path)
+        self._memory = None
+        self._opened = []
+
+    def open(self, **options):
+        from journal import MemoryStore, open_store
+
+        if self.kind == "memory":
+            if self._memory is None:
+                self._memory = MemoryStore(**options)
+            return self._memory
+        store = open_store(self.target, **options)
+        self._opened.append(store)
+        return store
+
+    def close(self):
+        for store in self._opened:
+            store.close()
+
+
+def store_target(kind, request, tmp_path):
+    """What names a fresh store of `kind`: an LMDB directory, a new PostgreSQL database's URL."""
+    if kind == "postgres":
+        return request.getfixturevalue("postgres_url")
+    if kind == "lmdb":
+        return str(tmp_path / "db")
+    return None
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, tmp_path):
+    """Every test that takes `backend` (or `store` in tests/journal) runs on each backend."""
+    chosen = Backend(request.param, request, tmp_path)
+    yield chosen
+    chosen.close()
 
 
 @pytest.fixture(autouse=True)

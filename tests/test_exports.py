@@ -7,7 +7,9 @@ import types
 import pytest
 
 
-@pytest.mark.parametrize("name", ["journal", "runtime", "runtime.testing", "runtime.langgraph"])
+@pytest.mark.parametrize("name", ["journal", "journal.backends", "journal.backends.lmdb", "journal.backends.postgres",
+                                  "journal.kv", "journal.commit", "journal.testing", "runtime", "runtime.testing",
+                                  "runtime.langgraph"])
 def test_all_lists_exactly_the_public_names(name):
     module = importlib.import_module(name)
     public = {

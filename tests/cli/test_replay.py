@@ -322,7 +322,7 @@ async def test_a_completed_journal_whose_timer_lies_in_the_future_replays_to_the
     import msgspec
 
     from journal import decode_entry, encode_entry
-    from journal._kvstore import entry_key
+    from journal.kv._store import entry_key
 
     async def agent(ctx) -> str:
         await ctx.sleep(0.01)

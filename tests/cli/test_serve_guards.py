@@ -135,7 +135,7 @@ def test_ids_are_validated_as_the_cli_validates_them(server, tmp_path):
     ("0.0.0.0", False), ("::", False), ("192.168.1.4", False), ("example.com", False),
 ])
 def test_only_loopback_addresses_count_as_loopback(host, loopback):
-    from cli._http import is_loopback
+    from runtime.http import is_loopback
 
     assert is_loopback(host) is loopback
 

@@ -21,7 +21,7 @@ def anyio_backend():
 async def test_the_http_routes_reach_a_network_store_only_off_the_loop():
     import httpx
 
-    from cli._http import Service, create_app
+    from runtime.http import create_app
 
     async def agent(ctx: Context, text: str) -> str:
         ctx.state.set("last", text)
@@ -30,8 +30,7 @@ async def test_the_http_routes_reach_a_network_store_only_off_the_loop():
     store = NetworkStore()
     store.loop_thread = threading.get_ident()
     async with Engine.open(store=store, handlers={"agent": agent}) as engine:
-        service = Service(engine, {"agent": agent}, poll=0.01)
-        transport = httpx.ASGITransport(app=create_app(service))
+        transport = httpx.ASGITransport(app=create_app(engine, handlers={"agent": agent}, poll=0.01))
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
             started = await http.post("/invocations", json={"handler": "agent", "input": "hi", "id": "a", "key": "k"})
             assert started.status_code == 201, started.text

@@ -3,7 +3,8 @@
 import anyio
 import pytest
 
-from journal import Append, Committer, LmdbStore, MemoryStore, _flusher, decode_entry, decode_value
+from journal import Append, Committer, LmdbStore, MemoryStore, decode_entry, decode_value
+from journal.commit import _flusher
 from journal.errors import LeaseLost, StoreError
 
 from ..waiting import until
@@ -326,17 +327,24 @@ async def test_invocations_created_beside_a_batch_of_acquires_are_fsynced_before
     store.close()
 
 
-async def test_a_blocking_store_whose_apply_async_predates_deferred_is_called_as_before():
+async def test_a_blocking_store_that_does_not_declare_loop_commits_is_committed_on_a_thread():
+    import threading
+
     from .helpers import NetworkStore
 
-    class Earlier(NetworkStore):
-        async def apply_async(self, ops, *, durable=True):  # no `deferred`: written before it
-            self.sent_async = len(ops)
-            return None  # the thread's path, then
+    class Threaded(NetworkStore):
+        capabilities = frozenset()  # no Capability.LOOP_COMMITS: apply_async is not its to answer
 
-    store = Earlier()
+        async def apply_async(self, ops, *, durable=True, deferred=None):
+            raise AssertionError("apply_async called on a store that did not declare loop commits")
+
+        def apply(self, ops, *, durable=True):
+            self.applied_on = threading.current_thread()
+            return super().apply(ops, durable=durable)
+
+    store = Threaded()
     create(store)
     epoch, _ = acquire(store)
     committer = Committer(store, "sync")
     assert await committer.submit(Append("inv-1", epoch, [(1, step("a"))])) is None
-    assert store.sent_async == 1 and store.entry_count("inv-1") == 2
+    assert store.applied_on is not threading.current_thread() and store.entry_count("inv-1") == 2

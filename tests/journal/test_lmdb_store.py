@@ -12,8 +12,8 @@ import lmdb
 import pytest
 
 from journal import LmdbStore, Status, check, decode_entry, decode_value, export
-from journal._kvstore import entry_key
 from journal.errors import DiskFull, FormatVersionError
+from journal.kv._store import entry_key
 
 from .helpers import T0, acquire, append, create, step
 
@@ -209,7 +209,7 @@ def test_a_large_batch_commits_in_bounded_transactions_each_operation_on_its_own
     # OPS_PER_TRANSACTION operations (what LMDB holds in memory until it commits), and an
     # operation refused in one of them changes nothing for the others.
     from journal import Append
-    from journal._lmdb import OPS_PER_TRANSACTION
+    from journal.backends.lmdb._store import OPS_PER_TRANSACTION
     from journal.errors import LeaseLost
 
     count = OPS_PER_TRANSACTION * 3 + 5
@@ -236,8 +236,8 @@ def test_what_the_append_path_remembers_of_an_execution_goes_when_it_gives_its_l
     # of an execution goes with the lease, so a long-lived worker does not accumulate it;
     # an execution that appends after that is fenced as before.
     from journal import SetStatus, Transition
-    from journal._kvrules import _owned_ids
     from journal.errors import LeaseLost
+    from journal.kv._rules import _owned_ids
 
     with LmdbStore(tmp_path / "db") as store:
         for i in range(3):
@@ -261,7 +261,7 @@ def test_what_the_append_path_remembers_of_an_execution_goes_when_it_gives_its_l
 
 def test_a_disk_full_in_a_large_batch_fails_only_what_was_not_committed(tmp_path):
     from journal import Append
-    from journal._lmdb import OPS_PER_TRANSACTION
+    from journal.backends.lmdb._store import OPS_PER_TRANSACTION
 
     with _small_disk(tmp_path, size="8m") as path:
         store = LmdbStore(path, map_size=64 * 1024 * 1024)
@@ -311,7 +311,7 @@ def test_opening_a_store_another_process_has_grown_adopts_its_size(tmp_path):
 def test_opening_while_another_process_grows_the_map_opens_again(tmp_path, monkeypatch):
     # The race is inside lmdb.open (it reads the map size, then begins a transaction), too
     # narrow to hit on purpose from a second process: have the first open lose it.
-    import journal._lmdb as lmdb_store
+    import journal.backends.lmdb._store as lmdb_store
 
     real_open, attempts = lmdb.open, []
 

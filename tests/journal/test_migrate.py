@@ -5,7 +5,7 @@ import psycopg
 import pytest
 
 from journal import FORMAT_VERSIONS, PostgresStore, check, migrate
-from journal._postgres_rows import LAYOUTS
+from journal.backends.postgres._rows import LAYOUTS
 from journal.errors import StoreBusy, StoreError
 
 from ..golden.postgres_v1 import load_golden

@@ -300,10 +300,9 @@ def test_a_claim_skips_an_invocation_whose_rows_another_transaction_holds(store,
 def test_a_creator_waits_for_another_creating_in_the_same_keys_queue_and_queues_behind_it(store, postgres_url):
     import psycopg
 
-    from journal._kvrules import _create
-    from journal._postgres_rows import PgTxn
-
-    from .test_store_conformance import _creation
+    from journal.backends.postgres._rows import PgTxn
+    from journal.kv._rules import _create
+    from journal.testing import creation_op as _creation
 
     first = _creation("first", 1, key="thread-1")
     with psycopg.connect(postgres_url) as other:  # another worker, its creation not committed yet
@@ -327,10 +326,9 @@ def test_a_creation_retried_after_a_deadlock_reads_its_place_in_its_keys_queue_a
     # its first try read, or it queues ahead of an invocation committed in between.
     import psycopg
 
-    from journal._kvrules import _create
-    from journal._postgres_rows import PgTxn
-
-    from .test_store_conformance import _creation
+    from journal.backends.postgres._rows import PgTxn
+    from journal.kv._rules import _create
+    from journal.testing import creation_op as _creation
 
     def create_in(txn, invocation_id, key):
         op = _creation(invocation_id, 1, key=key, at=T0 + 5_000)  # the other worker's clock is ahead

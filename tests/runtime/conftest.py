@@ -2,6 +2,8 @@ import pytest
 
 from runtime import Engine
 
+from ..conftest import store_target
+
 # (async backend, always replay, store). PostgreSQL runs on asyncio only: the store sits
 # behind the same thread seam whatever the loop, and the three LMDB modes cover the rest.
 MODES = [
@@ -25,9 +27,7 @@ def anyio_backend(mode):
 @pytest.fixture
 def db(request, tmp_path, mode):
     """The store the test's engines open: an LMDB directory, or a fresh PostgreSQL database."""
-    if mode[2] == "postgres":
-        return request.getfixturevalue("postgres_url")
-    return str(tmp_path / "db")
+    return store_target(mode[2], request, tmp_path)
 
 
 @pytest.fixture

@@ -1,0 +1,359 @@
+"""The embedded default store: one LMDB environment in a private directory.
+
+Write transactions commit without fsync (the environment is opened with sync off) and
+durability comes from an explicit `sync()` afterwards. That keeps LMDB's single writer
+lock held for microseconds, never for the length of a disk flush, so one fsync can
+cover the commits of many invocations and many processes (group commit).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import lmdb
+
+from ..._codec import DEFAULT_MAX_ENTRY_BYTES
+from ..._records import Lease
+from ..._store import Append, Capability, Op, OpResult
+from ...errors import DiskFull, FormatVersionError, JournalError, LeaseLost, StoreError
+from ...kv import OWNED_IDS_KEPT, TABLES, KVStore, Txn, check_lease
+from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
+from ._tables import LmdbTables
+from ._txn import LmdbTxn, Reading
+
+if TYPE_CHECKING:
+    from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
+
+T = TypeVar("T")
+
+FORMAT_VERSION = 1
+_INITIAL_MAP_SIZE = 64 * 1024 * 1024
+_MAX_MAP_SIZE = 1 << 40
+# W5 (10,000 agents of 5 steps, `python -m bench --only W5`), peak RSS per invocation in
+# flight and the file's size, by the most operations one transaction takes: unbounded
+# 25.8 KiB, 116 MB; 1,024: 20.3 KiB, 57 MB; 128: 18.9 KiB, 47 MB; 64: 18.7 KiB, 46 MB.
+OPS_PER_TRANSACTION = 128
+
+def default_path() -> str:
+    """The store directory when none is named: $JOURNAL_DB, else ./.journal."""
+    return os.environ.get("JOURNAL_DB") or os.path.join(os.getcwd(), ".journal")
+
+
+# LMDB forbids opening one environment twice in a process; stores on one path share it.
+_shared: dict[str, tuple[lmdb.Environment, dict[str, _Db], int, int | None]] = {}
+_shared_lock = threading.Lock()
+_GENERIC = object()  # `_append_one` leaves the operation to the generic path
+
+
+class LmdbStore(LmdbTables, KVStore):
+    """A journal store in the directory `path` (created private to its owner)."""
+
+    path: str
+    capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LEASE_AT_CREATE, Capability.TABLES})
+
+    def __init__(self, path: str | os.PathLike[str], *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
+                 readonly: bool = False, map_size: int = _INITIAL_MAP_SIZE) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.max_entry_bytes = max_entry_bytes
+        self.readonly = readonly
+        self._closed = False
+        self._sync_thread: threading.Thread | None = None
+        self._sync_stop = threading.Event()
+        self._dirty = threading.Event()
+        self._flush_error: StoreError | None = None  # a background flush failed: the next write says so
+        self._env, self._dbs = _open_shared(self.path, readonly, map_size)
+        self._leases, self._entries = self._dbs["leases"], self._dbs["entries"]
+        # id -> (epoch, lease bytes, lease) that gave it ownership
+        self._fenced: dict[bytes, tuple[int, bytes, Lease]] = {}
+        try:
+            self._check_format()
+        except BaseException:
+            _release_shared(self.path)
+            raise
+
+    def __repr__(self) -> str:
+        return f"LmdbStore({self.path!r})"
+
+    @property
+    def env(self) -> lmdb.Environment:
+        return self._env
+
+    def _check_format(self) -> None:
+        with self._read() as txn:
+            found = txn.get("meta", b"format")
+        if found is None:
+            if self.readonly:
+                return
+            self._transact(lambda txn: txn.put("meta", b"format", str(FORMAT_VERSION).encode()))
+            self.sync()
+        elif found != str(FORMAT_VERSION).encode():
+            raise FormatVersionError(
+                f"the LMDB store at {self.path} has format version {found.decode(errors='replace')}, but this "
+                f"version of journal reads LMDB format {FORMAT_VERSION}; open it with the journal release that "
+                "wrote it (nothing was changed)"
+            )
+
+    def _read(self) -> Reading:
+        return Reading(self._env, self._dbs)
+
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[OpResult | BaseException]:
+        """`Store.apply`, in transactions of at most `OPS_PER_TRANSACTION` operations.
+
+        A write transaction holds every page it changes in memory until it commits, and
+        LMDB reuses the pages a commit frees only two commits later: one transaction for a
+        group commit of thousands of appends (10,000 agents in flight) made the process
+        hold a copy of most of the tree and the file grow to 2.6 times its data. Each
+        operation stays atomic, and the caller's fsync still covers them all."""
+        if len(ops) == 1 and ops[0].__class__ is Append:
+            result = self._append_one(ops[0])
+            if result is not _GENERIC:
+                return [result]
+        if len(ops) <= OPS_PER_TRANSACTION:
+            return super().apply(ops)
+        results: list[OpResult | BaseException] = []
+        for start in range(0, len(ops), OPS_PER_TRANSACTION):
+            try:
+                results += super().apply(ops[start:start + OPS_PER_TRANSACTION])
+            except Exception as exc:  # noqa: BLE001 - reported per operation; earlier parts are committed
+                results += [exc] * (len(ops) - start)  # (a full disk or a closed store fails the rest too)
+                break
+        return results
+
+    def _append_one(self, op: Append) -> Any:
+        """One append in a transaction of its own, without the generic plumbing (a closure,
+        a results list, the retry loop), which costs about as much again as LMDB's commit.
+        The rule applied is the same `_apply_append`. Anything LMDB wants retried (a map to
+        grow or re-read) or reports as failed is `_GENERIC`: the generic path does it again
+        and reports it (the aborted transaction wrote nothing)."""
+        if self.readonly or self._flush_error is not None:
+            return _GENERIC
+        try:
+            with self._env.begin(write=True) as txn:
+                result = self._apply_append(LmdbTxn(txn, self._dbs), op)
+        except JournalError as exc:  # a rule refused it, in a transaction that wrote nothing
+            return exc
+        except lmdb.Error:
+            return _GENERIC
+        if not self._dirty.is_set():
+            self._dirty.set()
+        return result
+
+    def _check_epoch(self, txn: Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+        data = txn._txn.get(id_bytes, db=self._leases)  # type: ignore[attr-defined]  # (an LmdbTxn)
+        fenced = self._fenced.get(id_bytes)
+        if fenced is not None and fenced[0] == epoch and fenced[1] == data:
+            return fenced[2]  # unchanged lease bytes give the same verdict: decode only what is new
+        try:
+            lease = check_lease(data, invocation_id, epoch)
+        except LeaseLost:  # taken over: this owner appends no more
+            self._released(id_bytes, invocation_id)
+            raise
+        if len(self._fenced) >= OWNED_IDS_KEPT:  # (entries go at `_released`)
+            self._fenced.clear()
+        self._fenced[id_bytes] = (epoch, data, lease)
+        return lease
+
+    def _released(self, id_bytes: bytes, invocation_id: str) -> None:
+        super()._released(id_bytes, invocation_id)
+        self._fenced.pop(id_bytes, None)
+
+    def _transact(self, work: Callable[[Txn], T]) -> T:
+        if self.readonly:
+            raise StoreError(f"the store at {self.path} was opened read-only")
+        if self._flush_error is not None:
+            # `async` durability promised a flush within 100 ms and could not keep it.
+            raise self._flush_error
+        while True:
+            try:
+                with self._env.begin(write=True) as txn:
+                    result = work(LmdbTxn(txn, self._dbs))
+                # Setting an Event takes its lock; the flusher clears it before it syncs, so
+                # a flag seen set here is followed by a sync that covers this commit.
+                if not self._dirty.is_set():
+                    self._dirty.set()
+                return result
+            except lmdb.MapResizedError:
+                self._env.set_mapsize(0)
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.Error as exc:
+                raise _translate(exc, self.path) from None
+
+    def _grow(self) -> None:
+        size = self._env.info()["map_size"]
+        if size >= _MAX_MAP_SIZE:
+            raise StoreError(f"the store at {self.path} reached the largest map size ({size:,} bytes)")
+        self._env.set_mapsize(min(size * 2, _MAX_MAP_SIZE))
+
+    def sync(self) -> None:
+        try:
+            self._env.sync(True)
+        except lmdb.Error as exc:
+            raise _translate(exc, self.path) from None
+
+    def start_background_sync(self, interval: float = 0.1) -> None:
+        """Flush committed transactions to disk every `interval` seconds (`async` durability)."""
+        if self._sync_thread is not None:
+            return
+
+        def loop() -> None:
+            while not self._sync_stop.wait(interval):
+                if self._dirty.is_set():
+                    self._dirty.clear()
+                    try:
+                        self._env.sync(True)
+                        self._flush_error = None
+                    except lmdb.Error as exc:
+                        self._dirty.set()
+                        self._flush_error = _translate(exc, self.path)
+
+        self._sync_thread = threading.Thread(target=loop, name="journal-fsync", daemon=True)
+        self._sync_thread.start()
+
+    def copy_to(self, path: str | os.PathLike[str]) -> None:
+        """A consistent, compacting copy of the store in directory `path` (created; must be empty).
+
+        Safe while other processes write: the copy is one read transaction's snapshot. This
+        is how to back a store up.
+        """
+        path = os.fspath(path)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        if os.listdir(path):
+            raise StoreError(f"cannot copy the store into {path}: the directory is not empty")
+        try:
+            self._env.copy(path, compact=True)
+        except lmdb.Error as exc:
+            raise _translate(exc, path) from None
+
+    def reopen_after_swap(self) -> None:
+        """Map the data file that compaction just put in place (the caller holds the store alone).
+
+        Closing first matters beyond this process: LMDB resets its lock file (which records
+        the last transaction id, and so which meta page readers use) only when an opener
+        finds nobody else has the environment open. A process that opened the new file while
+        this one still had the old one open would read the wrong meta page and could write
+        over the compacted data."""
+        with _shared_lock:
+            env, dbs, count, lock_fd = _shared[self.path]
+            map_size = env.info()["map_size"]
+            env.close()
+            env, dbs = _open_env(self.path, self.readonly, map_size)
+            _shared[self.path] = (env, dbs, count, lock_fd)
+        self._env, self._dbs = env, dbs
+        self._leases, self._entries = dbs["leases"], dbs["entries"]
+        self._fenced.clear()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._sync_thread is not None:
+            self._sync_stop.set()
+            self._sync_thread.join()
+        if not self.readonly:
+            try:
+                self._env.sync(True)
+            except lmdb.Error:
+                pass
+        _release_shared(self.path)
+
+    def __enter__(self) -> LmdbStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _translate(exc: lmdb.Error, path: str) -> StoreError:
+    text = str(exc)
+    # LMDB reports a failed page write as EIO on some filesystems; a nearly full disk says why.
+    if isinstance(exc, lmdb.DiskError) or "No space left" in text or ("Input/output" in text and _nearly_full(path)):
+        return DiskFull(
+            errno.ENOSPC,
+            f"the disk holding {path} is full; free some space (or run `journal trim` then `journal compact`) "
+            "and try again; everything committed before this is intact",
+        )
+    return StoreError(f"LMDB error in {path}: {text}")
+
+
+def _nearly_full(path: str) -> bool:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 8 * 1024 * 1024
+
+
+def _open_shared(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, _Db]]:
+    with _shared_lock:
+        if path in _shared:
+            env, dbs, count, lock_fd = _shared[path]
+            _shared[path] = (env, dbs, count + 1, lock_fd)
+            return env, dbs
+        if not readonly:
+            make_store_dir(path)
+        elif not os.path.isdir(path):
+            raise StoreError(f"there is no journal store at {path}")
+        lock_fd = hold_open_lock(path, create=not readonly)
+        try:
+            env, dbs = _open_env(path, readonly, map_size)
+        except BaseException:
+            if lock_fd is not None:
+                os.close(lock_fd)
+            raise
+        _shared[path] = (env, dbs, 1, lock_fd)
+        return env, dbs
+
+
+def _open_env(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environment, dict[str, _Db]]:
+    # Checked under the open lock: no compaction swaps the files between the check and the map.
+    check_files(path, create=not readonly)
+    for _attempt in range(100):
+        try:
+            env = lmdb.open(
+                path, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=510,
+                sync=False, metasync=False, readahead=False, mode=0o600, readonly=False,
+            )
+            break
+        except lmdb.MapResizedError:
+            # Opening reads the map size, then begins a transaction; another process grew
+            # the map in between. Opening again reads the new size.
+            continue
+        except lmdb.Error as exc:
+            raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
+    else:
+        raise StoreError(f"cannot open the journal store at {path}: other processes keep growing its map")
+    while True:
+        try:
+            dbs = {name: env.open_db(name.encode()) for name in TABLES}
+            break
+        except lmdb.MapResizedError:  # another process grew the map since we opened it
+            env.set_mapsize(0)
+        except lmdb.Error as exc:
+            env.close()
+            raise StoreError(f"cannot open the journal store at {path}: {exc}") from None
+    return env, dbs
+
+
+def exclusive(path: str) -> tuple[int, Callable[[], None]]:
+    """Hold the store alone (for compaction): returns (other openers in this process, release)."""
+    with _shared_lock:
+        env, dbs, count, lock_fd = _shared[path]
+    take_exclusive(lock_fd, path)
+    return count - 1, lambda: release_exclusive(lock_fd)
+
+
+def _release_shared(path: str) -> None:
+    with _shared_lock:
+        env, dbs, count, lock_fd = _shared[path]
+        if count > 1:
+            _shared[path] = (env, dbs, count - 1, lock_fd)
+        else:
+            del _shared[path]
+            env.close()
+            if lock_fd is not None:
+                os.close(lock_fd)

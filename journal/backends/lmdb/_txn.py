@@ -1,0 +1,76 @@
+"""LMDB's transactions as the rules' `Txn`: a write transaction, and a read one that is its
+own context manager."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import lmdb
+
+from ...kv import Txn, prefix_end
+
+if TYPE_CHECKING:
+    from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
+
+
+class LmdbTxn(Txn):
+    __slots__ = ("_txn", "_dbs")
+
+    def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, _Db]) -> None:
+        self._txn = txn
+        self._dbs = dbs
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self._txn.get(key, db=self._dbs[table])
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._txn.put(key, value, db=self._dbs[table])
+
+    def insert(self, table: str, key: bytes, value: bytes) -> bool:
+        return self._txn.put(key, value, db=self._dbs[table], overwrite=False)
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._txn.delete(key, db=self._dbs[table])
+
+    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor(db=self._dbs[table]) as cursor:
+            if not cursor.set_range(start if start is not None else prefix):
+                return
+            for key, value in cursor:
+                if not key.startswith(prefix):
+                    return
+                yield key, value
+
+    def last(self, table: str, prefix: bytes) -> bytes | None:
+        with self._txn.cursor(db=self._dbs[table]) as cursor:
+            end = prefix_end(prefix)
+            if not (cursor.prev() if end is not None and cursor.set_range(end) else cursor.last()):
+                return None
+            key = cursor.key()
+            return key if key.startswith(prefix) else None
+
+
+class Reading(LmdbTxn):
+    """A read transaction that is its own context manager: aborted when the block ends.
+
+    A class, not a `@contextmanager` generator: `get` of one record took 3.4-5.9 µs with
+    the generator and 2.4-2.5 µs with this, against 0.75-0.88 µs for LMDB's own begin,
+    get and abort (`pytest bench/test_read.py --benchmark-only`, three paired runs)."""
+
+    __slots__ = ()
+
+    def __init__(self, env: lmdb.Environment, dbs: dict[str, _Db]) -> None:
+        try:
+            txn = env.begin()
+        except lmdb.MapResizedError:
+            # Another process grew the map: adopt its size and retry.
+            env.set_mapsize(0)
+            txn = env.begin()
+        super().__init__(txn, dbs)
+
+    def __enter__(self) -> Reading:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._txn.abort()

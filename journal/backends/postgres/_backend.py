@@ -1,0 +1,46 @@
+"""PostgreSQL's entry in the backend registry."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._registry import Backend, Migration, NothingToCompact, Progress
+from ._rows import FORMAT_VERSION
+from ._store import PostgresStore, is_postgres_url, redact_url
+
+if TYPE_CHECKING:
+    from ..._store import Store
+
+
+class _Postgres(Backend):
+    name = "postgresql"
+    title = "PostgreSQL"
+    format_version = FORMAT_VERSION
+    # A database user need not be allowed to run code on the workers' hosts: the handler an
+    # invocation names is never imported from what the database says.
+    runs_recorded_handlers = False
+
+    def claims(self, target: str) -> bool:
+        return is_postgres_url(target)
+
+    def describe(self, target: str) -> str:
+        return redact_url(target)
+
+    def open(self, target: str, *, readonly: bool = False, **options: Any) -> Store:
+        # The database user's rights decide what may be written; LMDB's map size means nothing here.
+        options.pop("map_size", None)
+        return PostgresStore(target, **options)
+
+    def migrate(self, target: str, *, progress: Progress | None, lock_timeout: float) -> Migration:
+        from ._migrate import migrate
+
+        return migrate(target, progress, lock_timeout)
+
+    def compact(self, store: Store, *, force: bool = False) -> tuple[int, int]:
+        raise NothingToCompact(
+            "nothing to compact on PostgreSQL: autovacuum reuses the space `journal trim` frees; to give it "
+            "back to the operating system, run VACUUM FULL on the journal schema's tables in a quiet moment "
+            "(it locks them)")
+
+
+POSTGRES: Backend = _Postgres()

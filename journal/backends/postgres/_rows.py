@@ -1,0 +1,304 @@
+"""The PostgreSQL schema of the journal, and the transactions `KVStore`'s rules run in.
+
+The rules (`_kvrules.py`) speak of ordered keys, as LMDB stores them. Here a row that
+belongs to one invocation holds that invocation's id in a column of its own,
+`invocation_id`, first in its primary key: the column a distributed PostgreSQL (Citus)
+would shard by. `_PgTxn` turns each key into its columns and back.
+
+| table | primary key | the rules' key | index for the scans across invocations |
+| --- | --- | --- | --- |
+| invocations | invocation_id | id | |
+| entries | invocation_id, seq | id NUL seq(4) | |
+| leases | invocation_id | id | |
+| promises | invocation_id, name | id NUL name | |
+| status | invocation_id, status | status NUL id | (status, invocation_id) |
+| timers | invocation_id, wake_at | wake_at(8) id | (wake_at, invocation_id) |
+| state, keyq, meta | k | the key | |
+
+`state` and `keyq` belong to a key (a conversation thread) rather than to one invocation,
+and `meta` to the store: they keep `(k, v)`. Ids hold no NUL (`_ids.validate_id`), so a
+key splits at its first NUL.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ...kv._rules import TABLES, Txn, entry_key, prefix_end
+
+SCHEMA = "journal"
+FORMAT_VERSION = 2  # 1: every table `(k bytea, v bytea)` with LMDB's keys, no invocation_id column
+LOCK_CLASS = 0x6A6F  # high half of the advisory lock keys of owners ("jo")
+_LOCKED = {"invocations": 1, "leases": 2}  # tables whose rows a write transaction locks when it reads them
+_PREFIX_LOCK = 3  # the advisory lock class of a prefix that `last` reads in a write transaction
+
+
+def owner_lock_key(owner: str) -> tuple[int, int]:
+    """The advisory lock `(classid, objid)` that a live owner's session holds."""
+    return LOCK_CLASS, zlib.crc32(owner.encode()) & 0x7FFFFFFF
+
+
+def _split_nul(key: bytes) -> tuple[bytes, bytes]:
+    head, _, tail = key.partition(b"\x00")
+    return head, tail
+
+
+class _Layout:
+    """One table: its columns (the key's parts, then `v`), how a key splits into them and
+    joins back, and the DDL."""
+
+    def __init__(self, table: str, columns: tuple[str, ...], types: tuple[str, ...],
+                 split: Callable[[bytes], tuple[Any, ...]], join: Callable[[tuple[Any, ...]], bytes],
+                 pk: tuple[str, ...], index: tuple[str, ...] | None = None) -> None:
+        self.table, self.columns, self.split, self.join = f"{SCHEMA}.{table}", columns, split, join
+        where = " AND ".join(f"{c} = %s" for c in columns)
+        names = ", ".join((*columns, "v"))
+        values = ", ".join(["%s"] * (len(columns) + 1))
+        conflict = ", ".join(pk)
+        self.get = f"SELECT v FROM {self.table} WHERE {where}"
+        self.get_locked = self.get + " FOR UPDATE"
+        self.put = (f"INSERT INTO {self.table} ({names}) VALUES ({values}) "
+                    f"ON CONFLICT ({conflict}) DO UPDATE SET v = EXCLUDED.v")
+        self.insert = f"INSERT INTO {self.table} ({names}) VALUES ({values}) ON CONFLICT ({conflict}) DO NOTHING"
+        self.delete = f"DELETE FROM {self.table} WHERE {where}"
+        self.select = f"SELECT {', '.join(columns)}, v FROM {self.table}"
+        cols = ", ".join(f"{c} {t} NOT NULL" for c, t in zip(columns, types, strict=True))
+        self.ddl = [f"CREATE TABLE IF NOT EXISTS {self.table} ({cols}, v bytea NOT NULL, PRIMARY KEY ({conflict}))"]
+        if index is not None:
+            self.ddl.append(f"CREATE INDEX IF NOT EXISTS {table}_by_{index[0]} ON {self.table} ({', '.join(index)})")
+
+    def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
+        """The query for the rules' `scan(prefix, start)`, in key order."""
+        low = start if start is not None and start > prefix else prefix
+        high = prefix_end(prefix)
+        (first,) = self.columns
+        if high is None:
+            return f"{self.select} WHERE {first} >= %s ORDER BY {first}", [low]
+        return f"{self.select} WHERE {first} >= %s AND {first} < %s ORDER BY {first}", [low, high]
+
+    def last(self, prefix: bytes) -> tuple[str, list[Any]]:
+        """The query for the rules' `last(prefix)`: the greatest key under `prefix`."""
+        high = prefix_end(prefix)
+        (first,) = self.columns
+        below = "" if high is None else f" AND {first} < %s"
+        return (f"SELECT {first} FROM {self.table} WHERE {first} >= %s{below} ORDER BY {first} DESC LIMIT 1",
+                [prefix] if high is None else [prefix, high])
+
+
+class _Entries(_Layout):
+    def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
+        id_bytes = _one_invocation(prefix)
+        seq = 0 if start is None or start <= prefix else int.from_bytes(start[len(prefix):], "big")
+        return f"{self.select} WHERE invocation_id = %s AND seq >= %s ORDER BY seq", [id_bytes, seq]
+
+
+class _Promises(_Layout):
+    def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
+        id_bytes = _one_invocation(prefix)
+        low = b"" if start is None or start <= prefix else start[len(prefix):]
+        return f"{self.select} WHERE invocation_id = %s AND name >= %s ORDER BY name", [id_bytes, low]
+
+
+class _Status(_Layout):
+    def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
+        status = _one_invocation(prefix).decode()
+        low = b"" if start is None or start <= prefix else start[len(prefix):]
+        return (f"{self.select} WHERE status = %s AND invocation_id >= %s ORDER BY invocation_id",
+                [status, low])
+
+
+class _Timers(_Layout):
+    def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
+        if prefix or start:
+            raise ValueError("timers are scanned from the earliest only")
+        return f"{self.select} ORDER BY wake_at, invocation_id", []
+
+
+def _one_invocation(prefix: bytes) -> bytes:
+    """`id NUL` (or `status NUL`): the first key part, which the scan is confined to."""
+    if not prefix.endswith(b"\x00") or prefix.count(b"\x00") != 1:
+        raise ValueError(f"this table is scanned by its first key part only, not by {prefix!r}")
+    return prefix[:-1]
+
+
+def _split_status(key: bytes) -> tuple[str, bytes]:
+    status, invocation_id = _split_nul(key)
+    return status.decode(), invocation_id
+
+
+def _whole(key: bytes) -> tuple[bytes]:
+    return (key,)
+
+
+def _join_whole(row: tuple[Any, ...]) -> bytes:
+    return bytes(row[0])
+
+
+_ID = ("invocation_id",)
+LAYOUTS: dict[str, _Layout] = {
+    "meta": _Layout("meta", ("k",), ("bytea",), _whole, _join_whole, ("k",)),
+    "state": _Layout("state", ("k",), ("bytea",), _whole, _join_whole, ("k",)),
+    "keyq": _Layout("keyq", ("k",), ("bytea",), _whole, _join_whole, ("k",)),
+    "invocations": _Layout("invocations", _ID, ("bytea",), _whole, _join_whole, _ID),
+    "leases": _Layout("leases", _ID, ("bytea",), _whole, _join_whole, _ID),
+    "entries": _Entries("entries", ("invocation_id", "seq"), ("bytea", "integer"),
+                        lambda k: (k[:-5], int.from_bytes(k[-4:], "big")),
+                        lambda r: entry_key(bytes(r[0]), r[1]), ("invocation_id", "seq")),
+    "promises": _Promises("promises", ("invocation_id", "name"), ("bytea", "bytea"), _split_nul,
+                          lambda r: bytes(r[0]) + b"\x00" + bytes(r[1]), ("invocation_id", "name")),
+    "status": _Status("status", ("status", "invocation_id"), ("text", "bytea"),
+                      _split_status,
+                      lambda r: r[0].encode() + b"\x00" + bytes(r[1]), ("invocation_id", "status"),
+                      index=("status", "invocation_id")),
+    "timers": _Timers("timers", ("wake_at", "invocation_id"), ("bigint", "bytea"),
+                      lambda k: (int.from_bytes(k[:8], "big"), k[8:]),
+                      lambda r: r[0].to_bytes(8, "big") + bytes(r[1]), ("invocation_id", "wake_at"),
+                      index=("wake_at", "invocation_id")),
+}
+assert set(LAYOUTS) == set(TABLES)
+DDL = [statement for layout in LAYOUTS.values() for statement in layout.ddl]
+
+_CLAIM = {table: f"SELECT 1 FROM {SCHEMA}.{table} WHERE invocation_id = %s FOR UPDATE SKIP LOCKED"
+          for table in _LOCKED}
+
+
+# The lease row is locked (FOR KEY SHARE) for the rest of the transaction, so an Acquire,
+# which reads it FOR UPDATE, waits for this append to commit, as it would for the generic
+# path. The rows of a batch go in one statement, a VALUES list: one round trip however
+# many steps the batch holds. (A pipeline of one INSERT per row measured slower, and an
+# `unnest` of arrays 3x slower.)
+def _fast_append_sql(rows: int, *, numbered: bool = False) -> str:
+    """`numbered`: `$1, $2, ...` placeholders, for libpq itself (`_postgres_loop.py`),
+    rather than psycopg's `%s`; the types are then given when the statement is prepared."""
+    if numbered:
+        values = ", ".join(f"(${4 * i + 1}, ${4 * i + 2}, ${4 * i + 3}, ${4 * i + 4})" for i in range(rows))
+    else:
+        values = ", ".join(["(%s::bytea, %s::integer, %s::bytea, %s::bytea)"] * rows)
+    return (f"INSERT INTO {SCHEMA}.entries (invocation_id, seq, v) SELECT x.i, x.s, x.v "
+            f"FROM (VALUES {values}) AS x (i, s, v, lv) WHERE EXISTS (SELECT 1 FROM {SCHEMA}.leases l "
+            "WHERE l.invocation_id = x.i AND l.v = x.lv FOR KEY SHARE) "
+            "ON CONFLICT (invocation_id, seq) DO NOTHING RETURNING invocation_id, seq")
+
+
+_FAST_APPEND: dict[int, str] = {}
+
+
+def fast_append_sql(rows: int) -> str:
+    sql = _FAST_APPEND.get(rows)
+    if sql is None:
+        sql = _fast_append_sql(rows)
+        if len(_FAST_APPEND) < 64:  # the common batch sizes; psycopg prepares each after a few uses
+            _FAST_APPEND[rows] = sql
+    return sql
+
+
+def fast_append_args(rows: list[tuple[bytes, bytes, bytes, bytes]]) -> list[Any]:
+    """`(entry key, data, id, lease bytes)` rows as the statement's parameters."""
+    args: list[Any] = []
+    for key, data, id_bytes, lease in rows:
+        args += (id_bytes, int.from_bytes(key[-4:], "big"), data, lease)
+    return args
+
+
+def inserted_keys(result: list[tuple[Any, ...]]) -> set[bytes]:
+    return {entry_key(bytes(i), s) for i, s in result}
+
+
+class PgTxn(Txn):
+    """A transaction of the rules on one cursor: each key read or written as its row."""
+
+    __slots__ = ("_cur", "notify", "_write", "leases", "redo")
+
+    def __init__(self, cursor: Any, *, write: bool = False, redo: bool = False) -> None:
+        self._cur = cursor
+        self.notify = False
+        self._write = write
+        self.redo = redo  # a transaction done again after its connection was lost: it may have committed
+        self.leases: dict[bytes, bytes] = {}  # lease rows written: what `append_fast` may check against
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        layout = LAYOUTS[table]
+        if not self._write or table not in _LOCKED:
+            row = self._cur.execute(layout.get, layout.split(key)).fetchone()
+            return None if row is None else row[0]
+        row = self._cur.execute(layout.get_locked, (key,)).fetchone()
+        if row is None:
+            # Nothing to lock yet: lock the key itself, then look again (a new statement sees
+            # whatever a creator holding that lock committed before releasing it).
+            self._cur.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
+                              (_LOCKED[table], zlib.crc32(key) & 0x7FFFFFFF))
+            row = self._cur.execute(layout.get_locked, (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def savepoint(self, *, rollback: bool = False, release: bool = False) -> None:
+        self._cur.execute("ROLLBACK TO SAVEPOINT claim" if rollback else
+                          "RELEASE SAVEPOINT claim" if release else "SAVEPOINT claim")
+
+    def peek(self, table: str, key: bytes) -> bytes | None:
+        """Read a row without locking it, even in a write transaction."""
+        layout = LAYOUTS[table]
+        row = self._cur.execute(layout.get, layout.split(key)).fetchone()
+        return None if row is None else row[0]
+
+    def claim(self, id_bytes: bytes) -> bool:
+        """Lock the invocation's record and lease rows unless another transaction holds one
+        (another worker claiming it, or its owner appending): False then. For a row that does
+        not exist yet (a pending invocation has no lease), the lock `get` takes on its key is
+        tried instead of waited for: claims never wait, so a batch of them cannot deadlock
+        with another worker's."""
+        for table in ("invocations", "leases"):
+            if self._cur.execute(_CLAIM[table], (id_bytes,)).fetchone() is not None:
+                continue
+            if self._cur.execute(LAYOUTS[table].get, (id_bytes,)).fetchone() is not None:
+                return False  # locked by another transaction
+            row = self._cur.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)",
+                                    (_LOCKED[table], zlib.crc32(id_bytes) & 0x7FFFFFFF)).fetchone()
+            if not row[0]:
+                return False
+        return True
+
+    def append_fast(self, rows: list[tuple[bytes, bytes, bytes, bytes]]) -> set[bytes]:
+        """Insert entries `(entry key, data, id, lease bytes)`, each only while its
+        invocation's lease row still holds exactly those bytes; the keys inserted. One
+        statement for the batch: one round trip, and, outside a transaction block, its own
+        transaction and commit."""
+        return inserted_keys(self._cur.execute(fast_append_sql(len(rows)), fast_append_args(rows)).fetchall())
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        layout = LAYOUTS[table]
+        self._cur.execute(layout.put, (*layout.split(key), value))
+        if table == "leases":
+            self.leases[key] = value
+        if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
+            self.notify = True
+
+    def insert(self, table: str, key: bytes, value: bytes) -> bool:
+        layout = LAYOUTS[table]
+        return bool(self._cur.execute(layout.insert, (*layout.split(key), value)).rowcount == 1)
+
+    def delete(self, table: str, key: bytes) -> None:
+        layout = LAYOUTS[table]
+        self._cur.execute(layout.delete, layout.split(key))
+
+    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        layout = LAYOUTS[table]
+        sql, args = layout.scan(prefix, start)
+        return iter([(layout.join(row[:-1]), row[-1]) for row in self._cur.execute(sql, args).fetchall()])
+
+    def last(self, table: str, prefix: bytes) -> bytes | None:
+        if self._write:  # two creators must not both see the same last key of a key's queue
+            self._cur.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
+                              (_PREFIX_LOCK, zlib.crc32(table.encode() + b"\x00" + prefix) & 0x7FFFFFFF))
+        sql, args = LAYOUTS[table].last(prefix)
+        row = self._cur.execute(sql, args).fetchone()
+        return None if row is None else LAYOUTS[table].join(row)
+
+    def owner_alive(self, owner: str) -> bool:
+        classid, objid = owner_lock_key(owner)
+        row = self._cur.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = %s::int::oid AND objid = %s::int::oid AND objsubid = 2)", (classid, objid)).fetchone()
+        return bool(row[0])

@@ -1,0 +1,83 @@
+"""The `Tables` protocol for `PostgresStore` (see `journal._tables` for the rules).
+
+As in LMDB (`_lmdb_tables.py`), every table lives in one table, `journal.tables`, its keys
+prefixed by the table's name and a NUL, so tables never share keys and any number of them
+needs no DDL. `bytea` compares byte by byte, so key ranges come back in the order the
+rules ask for. A batch is one transaction, durable as `durable=` says (`synchronous_commit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
+
+if TYPE_CHECKING:
+    from ._rows import PgTxn
+
+T = TypeVar("T")
+
+TABLE = "journal.tables"
+CREATE = f"CREATE TABLE IF NOT EXISTS {TABLE} (k bytea PRIMARY KEY, v bytea NOT NULL)"
+
+
+class PostgresTables:
+    """Mixed into `PostgresStore`, whose `_read` and `_write` transactions it uses."""
+
+    if TYPE_CHECKING:  # what the host store provides
+        def _read(self) -> AbstractContextManager[PgTxn]: ...
+        def _write(self, work: Callable[[PgTxn], T], *, durable: bool, block: bool = True) -> T: ...
+
+    def table_get(self, table: str, key: bytes) -> bytes | None:
+        key = _prefix(table) + check_key(key)
+        with self._read() as txn:
+            row = txn._cur.execute(f"SELECT v FROM {TABLE} WHERE k = %s", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def table_scan(self, table: str, prefix: bytes = b"", *, start: bytes | None = None,
+                   reverse: bool = False, limit: int | None = None) -> list[tuple[bytes, bytes]]:
+        check_scan(prefix, start, limit)
+        name = _prefix(table)
+        if limit == 0:
+            return []
+        low, high = name + prefix, prefix_end(name + prefix)  # a name ends in NUL: there is a bound
+        args: list[bytes | int | None]
+        where, args = "k >= %s AND k < %s", [low, high]
+        if start is not None:
+            # mypy infers the lists in a conditional expression without the declared type
+            where, args = ("k >= %s AND k <= %s", [low, name + start]) if reverse else (  # type: ignore[assignment]
+                "k >= %s AND k < %s", [name + start, high])
+        sql = f"SELECT k, v FROM {TABLE} WHERE {where} ORDER BY k {'DESC' if reverse else 'ASC'}"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        with self._read() as txn:
+            rows = txn._cur.execute(sql, args).fetchall()
+        return [(bytes(k[len(name):]), bytes(v)) for k, v in rows]
+
+    def table_write(self, ops: Sequence[TableOp], *, durable: bool = True) -> None:
+        check_ops(ops)
+        if not ops:
+            return
+
+        def work(txn: Any) -> None:
+            cur = txn._cur
+            for op in ops:
+                name = _prefix(op.table)
+                if isinstance(op, TablePut):
+                    conflict = "DO UPDATE SET v = EXCLUDED.v" if op.overwrite else "DO NOTHING"
+                    cur.execute(f"INSERT INTO {TABLE} (k, v) VALUES (%s, %s) ON CONFLICT (k) {conflict}",
+                                (name + op.key, bytes(op.value)))
+                elif isinstance(op, TableDeletePrefix):
+                    low = name + op.prefix
+                    cur.execute(f"DELETE FROM {TABLE} WHERE k >= %s AND k < %s", (low, prefix_end(low)))
+                else:
+                    cur.execute(f"DELETE FROM {TABLE} WHERE k = %s", (name + op.key,))
+
+        self._write(work, durable=durable)
+
+
+def _prefix(table: str) -> bytes:
+    return check_table(table).encode() + b"\x00"

@@ -1,0 +1,377 @@
+"""The rules of one transaction over the key-value tables, written once for every backend.
+
+`KVStore` (`_store.py`) runs each operation in one transaction of its backend; what it
+does inside that transaction is here: the key layout, reading and writing records with
+their status and timer indexes (`_put_record`), status transitions (`_transition`), the
+lease fence (`check_lease`), the append-only insert (`_insert_entries`), a key's queue and
+state, and the links a finished invocation settles (its parent's promise, its successor).
+
+Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
+    meta         b"format"              -> the format version (LMDB, PostgreSQL)
+                 b"cancel-requests"     -> u64 BE: cancel requests recorded so far
+    invocations  id                     -> InvocationRecord
+    entries      id 0x00 seq(u32 BE)    -> entry bytes
+    leases       id                     -> Lease
+    status       status 0x00 id         -> b""
+    timers       wake_at(u64 BE) id     -> b""
+    promises     id 0x00 name           -> Resolution
+    state        key 0x00 name          -> raw value (a thread's durable state)
+    keyq         key 0x00 queued_at(u64 BE) id -> b"" (invocations of a key, in creation order)
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Iterator
+from typing import TypeGuard
+
+import msgspec
+
+from .._entries import NIL
+from .._ids import validate_id
+from .._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
+from .._store import Acquire, Transition
+from ..errors import (
+    CorruptEntry,
+    InvocationConflict,
+    InvocationNotFound,
+    JournalError,
+    LeaseLost,
+)
+
+TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq")
+
+_CANCELS = b"cancel-requests"  # in `meta`: a counter, bumped by every cancel request
+
+_enc = msgspec.msgpack.Encoder()
+_record_dec = msgspec.msgpack.Decoder(InvocationRecord)
+_lease_dec = msgspec.msgpack.Decoder(Lease)
+_resolution_dec = msgspec.msgpack.Decoder(Resolution)
+
+
+class Txn(abc.ABC):
+    @abc.abstractmethod
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+
+    @abc.abstractmethod
+    def put(self, table: str, key: bytes, value: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def insert(self, table: str, key: bytes, value: bytes) -> bool:
+        """Put `key` only if it is absent; whether it was put (one lookup, not a get and a put)."""
+
+    @abc.abstractmethod
+    def delete(self, table: str, key: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Items whose key starts with `prefix`, from `start` (inclusive) in key order."""
+
+    @abc.abstractmethod
+    def last(self, table: str, prefix: bytes) -> bytes | None:
+        """The greatest key that starts with `prefix`. In a write transaction, nobody else
+        adds a key under `prefix` until this one ends (LMDB has one writer; PostgreSQL
+        locks the prefix)."""
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The least key greater than every key that starts with `prefix` (None: no such key)."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return None
+    p[-1] += 1
+    return bytes(p)
+
+
+def entry_key(id_bytes: bytes, seq: int) -> bytes:
+    return id_bytes + b"\x00" + seq.to_bytes(4, "big")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lease_is_live(lease: Lease | None, now_us: int) -> TypeGuard[Lease]:
+    """Whether a lease still protects its owner (a dead owner on this host loses it at once)."""
+    if lease is None or not lease.owner:
+        return False
+    if lease.host == HOST and lease.pid != os.getpid() and not pid_alive(lease.pid):
+        return False
+    return lease.expires_at > now_us
+
+
+def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
+            lease: Acquire | None = None) -> tuple[InvocationRecord, bool]:
+    existing = _get_record(txn, id_bytes)
+    if existing is not None:
+        if existing.input_digest != record.input_digest or existing.handler != record.handler:
+            raise InvocationConflict(
+                f"invocation {record.id!r} already exists ({existing.status}, handler "
+                f"{existing.handler}) and was started with a different "
+                + ("input" if existing.handler == record.handler else f"handler than {record.handler}")
+                + "; pick a new --id, or pass the same input to attach to it"
+            )
+        return existing, False
+    if lease is not None and record.key is None:
+        # Its first lease, taken with its creation: what `Acquire` would find and do here.
+        record.status, record.updated_at = Status.RUNNING, lease.now_us
+        txn.put("leases", id_bytes, _enc.encode(Lease(1, lease.owner, lease.host, lease.pid, lease.now_us + lease.ttl_us)))
+    return _insert(txn, id_bytes, record, started), True
+
+
+_owned_ids: dict[str, bytes] = {}
+# Above the invocations one process has in flight (10,000 agents in W5 of `python -m bench`):
+# a smaller table, cleared when full, would miss on nearly every append of such a fleet.
+# Entries go when their lease is given back or lost (`forget_owned`); the bound is for
+# what is left behind otherwise (a process that stops mid-run), about 0.5 KiB an entry.
+OWNED_IDS_KEPT = 1 << 15
+
+
+def _owned_id(invocation_id: str) -> bytes:
+    """`validate_id` for the append path, remembered: an owner appends under one id many times."""
+    try:
+        return _owned_ids[invocation_id]
+    except (KeyError, TypeError):
+        pass
+    id_bytes = validate_id(invocation_id)
+    if len(_owned_ids) >= OWNED_IDS_KEPT:
+        _owned_ids.clear()
+    _owned_ids[invocation_id] = id_bytes
+    return id_bytes
+
+
+def forget_owned(invocation_id: str) -> None:
+    """The owner appending under `invocation_id` gave its lease back, or lost it."""
+    _owned_ids.pop(invocation_id, None)
+
+
+def _queue_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
+    assert record.key is not None  # only keyed invocations are queued
+    return record.key.encode() + b"\x00" + record.queued_at.to_bytes(8, "big") + id_bytes
+
+
+def _queue_head(txn: Txn, key: str) -> str | None:
+    prefix = key.encode() + b"\x00"
+    for k, _ in txn.scan("keyq", prefix):
+        return k[len(prefix) + 8:].decode()
+    return None
+
+
+def _insert(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes) -> InvocationRecord:
+    """Write a new invocation; the record as written. A new invocation of a key is placed in
+    its queue on a copy of `record`: a transaction retried whole (a PostgreSQL deadlock, a
+    grown LMDB map) must read the queue's end again, not reuse what its first try read."""
+    if record.key is not None:
+        if not record.queued_at:  # (a continuation keeps its predecessor's place)
+            record = msgspec.structs.replace(record, queued_at=_queue_place(txn, record.key, record.created_at))
+        txn.put("keyq", _queue_key(record, id_bytes), b"")
+    _put_record(txn, id_bytes, record, None)
+    txn.put("entries", entry_key(id_bytes, 0), started)
+    return record
+
+
+def _queue_place(txn: Txn, key: str, created_at: int) -> int:
+    """Where a new invocation of `key` queues: behind every invocation already there, even
+    one stamped later by its clock. Two creators' clocks may read the same microsecond, or
+    disagree (another host, or a clock set back), and the queue sorts by this number first."""
+    prefix = key.encode() + b"\x00"
+    tail = txn.last("keyq", prefix)
+    if tail is None:
+        return created_at
+    return max(created_at, int.from_bytes(tail[len(prefix):len(prefix) + 8], "big") + 1)
+
+
+def _check_has_key(record: InvocationRecord) -> None:
+    if record.key is None:
+        raise JournalError(f"invocation {record.id!r} has no key, so it has no state to change")
+
+
+def _write_state(txn: Txn, id_bytes: bytes, invocation_id: str, changes: list[tuple[str, bytes | None]]) -> None:
+    record = _require_record(txn, id_bytes, invocation_id)
+    _check_has_key(record)
+    assert record.key is not None  # _check_has_key raised otherwise
+    prefix = record.key.encode() + b"\x00"
+    for name, raw in changes:
+        if raw is None:
+            txn.delete("state", prefix + name.encode())
+        else:
+            txn.put("state", prefix + name.encode(), raw)
+
+
+def _settle_links(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:
+    """A finished invocation leaves its key's queue and reports to the parent awaiting it."""
+    if record.key is not None:
+        txn.delete("keyq", _queue_key(record, id_bytes))
+    if record.parent is None or record.continued_as is not None:
+        return
+    parent_bytes = record.parent.encode()
+    parent = _get_record(txn, parent_bytes)
+    if parent is None or parent.finished:
+        return
+    root = record
+    while root.continued_from is not None:  # the parent awaits the first invocation of a chain
+        earlier = _get_record(txn, root.continued_from.encode())
+        if earlier is None:
+            break
+        root = earlier
+    name = "child:" + root.id
+    key = parent_bytes + b"\x00" + name.encode()
+    if txn.get("promises", key) is not None:
+        return
+    if record.status == Status.COMPLETED:
+        resolution = Resolution(record.updated_at, record.result)
+    else:
+        reason = record.error.message if record.error is not None else str(record.status)
+        resolution = Resolution(record.updated_at, NIL, f"child invocation {record.id!r} {record.status}: {reason}")
+    txn.put("promises", key, _enc.encode(resolution))
+    if parent.status == Status.SUSPENDED and (parent.waiting == name or name in parent.waiting_any):
+        _transition(txn, parent_bytes, parent.id, Transition(Status.PENDING, record.updated_at), parent)
+
+
+def _decode_record(data: bytes, id_bytes: bytes) -> InvocationRecord:
+    try:
+        return _record_dec.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CorruptEntry(
+            f"the record of invocation {id_bytes.decode(errors='replace')!r} does not decode ({exc})",
+            invocation_id=id_bytes.decode(errors="replace"),
+        ) from None
+
+
+def _get_record(txn: Txn, id_bytes: bytes) -> InvocationRecord | None:
+    data = txn.get("invocations", id_bytes)
+    return None if data is None else _decode_record(data, id_bytes)
+
+
+def _require_record(txn: Txn, id_bytes: bytes, invocation_id: str) -> InvocationRecord:
+    record = _get_record(txn, id_bytes)
+    if record is None:
+        raise InvocationNotFound(f"no invocation {invocation_id!r}; `journal ls` lists the invocations")
+    return record
+
+
+def _get_lease(txn: Txn, id_bytes: bytes) -> Lease | None:
+    data = txn.get("leases", id_bytes)
+    return None if data is None else _lease_dec.decode(data)
+
+
+def check_lease(data: bytes | None, invocation_id: str, epoch: int) -> Lease:
+    """The fencing rule: the stored lease `data` must still give `epoch` ownership."""
+    lease = None if data is None else _lease_dec.decode(data)
+    if lease is None or lease.epoch != epoch or not lease.owner:
+        holder = f"epoch {lease.epoch} ({lease.owner or 'released'})" if lease else "nobody"
+        raise LeaseLost(
+            f"invocation {invocation_id!r}: this process held lease epoch {epoch} but the lease is now "
+            f"{holder}; another process took the invocation over, so this one stops before its next side effect"
+        )
+    return lease
+
+
+def _insert_entries(txn: Txn, id_bytes: bytes, invocation_id: str, entries: list[tuple[int, bytes]]) -> None:
+    """Insert entries, never overwrite one: all of them, or none and the error.
+
+    An entry already there with the same bytes counts as inserted. The caller checked the
+    lease epoch in this transaction, so it is this owner's own, written by an attempt
+    whose answer was lost with its connection (a networked store does the attempt again:
+    see "Faults of a networked store" in the design): nobody else appends under the epoch,
+    and an entry written before it was in the journal the owner replayed."""
+    if len(entries) == 1:  # a step's append: nothing to take back
+        seq, data = entries[0]
+        key = id_bytes + b"\x00" + seq.to_bytes(4, "big")
+        if not txn.insert("entries", key, data) and not _same(txn.get("entries", key), data):
+            raise already_journaled(invocation_id, seq)
+        return
+    written: list[bytes] = []
+    for seq, data in entries:
+        key = entry_key(id_bytes, seq)
+        if not txn.insert("entries", key, data):
+            if _same(txn.get("entries", key), data):
+                continue
+            for key in written:  # the batch's other operations still commit: leave no part of this one
+                txn.delete("entries", key)
+            raise already_journaled(invocation_id, seq)
+        written.append(key)
+
+
+def _same(stored: bytes | None, data: bytes) -> bool:
+    return stored is not None and bytes(stored) == bytes(data)
+
+
+def landed(txn: Txn, id_bytes: bytes, epoch: int, entries: list[tuple[int, bytes]]) -> bool:
+    """Whether an append of `entries` under `epoch`, refused now because the lease was given
+    back, is the very write that gave it back: the lease was released at that epoch (only
+    its owner does that, with its last write) and every entry is there, byte for byte. So
+    an owner doing its final write again, after the first try's answer was lost, finds it
+    done instead of `LeaseLost`."""
+    data = txn.get("leases", id_bytes)
+    lease = None if data is None else _lease_dec.decode(data)
+    if lease is None or lease.owner or lease.epoch != epoch:
+        return False
+    return all(_same(txn.get("entries", entry_key(id_bytes, seq)), raw) for seq, raw in entries)
+
+
+def already_journaled(invocation_id: str, seq: int) -> JournalError:
+    return JournalError(
+        f"invocation {invocation_id!r} seq {seq} is already journaled; entries are append-only "
+        "(this means two owners wrote to one invocation: report it as a bug)"
+    )
+
+
+def _unindex(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:
+    txn.delete("status", record.status.value.encode() + b"\x00" + id_bytes)
+    if record.wake_at is not None:
+        txn.delete("timers", record.wake_at.to_bytes(8, "big") + id_bytes)
+
+
+def _put_record(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: InvocationRecord | None) -> None:
+    if old is not None:
+        _unindex(txn, id_bytes, old)
+    txn.put("invocations", id_bytes, _enc.encode(record))
+    txn.put("status", record.status.value.encode() + b"\x00" + id_bytes, b"")
+    if record.wake_at is not None:
+        txn.put("timers", record.wake_at.to_bytes(8, "big") + id_bytes, b"")
+
+
+def _transition(
+    txn: Txn, id_bytes: bytes, invocation_id: str, change: Transition, record: InvocationRecord | None = None
+) -> InvocationRecord:
+    record = record or _require_record(txn, id_bytes, invocation_id)
+    old = msgspec.structs.replace(record)
+    status = Status(change.status)
+    # What arrived while the handler was unwinding to wait must not be lost: a promise
+    # already resolved, or a cancel request, leaves the invocation runnable instead.
+    names = ([change.waiting] if change.waiting is not None else []) + list(change.waiting_any or ())
+    if status == Status.SUSPENDED and (
+        record.cancel_requested
+        or any(txn.get("promises", id_bytes + b"\x00" + name.encode()) is not None for name in names)
+    ):
+        status = Status.PENDING
+    record.status = status
+    record.updated_at = change.at
+    record.waiting = change.waiting
+    record.waiting_any = list(change.waiting_any or ())
+    record.wake_at = change.wake_at
+    record.divergence = change.divergence
+    if change.result is not None:
+        record.result = change.result
+    if change.error is not None:
+        record.error = change.error
+    if record.status in FINISHED:
+        record.cancel_requested = False
+    _put_record(txn, id_bytes, record, old)
+    if record.status in FINISHED and old.status not in FINISHED:
+        _settle_links(txn, id_bytes, record)
+    if change.release:
+        lease = _get_lease(txn, id_bytes)
+        if lease is not None:
+            txn.put("leases", id_bytes, _enc.encode(Lease(lease.epoch)))
+    return record

@@ -1,0 +1,429 @@
+"""Store logic written once over a small key-value transaction interface.
+
+`MemoryStore`, `LmdbStore` and `PostgresStore` differ only in how they open transactions
+(and in how a store tells that a lease's owner has died); every operation of the `Store`
+protocol is a method of `KVStore` here, the public reads and one `_apply_<op>` per
+operation, each running in one transaction, so the backends cannot drift apart. What
+happens inside a transaction (keys, records and their indexes, transitions, the lease
+fence) is in `_rules.py`.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+import msgspec
+
+from .._codec import DEFAULT_MAX_ENTRY_BYTES
+from .._entries import NIL
+from .._ids import validate_id
+from .._records import InvocationRecord, Lease, Resolution, Status
+from .._store import (
+    Acquire,
+    Append,
+    Capability,
+    Continue,
+    Create,
+    Op,
+    OpResult,
+    Renew,
+    RequestCancel,
+    Resolve,
+    SetStatus,
+    Store,
+    Transition,
+)
+from ..errors import InvocationBusy, InvocationConflict, InvocationNotFound, JournalError, LeaseLost, PromiseConflict
+from ._rules import (
+    _CANCELS,
+    Txn,
+    _check_has_key,
+    _create,
+    _decode_record,
+    _enc,
+    _get_lease,
+    _get_record,
+    _insert,
+    _insert_entries,
+    _owned_id,
+    _put_record,
+    _queue_head,
+    _queue_key,
+    _require_record,
+    _resolution_dec,
+    _transition,
+    _unindex,
+    _write_state,
+    check_lease,
+    entry_key,
+    forget_owned,
+    landed,
+    lease_is_live,
+)
+
+T = TypeVar("T")
+
+
+class KVStore(abc.ABC):
+    """The `Store` protocol over `Txn`; subclasses provide `_read()` and `_transact()`."""
+
+    path: str | None = None
+    max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES
+    blocking: bool = False
+    capabilities: frozenset[Capability] = frozenset({Capability.CANCEL_COUNTER})
+
+    @abc.abstractmethod
+    def _read(self) -> AbstractContextManager[Txn]: ...
+
+    @abc.abstractmethod
+    def _transact(self, work: Callable[[Txn], T]) -> T:
+        """Run `work` in one write transaction and commit it (retrying it whole if needed)."""
+
+    def sync(self) -> None:  # noqa: B027 - a store that is durable at commit has nothing to flush
+        pass
+
+    def start_background_sync(self, interval: float) -> None:  # noqa: B027 - nothing to flush, as sync()
+        pass
+
+    async def apply_async(self, ops: Sequence[Op], *, durable: bool = True,
+                          deferred: list[BaseException] | None = None) -> list[Any] | None:
+        return None  # a local store's `apply` is quick enough to call from the loop
+
+    def wait_for_work(self, timeout: float) -> None:
+        time.sleep(timeout)  # nothing to listen to: the caller polls
+
+    def close(self) -> None:  # noqa: B027 - optional: only backends holding resources override it
+        pass
+
+    def _lease_live(self, txn: Txn, lease: Lease | None, now_us: int) -> bool:
+        """Whether `lease` still protects its owner; a backend that can tell more overrides it."""
+        return lease_is_live(lease, now_us)
+
+    def _check_epoch(self, txn: Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
+        """The fencing rule, read in the writing transaction (a backend may cache its verdict)."""
+        return check_lease(txn.get("leases", id_bytes), invocation_id, epoch)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, invocation_id: str) -> InvocationRecord | None:
+        with self._read() as txn:
+            return _get_record(txn, validate_id(invocation_id))
+
+    def require(self, invocation_id: str) -> InvocationRecord:
+        record = self.get(invocation_id)
+        if record is None:
+            raise InvocationNotFound(
+                f"no invocation {invocation_id!r} in {self.path or 'this store'}; "
+                "`journal ls` lists the invocations it holds"
+            )
+        return record
+
+    def list(self, status: Status | None = None) -> list[InvocationRecord]:
+        with self._read() as txn:
+            if status is None:
+                return [_decode_record(v, k) for k, v in txn.scan("invocations", b"")]
+            out = []
+            prefix = Status(status).value.encode() + b"\x00"
+            for key, _ in txn.scan("status", prefix):
+                record = _get_record(txn, key[len(prefix):])
+                if record is not None:
+                    out.append(record)
+            return out
+
+    def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]:
+        id_bytes = validate_id(invocation_id)
+        prefix = id_bytes + b"\x00"
+        with self._read() as txn:
+            return [
+                (int.from_bytes(k[-4:], "big"), bytes(v))
+                for k, v in txn.scan("entries", prefix, entry_key(id_bytes, start))
+            ]
+
+    def entry_count(self, invocation_id: str) -> int:
+        prefix = validate_id(invocation_id) + b"\x00"
+        with self._read() as txn:
+            return sum(1 for _ in txn.scan("entries", prefix))
+
+    def lease(self, invocation_id: str) -> Lease | None:
+        with self._read() as txn:
+            return _get_lease(txn, validate_id(invocation_id))
+
+    def live_lease(self, invocation_id: str, now_us: int) -> Lease | None:
+        with self._read() as txn:
+            lease = _get_lease(txn, validate_id(invocation_id))
+            return lease if self._lease_live(txn, lease, now_us) else None
+
+    def resolution(self, invocation_id: str, name: str) -> Resolution | None:
+        key = validate_id(invocation_id) + b"\x00" + validate_id(name, "promise name")
+        with self._read() as txn:
+            raw = txn.get("promises", key)
+            return None if raw is None else _resolution_dec.decode(raw)
+
+    def state(self, key: str) -> dict[str, bytes]:
+        prefix = validate_id(key, "key") + b"\x00"
+        with self._read() as txn:
+            return {k[len(prefix):].decode(): bytes(v) for k, v in txn.scan("state", prefix)}
+
+    def key_queue(self, key: str) -> builtins.list[str]:
+        prefix = validate_id(key, "key") + b"\x00"
+        with self._read() as txn:
+            return [k[len(prefix) + 8:].decode() for k, _ in txn.scan("keyq", prefix)]
+
+    def cancel_requests_made(self) -> int:
+        """How many cancel requests this store has recorded, ever: a lease watcher that sees
+        it unchanged knows that none of its invocations was asked to cancel meanwhile."""
+        with self._read() as txn:
+            raw = txn.get("meta", _CANCELS)
+            return 0 if raw is None else int.from_bytes(raw, "big")
+
+    def next_wake(self) -> int | None:
+        with self._read() as txn:
+            for key, _ in txn.scan("timers", b""):
+                return int.from_bytes(key[:8], "big")
+        return None
+
+    def due_timers(self, now_us: int) -> builtins.list[str]:
+        out = []
+        with self._read() as txn:
+            for key, _ in txn.scan("timers", b""):
+                if int.from_bytes(key[:8], "big") > now_us:
+                    break
+                out.append(key[8:].decode())
+        return out
+
+    # -- writes --------------------------------------------------------------------------
+
+    def create(self, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
+        id_bytes = validate_id(record.id)
+        if record.key is not None:
+            validate_id(record.key, "key")
+        return self._transact(lambda txn: _create(txn, id_bytes, record, started))
+
+    def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
+        id_bytes = validate_id(op.record.id)
+        if op.record.key is not None:
+            validate_id(op.record.key, "key")
+        return _create(txn, id_bytes, op.record, op.started, op.lease)
+
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
+        return self._transact(lambda txn: self._apply_all(txn, ops))
+
+    def _apply_all(self, txn: Txn, ops: Sequence[Op]) -> builtins.list[OpResult | BaseException]:
+        results: list[OpResult | BaseException] = []
+        for op in ops:
+            try:
+                results.append(self._apply_op(txn, op))
+            except JournalError as exc:
+                results.append(exc)
+        return results
+
+    def _apply_op(self, txn: Txn, op: Op) -> OpResult:
+        """One operation's rule (through `self`, so that a backend's override counts)."""
+        match op:
+            case Append():
+                return self._apply_append(txn, op)
+            case Acquire():
+                return self._apply_acquire(txn, op)
+            case Renew():
+                self._apply_renew(txn, op)
+                return None
+            case SetStatus():
+                return self._apply_set_status(txn, op)
+            case Resolve():
+                return self._apply_resolve(txn, op)
+            case RequestCancel():
+                return self._apply_request_cancel(txn, op)
+            case Continue():
+                return self._apply_continue(txn, op)
+            case Create():
+                return self._apply_create(txn, op)
+
+    apply_one = Store.apply_one
+
+    def delete(self, invocation_ids: Sequence[str], *, keep_record: bool = False) -> int:
+        def work(txn: Txn) -> int:
+            removed = 0
+            for invocation_id in invocation_ids:
+                id_bytes = validate_id(invocation_id)
+                record = _get_record(txn, id_bytes)
+                if record is None:
+                    continue
+                for key, _ in list(txn.scan("entries", id_bytes + b"\x00")):
+                    txn.delete("entries", key)
+                for key, _ in list(txn.scan("promises", id_bytes + b"\x00")):
+                    txn.delete("promises", key)
+                txn.delete("leases", id_bytes)
+                if record.key is not None and not record.finished:
+                    txn.delete("keyq", _queue_key(record, id_bytes))
+                if not keep_record:
+                    _unindex(txn, id_bytes, record)
+                    txn.delete("invocations", id_bytes)
+                removed += 1
+            return removed
+
+        return self._transact(work)
+
+    # -- operations (one function per op type) ----------------------------------------------
+
+    def _apply_append(self, txn: Txn, op: Append) -> InvocationRecord | None:
+        """The append rule, the one place it is written: the lease epoch is checked in the
+        writing transaction, and entries are inserted, never overwritten."""
+        id_bytes = _owned_id(op.id)
+        try:
+            self._check_epoch(txn, id_bytes, op.id, op.epoch)
+        except LeaseLost:
+            if not landed(txn, id_bytes, op.epoch, op.entries):
+                raise
+            return _require_record(txn, id_bytes, op.id) if op.transition is not None else None
+        if op.state:  # refused before anything is written
+            _check_has_key(_require_record(txn, id_bytes, op.id))
+        _insert_entries(txn, id_bytes, op.id, op.entries)
+        if op.state:
+            _write_state(txn, id_bytes, op.id, op.state)
+        if op.cancel_seen:
+            record = _require_record(txn, id_bytes, op.id)
+            if record.cancel_requested:
+                old = msgspec.structs.replace(record)
+                record.cancel_requested = False
+                _put_record(txn, id_bytes, record, old)
+        if op.transition is not None:
+            record = _transition(txn, id_bytes, op.id, op.transition)
+            if op.transition.release:
+                self._released(id_bytes, op.id)
+            return record
+        return None
+
+    def _released(self, id_bytes: bytes, invocation_id: str) -> None:
+        """The invocation's lease was given back (or lost): what the append path remembered
+        of its owner goes (`_owned_id`, and a backend's cache of lease verdicts)."""
+        forget_owned(invocation_id)
+
+    def _apply_continue(self, txn: Txn, op: Continue) -> InvocationRecord:
+        id_bytes = validate_id(op.id)
+        new_bytes = validate_id(op.record.id)
+        try:
+            self._check_epoch(txn, id_bytes, op.id, op.epoch)
+        except LeaseLost:
+            done = _get_record(txn, id_bytes)
+            if done is None or done.continued_as != op.record.id or not landed(txn, id_bytes, op.epoch, op.entries):
+                raise
+            return done  # this very continuation, done by an attempt whose answer was lost
+        if _get_record(txn, new_bytes) is not None:
+            raise InvocationConflict(
+                f"cannot continue invocation {op.id!r} as {op.record.id!r}: that id is taken; pass another id"
+            )
+        old = _require_record(txn, id_bytes, op.id)
+        if op.state:
+            _check_has_key(old)
+        _insert_entries(txn, id_bytes, op.id, op.entries)
+        if op.state:
+            _write_state(txn, id_bytes, op.id, op.state)
+        _insert(txn, new_bytes, op.record, op.started)
+        old.continued_as = op.record.id
+        record = _transition(txn, id_bytes, op.id, op.transition, old)
+        self._released(id_bytes, op.id)  # the next generation is another invocation
+        return record
+
+    def _apply_acquire(self, txn: Txn, op: Acquire) -> tuple[int, InvocationRecord]:
+        id_bytes = validate_id(op.id)
+        record = _require_record(txn, id_bytes, op.id)
+        if record.finished:
+            raise InvocationBusy(f"invocation {op.id!r} is already {record.status}; there is nothing to run")
+        if record.key is not None and not op.ignore_queue:
+            head = _queue_head(txn, record.key)
+            if head is not None and head != op.id:
+                raise InvocationBusy(
+                    f"invocation {op.id!r} is queued behind {head!r} on key {record.key!r}: invocations of "
+                    "one key run one at a time, in arrival order; it runs when that one finishes"
+                )
+        lease = _get_lease(txn, id_bytes)
+        if lease is not None and self._lease_live(txn, lease, op.now_us) and lease.owner != op.owner:
+            raise InvocationBusy(
+                f"invocation {op.id!r} is being run by process {lease.pid} on {lease.host} "
+                f"(lease epoch {lease.epoch}); wait for it, or for its lease to expire"
+            )
+        epoch = (lease.epoch if lease else 0) + 1
+        txn.put("leases", id_bytes, _enc.encode(Lease(epoch, op.owner, op.host, op.pid, op.now_us + op.ttl_us)))
+        record = _transition(txn, id_bytes, op.id, Transition(Status.RUNNING, op.now_us), record)
+        return epoch, record
+
+    def _apply_renew(self, txn: Txn, op: Renew) -> None:
+        id_bytes = validate_id(op.id)
+        lease = self._check_epoch(txn, id_bytes, op.id, op.epoch)
+        txn.put("leases", id_bytes, _enc.encode(msgspec.structs.replace(lease, expires_at=op.now_us + op.ttl_us)))
+
+    def _apply_set_status(self, txn: Txn, op: SetStatus) -> InvocationRecord:
+        id_bytes = validate_id(op.id)
+        if op.epoch is not None:
+            try:
+                self._check_epoch(txn, id_bytes, op.id, op.epoch)
+            except LeaseLost:
+                done = _get_record(txn, id_bytes)
+                if done is None or not _set_already(txn, id_bytes, op, done):
+                    raise
+                return done  # this very change, done by an attempt whose answer was lost
+        if op.owner is not None:
+            lease = _get_lease(txn, id_bytes)
+            if lease is None or lease.owner != op.owner:
+                raise LeaseLost(f"invocation {op.id!r} is not leased to {op.owner}; nothing to give back")
+        record = _transition(txn, id_bytes, op.id, op.transition)
+        if op.transition.release:
+            self._released(id_bytes, op.id)
+        return record
+
+    def _apply_resolve(self, txn: Txn, op: Resolve) -> InvocationRecord:
+        id_bytes = validate_id(op.id)
+        key = id_bytes + b"\x00" + validate_id(op.name, "promise name")
+        record = _require_record(txn, id_bytes, op.id)
+        existing = txn.get("promises", key)
+        if existing is not None:
+            old = _resolution_dec.decode(existing)
+            if (bytes(old.value) if old.error is None else None) == op.value and old.error == op.error:
+                return record
+            raise PromiseConflict(
+                f"promise {op.name!r} of invocation {op.id!r} was already "
+                + ("rejected" if old.error is not None else "resolved")
+                + " with a different outcome; a promise is settled once"
+            )
+        if record.finished:
+            raise PromiseConflict(
+                f"invocation {op.id!r} is already {record.status}; promise {op.name!r} can no longer be delivered"
+            )
+        value = msgspec.Raw(op.value) if op.value is not None else NIL
+        txn.put("promises", key, _enc.encode(Resolution(op.at, value, op.error)))
+        if record.status == Status.SUSPENDED and (record.waiting == op.name or op.name in record.waiting_any):
+            record = _transition(txn, id_bytes, op.id, Transition(Status.PENDING, op.at), record)
+        return record
+
+    def _apply_request_cancel(self, txn: Txn, op: RequestCancel) -> InvocationRecord:
+        id_bytes = validate_id(op.id)
+        record = _require_record(txn, id_bytes, op.id)
+        if record.finished:
+            return record
+        old = msgspec.structs.replace(record)
+        record.cancel_requested = True
+        count = txn.get("meta", _CANCELS)
+        txn.put("meta", _CANCELS, ((0 if count is None else int.from_bytes(count, "big")) + 1).to_bytes(8, "big"))
+        record.cancel_rollback = record.cancel_rollback or op.rollback
+        record.updated_at = op.at
+        if record.status in (Status.SUSPENDED, Status.DIVERGED):
+            record.status = Status.PENDING
+            record.waiting = None
+            record.waiting_any = []
+            record.wake_at = None
+        _put_record(txn, id_bytes, record, old)
+        return record
+
+
+
+def _set_already(txn: Txn, id_bytes: bytes, op: SetStatus, record: InvocationRecord) -> bool:
+    """Whether `op`, refused for its epoch, is a change its owner already made: the lease
+    was given back at that epoch, and the record shows this status since this instant."""
+    lease = _get_lease(txn, id_bytes)
+    return (lease is not None and not lease.owner and lease.epoch == op.epoch and op.transition.release
+            and record.updated_at == op.transition.at and record.status.value == Status(op.transition.status).value)

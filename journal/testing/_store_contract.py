@@ -1,0 +1,439 @@
+"""The rules of the `Store` protocol, as pytest tests."""
+
+from __future__ import annotations
+
+import abc
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .. import (
+    HOST,
+    Acquire,
+    Append,
+    Capability,
+    Continue,
+    InvocationRecord,
+    Renew,
+    RequestCancel,
+    Resolve,
+    SetStatus,
+    Started,
+    Status,
+    Step,
+    Store,
+    Tables,
+    Transition,
+    decode_entry,
+    decode_value,
+    encode_value,
+)
+from ..errors import (
+    InvalidId,
+    InvocationBusy,
+    InvocationConflict,
+    InvocationNotFound,
+    JournalError,
+    LeaseLost,
+    PromiseConflict,
+)
+from ._builders import T0, acquire, append, create, creation_op, step
+
+
+def _step(data: bytes) -> Step:
+    entry = decode_entry(data)
+    assert isinstance(entry, Step), entry
+    return entry
+
+
+def _step_value(data: bytes) -> Any:
+    return decode_value(_step(data).value)
+
+
+def _step_name(data: bytes) -> str:
+    return _step(data).name
+
+
+class StoreContract(abc.ABC):
+    """The rules of the `Store` protocol, as pytest tests; subclass it with `make_store`.
+    Not collected itself (its name does not start with Test)."""
+
+    @abc.abstractmethod
+    def make_store(self, tmp_path: Any, request: Any) -> Store:
+        """A new, empty store (`tmp_path` and `request` are pytest's fixtures)."""
+
+    @pytest.fixture
+    def store(self, tmp_path: Any, request: Any) -> Iterator[Store]:
+        s = self.make_store(tmp_path, request)
+        yield s
+        s.close()
+
+    def test_create_writes_record_and_start_entry(self, store: Any) -> None:
+        record, created = create(store, "inv-1", value={"q": 1})
+        assert created
+        assert store.get("inv-1").status == Status.PENDING
+        [(seq, data)] = store.entries("inv-1")
+        started = decode_entry(data)
+        assert isinstance(started, Started)
+        assert seq == 0 and started.handler == "pkg.mod:agent"
+        assert decode_value(started.input) == {"q": 1}
+
+    def test_create_is_idempotent_for_the_same_input(self, store: Any) -> None:
+        create(store, "inv-1", value="a")
+        record, created = create(store, "inv-1", value="a")
+        assert not created and record.id == "inv-1"
+        assert store.entry_count("inv-1") == 1
+
+    def test_create_with_a_different_input_conflicts(self, store: Any) -> None:
+        create(store, "inv-1", value="a")
+        with pytest.raises(InvocationConflict, match="different input"):
+            create(store, "inv-1", value="b")
+
+    @pytest.mark.parametrize("bad", ["", "x" * 201, "a\x00b", "tab\there", 42])
+    def test_invalid_ids_are_rejected_with_a_reason(self, store: Any, bad: Any) -> None:
+        with pytest.raises(InvalidId) as info:
+            create(store, bad)
+        assert "id" in str(info.value)
+
+    def test_ids_up_to_200_utf8_bytes_are_accepted(self, store: Any) -> None:
+        long_id = "é" * 100  # 200 bytes of UTF-8
+        create(store, long_id)
+        assert store.get(long_id).id == long_id
+
+    def test_appends_are_read_back_in_seq_order(self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store)
+        append(store, "inv-1", epoch, (2, step("b")), (1, step("a")))
+        append(store, "inv-1", epoch, (10, step("c")))
+        seqs = [s for s, _ in store.entries("inv-1")]
+        assert seqs == [0, 1, 2, 10]
+        assert [s for s, _ in store.entries("inv-1", start=2)] == [2, 10]
+
+    def test_entries_of_one_invocation_do_not_leak_into_another(self, store: Any) -> None:
+        create(store, "a")
+        create(store, "ab")
+        ea, _ = acquire(store, "a")
+        eb, _ = acquire(store, "ab")
+        append(store, "a", ea, (1, step("x")))
+        append(store, "ab", eb, (1, step("y")), (2, step("z")))
+        assert store.entry_count("a") == 2
+        assert store.entry_count("ab") == 3
+
+    def test_committed_entries_are_never_overwritten(self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store)
+        append(store, "inv-1", epoch, (1, step("a", "first")))
+        with pytest.raises(Exception, match="already journaled"):
+            append(store, "inv-1", epoch, (1, step("a", "second")))
+        assert _step_value(store.entries("inv-1")[1][1]) == "first"
+
+    def test_an_append_that_would_overwrite_writes_none_of_its_entries_while_its_batch_commits(self, store: Any) -> None:
+        create(store, "a")
+        create(store, "b")
+        ea, _ = acquire(store, "a")
+        eb, _ = acquire(store, "b")
+        append(store, "a", ea, (2, step("a", "second")))
+        # One batch: `a` brings seq 1 (new) and seq 2 (taken); `b` is fine and must still commit.
+        results = store.apply([Append("a", ea, [(1, step("x")), (2, step("y"))]), Append("b", eb, [(1, step("z"))])])
+        assert "already journaled" in str(results[0]) and results[1] is None
+        assert [seq for seq, _ in store.entries("a")] == [0, 2]
+        assert _step_value(dict(store.entries("a"))[2]) == "second"
+        assert store.entry_count("b") == 2
+
+    def test_a_state_change_for_an_invocation_without_a_key_is_refused_with_none_of_its_entries(self, store: Any) -> None:
+        create(store)  # no key
+        epoch, _ = acquire(store)
+        (result,) = store.apply([Append("inv-1", epoch, [(1, step("a"))], state=[("count", b"\x01")])])
+        assert "has no key" in str(result)
+        assert store.entry_count("inv-1") == 1
+
+    def test_an_owner_that_appended_before_a_takeover_gets_lease_lost_after_it(self, store: Any) -> None:
+        create(store)
+        old, _ = acquire(store, owner="old", now=T0)
+        append(store, "inv-1", old, (1, step("a")))
+        append(store, "inv-1", old, (2, step("b")))  # the lease, unchanged since the last append
+        new, _ = acquire(store, owner="new", now=T0 + 60_000_000)
+        with pytest.raises(LeaseLost, match="epoch"):
+            append(store, "inv-1", old, (3, step("late")))
+        store.apply_one(Renew("inv-1", new, 10_000_000, T0 + 61_000_000))
+        with pytest.raises(LeaseLost):  # still refused after the new owner's lease changed again
+            append(store, "inv-1", old, (3, step("late")))
+        append(store, "inv-1", new, (3, step("ok")))
+        assert store.entry_count("inv-1") == 4
+
+    def test_append_with_a_stale_epoch_gets_lease_lost_and_writes_nothing(self, store: Any) -> None:
+        create(store)
+        old, _ = acquire(store, owner="old", now=T0)
+        # The old owner's lease expired; a new owner takes over with a higher epoch.
+        new, _ = acquire(store, owner="new", now=T0 + 60_000_000)
+        assert new == old + 1
+        with pytest.raises(LeaseLost, match="epoch"):
+            append(store, "inv-1", old, (1, step("late")))
+        assert store.entry_count("inv-1") == 1
+        append(store, "inv-1", new, (1, step("ok")))
+
+    def test_a_live_lease_cannot_be_taken(self, store: Any) -> None:
+        create(store)
+        acquire(store, owner="first")
+        with pytest.raises(InvocationBusy, match="being run"):
+            acquire(store, owner="second")
+
+    def test_a_dead_owner_on_this_host_loses_the_lease_at_once(self, store: Any) -> None:
+        create(store)
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        acquire(store, owner="ghost", pid=int(dead.stdout))
+        epoch, record = acquire(store, owner="me")
+        assert epoch == 2 and record.status == Status.RUNNING
+
+    def test_an_owner_on_another_host_keeps_the_lease_until_it_expires(self, store: Any) -> None:
+        create(store)
+        acquire(store, owner="remote", host="elsewhere", pid=1, ttl_us=10_000_000, now=T0)
+        with pytest.raises(InvocationBusy):
+            acquire(store, owner="me", now=T0 + 5_000_000)
+        epoch, _ = acquire(store, owner="me", now=T0 + 11_000_000)
+        assert epoch == 2
+
+    def test_renew_extends_only_the_current_epoch(self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store, owner="a", host="elsewhere", pid=1, ttl_us=10_000_000, now=T0)
+        store.apply_one(Renew("inv-1", epoch, 10_000_000, T0 + 9_000_000))
+        with pytest.raises(InvocationBusy):
+            acquire(store, owner="b", now=T0 + 15_000_000)
+        with pytest.raises(LeaseLost):
+            store.apply_one(Renew("inv-1", epoch + 5, 10_000_000, T0))
+
+    def test_terminal_append_sets_status_releases_the_lease_and_keeps_the_result(self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store)
+        done = Transition(Status.COMPLETED, T0 + 1, result=encode_value(42), release=True)
+        record = append(store, "inv-1", epoch, (1, step()), transition=done)
+        assert record is not None and record.status == Status.COMPLETED and record.finished
+        assert decode_value(store.get("inv-1").result) == 42
+        assert store.lease("inv-1").owner == ""
+        assert [r.id for r in store.list(Status.COMPLETED)] == ["inv-1"]
+        assert store.list(Status.RUNNING) == []
+        with pytest.raises(InvocationBusy, match="already completed"):
+            acquire(store)
+
+    def test_status_index_follows_every_transition(self, store: Any) -> None:
+        create(store, "a")
+        create(store, "b")
+        assert {r.id for r in store.list(Status.PENDING)} == {"a", "b"}
+        epoch, _ = acquire(store, "a")
+        assert [r.id for r in store.list(Status.RUNNING)] == ["a"]
+        store.apply_one(SetStatus("a", Transition(Status.SUSPENDED, T0, waiting="ok", release=True), epoch))
+        assert [r.id for r in store.list(Status.SUSPENDED)] == ["a"]
+        assert [r.id for r in store.list(Status.PENDING)] == ["b"]
+        assert {r.id for r in store.list()} == {"a", "b"}
+
+    def test_resolving_the_awaited_promise_makes_a_suspended_invocation_pending(self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store)
+        store.apply_one(SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="approval", release=True), epoch))
+        record = store.apply_one(Resolve("inv-1", "approval", T0 + 1, b"\xc3"))
+        assert record.status == Status.PENDING
+        resolution = store.resolution("inv-1", "approval")
+        assert decode_value(resolution.value) is True and resolution.error is None
+
+    def test_a_promise_resolved_before_the_handler_suspends_is_not_lost(self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store)
+        store.apply_one(Resolve("inv-1", "approval", T0, b"\xc3"))  # arrives while still running
+        record = store.apply_one(
+            SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="approval", release=True), epoch)
+        )
+        assert record.status == Status.PENDING
+
+    def test_a_promise_is_settled_once(self, store: Any) -> None:
+        create(store)
+        store.apply_one(Resolve("inv-1", "p", T0, b"\x01"))
+        store.apply_one(Resolve("inv-1", "p", T0, b"\x01"))  # same outcome again: fine
+        with pytest.raises(PromiseConflict, match="already resolved"):
+            store.apply_one(Resolve("inv-1", "p", T0, b"\x02"))
+        with pytest.raises(PromiseConflict):
+            store.apply_one(Resolve("inv-1", "p", T0, None, "no"))
+
+    def test_resolving_an_unknown_invocation_says_so(self, store: Any) -> None:
+        with pytest.raises(InvocationNotFound, match="nope"):
+            store.apply_one(Resolve("nope", "p", T0, b"\x01"))
+
+    def test_due_timers_are_found_through_the_index(self, store: Any) -> None:
+        for i, wake in enumerate([T0 + 10, T0 + 5, T0 + 50]):
+            create(store, f"t{i}")
+            epoch, _ = acquire(store, f"t{i}")
+            store.apply_one(SetStatus(f"t{i}", Transition(Status.SUSPENDED, T0, wake_at=wake, release=True), epoch))
+        assert store.due_timers(T0 + 20) == ["t1", "t0"]
+        epoch, _ = acquire(store, "t1")
+        assert store.due_timers(T0 + 20) == ["t0"]
+
+    def test_cancel_request_wakes_a_suspended_invocation(self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store)
+        store.apply_one(SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="p", release=True), epoch))
+        record = store.apply_one(RequestCancel("inv-1", T0 + 1))
+        assert record.cancel_requested and record.status == Status.PENDING
+
+    def test_invocations_created_in_one_batch_each_succeed_or_conflict_on_their_own(self, store: Any) -> None:
+        creation = creation_op
+        create(store, "taken", value="first")
+        results = store.apply([creation("a", 1), creation("taken", "other"), creation("taken", "first"),
+                               creation("b", 2, key="thread-1"), creation("bad\x00id", 3)])
+        (a, a_created), conflict, (taken, taken_created), (b, _), bad = results
+        assert a_created and a.id == "a" and not taken_created and taken.id == "taken"
+        assert isinstance(conflict, InvocationConflict) and isinstance(bad, InvalidId)
+        assert store.get("b").key == "thread-1" and store.entry_count("a") == 1
+        assert {r.id for r in store.list(Status.PENDING)} == {"taken", "a", "b"}  # each one runnable
+
+    def test_a_creation_with_a_lease_leaves_one_owner_at_epoch_1(self, store: Any) -> None:
+        def lease(invocation_id: str, owner: str = "me") -> Acquire:
+            return Acquire(invocation_id, owner, HOST, os.getpid(), 30_000_000, T0)
+
+        create(store, "old")
+        create(store, "first-of-key", key="thread-1")
+        results = store.apply([creation_op("a", 1, lease=lease("a")), creation_op("old", "hello", lease=lease("old")),
+                               creation_op("behind", 2, key="thread-1", lease=lease("behind")),
+                               creation_op("keyed", 3, key="thread-2", lease=lease("keyed"))])
+        (a, a_created), (old, old_created), (behind, _), (keyed, _) = results
+        assert a_created and not old_created
+        # An existing invocation is only found, and one with a key only created, even first in
+        # its key's queue: its `Acquire` asks the queue who runs first.
+        assert old.status == behind.status == keyed.status == Status.PENDING
+        assert all(store.live_lease(i, T0) is None for i in ("old", "behind", "keyed"))
+        if Capability.LEASE_AT_CREATE in store.capabilities:
+            assert a.status == Status.RUNNING and store.get("a").status == Status.RUNNING
+            assert [r.id for r in store.list(Status.RUNNING)] == ["a"]  # the status index says so too
+            assert {r.id for r in store.list(Status.PENDING)} == {"old", "first-of-key", "behind", "keyed"}
+            assert store.live_lease("a", T0).owner == "me"
+            epoch = 1
+        else:
+            assert a.status == Status.PENDING and store.live_lease("a", T0) is None
+            epoch, _ = acquire(store, "a", "me")
+        assert epoch == 1
+        with pytest.raises(InvocationBusy):
+            acquire(store, "a", "rival")
+        append(store, "a", epoch, (1, step()))
+        assert [s for s, _ in store.entries("a")] == [0, 1]
+
+    def test_a_keys_queue_keeps_the_order_of_creation_whatever_the_creators_clocks_read(self, store: Any) -> None:
+        create(store, "z", key="thread-1", at=T0)
+        create(store, "a", key="thread-1", at=T0)  # the same microsecond, and an id that sorts first
+        create(store, "m", key="thread-1", at=T0 - 5_000)  # a clock 5 ms behind: another host, or set back
+        create(store, "x", key="thread-2", at=T0 - 10)  # another key's queue is its own
+        store.apply([creation_op("c", 1, key="thread-3"), creation_op("b", 2, key="thread-3")])  # one transaction
+        assert store.key_queue("thread-1") == ["z", "a", "m"]
+        assert store.key_queue("thread-2") == ["x"] and store.key_queue("thread-3") == ["c", "b"]
+        for behind in ("a", "m"):
+            with pytest.raises(InvocationBusy, match="queued behind 'z'"):
+                acquire(store, behind)
+        epoch, _ = acquire(store, "z")
+        append(store, "z", epoch, (1, step()), transition=Transition(Status.COMPLETED, T0 + 1, release=True))
+        with pytest.raises(InvocationBusy, match="queued behind 'a'"):
+            acquire(store, "m")
+        acquire(store, "a")
+        # A key's first invocation in a while queues at its own clock's time again.
+        create(store, "late", key="thread-2", at=T0 + 60_000_000)
+        assert store.get("late").queued_at == T0 + 60_000_000
+
+    def test_every_cancel_request_is_counted_so_a_watcher_knows_when_to_look(self, store: Any) -> None:
+        if Capability.CANCEL_COUNTER not in store.capabilities:
+            pytest.skip("the store does not declare Capability.CANCEL_COUNTER")
+        create(store, "a")
+        create(store, "b")
+        assert store.cancel_requests_made() == 0
+        store.apply_one(RequestCancel("a", T0 + 1))
+        store.apply([RequestCancel("b", T0 + 2), RequestCancel("a", T0 + 3)])
+        assert store.cancel_requests_made() == 3
+        assert store.get("a").cancel_requested and store.get("b").cancel_requested
+
+    def test_a_failed_op_in_a_batch_does_not_stop_the_others(self, store: Any) -> None:
+        create(store, "a")
+        create(store, "b")
+        ea, _ = acquire(store, "a")
+        eb, _ = acquire(store, "b")
+        results = store.apply([
+            Append("a", ea + 1, [(1, step())]),
+            Append("b", eb, [(1, step())]),
+        ])
+        assert isinstance(results[0], LeaseLost) and results[1] is None
+        assert store.entry_count("a") == 1 and store.entry_count("b") == 2
+
+    def test_delete_removes_entries_and_optionally_keeps_the_record(self, store: Any) -> None:
+        create(store, "a")
+        create(store, "b")
+        assert store.delete(["a"], keep_record=True) == 1
+        assert store.entries("a") == [] and store.get("a") is not None
+        assert store.delete(["b", "missing"]) == 1
+        assert store.get("b") is None and store.list(Status.PENDING) == [store.get("a")]
+
+    def test_a_batch_of_step_appends_applies_each_by_the_rules(self, store: Any) -> None:
+        epochs = {}
+        for name in "abcd":
+            create(store, name)
+            epochs[name], _ = acquire(store, name, owner=f"o-{name}")
+            append(store, name, epochs[name], (1, step("first")))  # each has appended once already
+        acquire(store, "b", owner="rival", now=T0 + 60_000_000)  # b's owner lost its lease
+        results = store.apply([
+            Append("a", epochs["a"], [(2, step("x"))]),
+            Append("b", epochs["b"], [(2, step("x"))]),
+            Append("c", epochs["c"], [(1, step("again"))]),
+            Append("d", epochs["d"], [(2, step("x"))]),
+            Append("a", epochs["a"], [(3, step("y"))]),
+        ])
+        assert results[0] is None and results[3] is None and results[4] is None
+        assert isinstance(results[1], LeaseLost)
+        assert isinstance(results[2], JournalError) and "already journaled" in str(results[2])
+        assert [s for s, _ in store.entries("a")] == [0, 1, 2, 3]
+        assert [s for s, _ in store.entries("b")] == [0, 1]
+        assert _step_name(store.entries("c", start=1)[0][1]) == "first"
+
+    def test_continue_never_overwrites_an_entry(self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store)
+        append(store, "inv-1", epoch, (1, step("a")))
+        new = InvocationRecord("inv-1~1", "pkg.mod:agent", Status.PENDING, T0, T0)
+        done = Transition(Status.COMPLETED, T0, release=True)
+        with pytest.raises(JournalError, match="already journaled"):
+            store.apply_one(Continue("inv-1", epoch, [(1, step("b"))], done, new, step("start")))
+        assert store.get("inv-1~1") is None and store.get("inv-1").status == Status.RUNNING
+        assert [_step_name(d) for s, d in store.entries("inv-1") if s == 1] == ["a"]
+        store.apply_one(Continue("inv-1", epoch, [(2, step("b"))], done, new, step("start")))
+        assert store.get("inv-1").continued_as == "inv-1~1" and store.entry_count("inv-1~1") == 1
+
+    def test_require_names_the_missing_invocation_and_what_to_do(self, store: Any) -> None:
+        with pytest.raises(InvocationNotFound, match="'nope'.*journal ls"):
+            store.require("nope")
+        create(store)
+        assert store.require("inv-1").id == "inv-1"
+
+    def test_live_lease_is_the_lease_only_while_it_protects_a_live_owner(self, store: Any) -> None:
+        create(store)
+        assert store.live_lease("inv-1", T0) is None
+        epoch, _ = acquire(store, owner="remote", host="elsewhere", pid=1, ttl_us=10_000_000, now=T0)
+        assert store.live_lease("inv-1", T0 + 1).epoch == epoch
+        assert store.live_lease("inv-1", T0 + 11_000_000) is None
+
+    def test_unknown_invocation_reads_are_empty_or_none(self, store: Any) -> None:
+        create(store)  # another invocation exists: nothing of it may show
+        assert store.get("nope") is None
+        assert store.entries("nope") == [] and store.entry_count("nope") == 0
+        assert store.lease("nope") is None and store.live_lease("nope", T0) is None
+        assert store.resolution("nope", "approval") is None
+        assert store.state("nope") == {} and store.key_queue("nope") == []
+
+    def test_apply_results_come_back_in_op_order(self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store)
+        results = store.apply([Append("inv-1", epoch, [(i, step(str(i)))]) for i in range(1, 6)])
+        assert results == [None] * 5
+        assert [s for s, _ in store.entries("inv-1")] == list(range(6))
+
+    def test_the_declared_capabilities_are_offered(self, store: Any) -> None:
+        assert all(isinstance(c, Capability) for c in store.capabilities)
+        if Capability.TABLES in store.capabilities:
+            assert isinstance(store, Tables)
+        if Capability.CANCEL_COUNTER in store.capabilities:
+            assert store.cancel_requests_made() == 0

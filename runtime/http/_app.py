@@ -1,0 +1,75 @@
+"""`create_app`: the Starlette application of the HTTP API, Server-Sent Events and web UI.
+
+Everything here reaches invocations through `runtime.Engine` and the `journal.Store`
+protocol; the routes are in `routes/`, one module per resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from journal.errors import JournalError
+
+from .._engine import Engine
+from ._errors import ApiError, api_error, error_response, journal_error
+from ._guard import DEFAULT_MAX_BODY
+from ._middleware import BearerToken, SlashesInIds
+from ._service import Service
+from .routes import all_routes
+
+
+def create_app(engine: Engine, *, handlers: dict[str, Callable[..., Any]] | None = None, token: str | None = None,
+               max_body: int = DEFAULT_MAX_BODY, workers: int = 0, poll: float = 0.05) -> Starlette:
+    """The ASGI application over `engine`: mount it in your own ASGI server or app, or let
+    `journal serve` run it. Requests may start only the `handlers` given here, by name.
+
+    With `token`, every request but the UI's static shell must carry `Authorization: Bearer
+    TOKEN`. `max_body` bounds request bodies (413 past it); `workers` is what `/healthz`
+    reports as running invocations; `poll` is how often long polls and event streams look
+    at the store. Run invocations beside it with `engine.serve()`, and call
+    `stop_streams(app)` before stopping the server so that long polls and event streams end.
+    """
+    service = Service(engine, handlers or {}, token=token, max_body=max_body, workers=workers, poll=poll)
+    middleware = [Middleware(SlashesInIds)]
+    if service.token is not None:
+        middleware.append(Middleware(BearerToken, token=service.token))
+    app = Starlette(routes=all_routes(), middleware=middleware,
+                    exception_handlers={ApiError: api_error, JournalError: journal_error, 404: _not_found,
+                                        405: _method_not_allowed})
+    app.state.service = service
+    _observe_steps(engine, service)
+    return app
+
+
+def stop_streams(app: Starlette) -> None:
+    """End the long polls (`/result?wait=`) and event streams of `app`: before its server stops."""
+    service: Service = app.state.service
+    service.stopping.set()
+
+
+def _observe_steps(engine: Engine, service: Service) -> None:
+    previous = engine.on_step
+
+    def on_step(*step: Any) -> None:
+        if previous is not None:
+            previous(*step)
+        service.observe(*step)
+
+    engine.on_step = on_step
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return error_response(404, "NotFound", f"no route {request.method} {request.url.path}; see /openapi.json")
+
+
+async def _method_not_allowed(request: Request, exc: Exception) -> Response:
+    return error_response(405, "MethodNotAllowed", f"{request.method} is not allowed on {request.url.path}")
+
+
+__all__ = ("create_app", "stop_streams")

@@ -1,0 +1,70 @@
+"""What the routes share: the engine, the handlers a request may name, and the store reads."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+from starlette.requests import Request
+
+from .._engine import Engine
+from ._errors import ApiError
+from ._guard import DEFAULT_MAX_BODY, checked_id
+
+T = TypeVar("T")
+_REMEMBERED = 10_000
+
+
+class Service:
+    """What the routes share: the engine, the handlers a request may name, and the guards."""
+
+    def __init__(self, engine: Engine, handlers: dict[str, Callable[..., Any]], *, token: str | None = None,
+                 max_body: int = DEFAULT_MAX_BODY, workers: int = 0, poll: float = 0.05) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.handlers = handlers
+        self.token = token.encode() if token else None
+        self.max_body = max_body
+        self.workers = workers
+        self.poll = poll
+        # Set when the server stops: long polls and event streams end instead of holding it up.
+        self.stopping = anyio.Event()
+        # Steps this process ran live or replayed, per invocation (the UI shows replays).
+        self._steps: OrderedDict[str, list[int]] = OrderedDict()
+
+    def observe(self, invocation_id: str, name: str, how: str, seconds: float, replayed: bool) -> None:
+        """An `Engine.on_step` hook: count the step as run live or replayed here."""
+        counts = self._steps.pop(invocation_id, None) or [0, 0]
+        counts[replayed] += 1
+        self._steps[invocation_id] = counts
+        if len(self._steps) > _REMEMBERED:
+            self._steps.popitem(last=False)
+
+    def steps_here(self, invocation_id: str) -> dict[str, int] | None:
+        counts = self._steps.get(invocation_id)
+        return None if counts is None else {"live": counts[0], "replayed": counts[1]}
+
+    async def pause(self) -> bool:
+        """Wait one poll interval; False once the server is stopping."""
+        with anyio.move_on_after(self.poll):
+            await self.stopping.wait()
+        return not self.stopping.is_set()
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)`, which reads the store: off the event loop when the store waits on the
+        network (PostgreSQL), so one slow query never holds up the other requests and the workers."""
+        return await self.engine.committer.read(fn, *args)
+
+    async def require(self, invocation_id: str) -> Any:
+        record = await self.read(self.store.get, checked_id(invocation_id))
+        if record is None:
+            raise ApiError(404, "InvocationNotFound", f"no invocation {invocation_id!r}; GET /invocations lists them")
+        return record
+
+
+def service(request: Request) -> Service:
+    """The `Service` of the application serving `request`."""
+    found: Service = request.app.state.service
+    return found

@@ -1,0 +1,16 @@
+"""The routes of the API, one module per resource; each module's `routes` lists its own.
+
+Adding a route: a module-level endpoint in the module of its resource (or a new module),
+its request and answer types, and its `Route` in that module's `routes`.
+"""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from . import events, invocations, keys, meta, operations, promises, ui
+
+
+def all_routes() -> list[BaseRoute]:
+    return [*ui.routes, *meta.routes, *invocations.routes, *events.routes, *promises.routes, *operations.routes,
+            *keys.routes]

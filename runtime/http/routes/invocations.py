@@ -1,0 +1,123 @@
+"""Starting invocations, listing them, and reading one: its document, entries and result."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import anyio
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from journal import Status
+from journal.errors import InvocationConflict
+from journal.views import detail, export, result_json
+
+from .. import _views
+from .._errors import ApiError, JSONResponse, error_response
+from .._guard import checked_id, read_json
+from .._params import convert, number, param
+from .._service import service
+
+_MAX_WAIT = 300.0
+_MAX_LIMIT = 1000
+
+
+class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
+    handler: str
+    input: Any = None
+    id: str | None = None
+    key: str | None = None
+    durability: str | None = None
+
+
+async def start(request: Request) -> Response:
+    s = service(request)
+    body = convert(await read_json(request, s.max_body), StartRequest)
+    fn = s.handlers.get(body.handler)
+    if fn is None:
+        names = ", ".join(sorted(s.handlers)) or "none (start the server with --handler NAME=TARGET)"
+        raise ApiError(422, "HandlerNotRegistered",
+                       f"handler {body.handler!r} is not registered with this server; registered: {names}")
+    if body.durability is not None and body.durability != s.engine.durability.value:
+        raise ApiError(422, "DurabilityUnavailable",
+                       f"this server runs invocations with durability {s.engine.durability.value!r}, not "
+                       f"{body.durability!r}; leave it out, or start a server with --durability {body.durability}")
+    if body.id is not None:
+        checked_id(body.id)
+    if body.key is not None:
+        checked_id(body.key, "key")
+    # On a local store nothing awaits between this look-up and the creation in `start`, so in
+    # this process the answer (201 or 200) cannot go stale; on PostgreSQL another request or
+    # host may create it meanwhile, and this one then attaches to it as `start` says.
+    existing = await s.read(s.store.get, body.id) if body.id is not None else None
+    if existing is not None and existing.handler != body.handler:
+        return _conflict(existing, f"invocation {body.id!r} exists for handler {existing.handler!r}, "
+                         f"not {body.handler!r}; choose another id")
+    try:
+        record = await s.engine.start(body.handler, body.input, id=body.id, key=body.key, lax_input=True)
+    except InvocationConflict as exc:
+        return _conflict(await s.read(s.store.get, body.id), str(exc))
+    except ValueError as exc:
+        raise ApiError(422, "InvalidInput", str(exc)) from None
+    return JSONResponse({"id": record.id, "status": record.status.value},
+                        status_code=200 if existing is not None else 201)
+
+
+async def listing(request: Request) -> Response:
+    s = service(request)
+    q = request.query_params
+    statuses = []
+    for value in q.getlist("status"):
+        for part in filter(None, value.split(",")):
+            try:
+                statuses.append(Status(part))
+            except ValueError:
+                raise ApiError(422, "InvalidStatus", f"status {part!r} is not one of "
+                               + ", ".join(x.value for x in Status)) from None
+    limit = number(q.get("limit"), "limit", 1, _MAX_LIMIT, default=100, integer=True)
+    key = q.get("key")
+    return JSONResponse(await s.read(_views.page, s.store, list(dict.fromkeys(statuses)), key, int(limit),
+                                     q.get("cursor")))
+
+
+async def show(request: Request) -> Response:
+    s = service(request)
+    record = await s.require(param(request, "id"))
+    return JSONResponse({**await s.read(detail, s.store, record), "steps_here": s.steps_here(record.id)})
+
+
+async def entries(request: Request) -> Response:
+    s = service(request)
+    record = await s.require(param(request, "id"))
+    after = number(request.query_params.get("after"), "after", -1, math.inf, default=-1, integer=True)
+    return JSONResponse({"entries": await s.read(lambda: list(export(s.store, record.id, int(after))))})
+
+
+async def result(request: Request) -> Response:
+    s = service(request)
+    record = await s.require(param(request, "id"))
+    wait = number(request.query_params.get("wait"), "wait", 0, _MAX_WAIT, default=0)
+    with anyio.move_on_after(wait):
+        while not record.finished and await s.pause():
+            record = await s.require(record.id)
+    return JSONResponse(result_json(await s.require(record.id)))
+
+
+def _conflict(existing: Any, message: str) -> Response:
+    response = error_response(409, "InvocationConflict", message)
+    if existing is not None:
+        response = JSONResponse({"error": {"type": "InvocationConflict", "message": message},
+                                 "id": existing.id, "status": existing.status.value}, status_code=409)
+    return response
+
+
+routes = [
+    Route("/invocations", start, methods=["POST"]),
+    Route("/invocations", listing),
+    Route("/invocations/{id}", show),
+    Route("/invocations/{id}/entries", entries),
+    Route("/invocations/{id}/result", result),
+]
