@@ -252,9 +252,10 @@ def how_to_stop() -> str:
     return "it was started with SIGINT and SIGTERM ignored: only SIGKILL stops it"
 
 
-def tell_store_events() -> None:
+def tell_store_events() -> Callable[[], None]:
     """For a long-running command (`worker`, `serve`): what the store logs about reaching its
-    server (one line when it cannot, one when it can again) goes to stderr."""
+    server (one line when it cannot, one when it can again) goes to stderr until the
+    function returned is called."""
     import logging  # (here: `journal --help` and `journal ls` import no logging)
 
     class StoreEvents(logging.Handler):
@@ -262,11 +263,17 @@ def tell_store_events() -> None:
             echo_err(record.getMessage())
 
     logger = logging.getLogger("journal")
-    if not any(type(h).__name__ == "StoreEvents" for h in logger.handlers):
-        logger.addHandler(StoreEvents(logging.INFO))
-        logger.propagate = False  # told once, here, not again by a root handler
+    handler, before = StoreEvents(logging.INFO), (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.propagate = False  # told once, here, not again by a root handler
     if logger.level == logging.NOTSET or logger.level > logging.WARNING:
         logger.setLevel(logging.WARNING)
+
+    def undo() -> None:
+        logger.removeHandler(handler)
+        logger.level, logger.propagate = before
+
+    return undo
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

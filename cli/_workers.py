@@ -46,13 +46,16 @@ async def serving_engine(path: str, **options: Any) -> AsyncIterator[Engine]:
     (`stop_waiting` shortens the wait once the process is asked to stop)."""
     import anyio
 
-    tell_store_events()
-    store = await anyio.to_thread.run_sync(lambda: open_store(path, reconnect_for=None))
+    untell = tell_store_events()
     try:
-        async with Engine.open(store=store, **options) as engine:
-            yield engine
+        store = await anyio.to_thread.run_sync(lambda: open_store(path, reconnect_for=None))
+        try:
+            async with Engine.open(store=store, **options) as engine:
+                yield engine
+        finally:
+            await anyio.to_thread.run_sync(store.close)
     finally:
-        await anyio.to_thread.run_sync(store.close)
+        untell()
 
 
 def stop_waiting(store: Store | None) -> None:

@@ -114,7 +114,7 @@ def test_workers_go_on_when_every_session_of_theirs_is_terminated(servers, workl
 
 
 def test_workers_go_on_when_their_lock_sessions_are_terminated(servers, workload):
-    from journal._postgres_rows import LOCK_CLASS
+    from journal.backends.postgres._rows import LOCK_CLASS
 
     server = servers()
     url = server.new_database()

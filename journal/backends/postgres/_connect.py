@@ -11,9 +11,9 @@ than "the statement was wrong" (`is_fault`), opens another and goes on:
   each a random 50-100% of that, so that many workers coming back together do not knock
   on the server in step, and one comes back within about a second of the server
   accepting connections again (`Outage.pause`).
-- **Patience.** A store waits for its server `reconnect_for` seconds (30 by default, the
-  command line's one-shot commands), or without limit (None: `journal worker` and
-  `journal serve`); `store_patience` lowers it for the calls made inside it (the HTTP
+- **Patience.** A store waits for its server `reconnect_for` seconds (by default
+  `$JOURNAL_RECONNECT_FOR`, else 30: the command line's one-shot commands), or without
+  limit (None: `journal worker` and `journal serve`); `store_patience` lowers it for the calls made inside it (the HTTP
   API, which answers 503 rather than hang). Then the call raises `StoreUnavailable`,
   which names the URL without its password.
 - **One line each way.** The first failure of an outage logs one warning on the
@@ -83,6 +83,22 @@ def store_patience(seconds: float) -> Iterator[None]:
         yield
     finally:
         _patience.reset(token)
+
+
+def default_patience() -> float:
+    """How long a store waits for its server unless told: `$JOURNAL_RECONNECT_FOR` seconds, else 30."""
+    import os
+
+    text = os.environ.get("JOURNAL_RECONNECT_FOR", "").strip()
+    if not text:
+        return 30.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise StoreError(f"JOURNAL_RECONNECT_FOR={text!r} is not a number of seconds (0 or more); unset it for 30")
+    return seconds
 
 
 def redact_url(url: str) -> str:

@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
@@ -55,7 +55,7 @@ from ..._store import Acquire, Append, Capability, Create, Op, Renew
 from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreError, StoreUnavailable
 from ...kv._rules import Txn, _lease_dec, _owned_id, check_lease, entry_key, lease_is_live
 from ...kv._store import KVStore
-from ._connect import Connector, Session, conninfo, redact_url
+from ._connect import Connector, Session, conninfo, default_patience, redact_url
 from ._owners import OwnerSession
 from ._rows import (
     DDL,
@@ -93,10 +93,11 @@ class PostgresStore(PostgresTables, KVStore):
                               Capability.TABLES})
 
     def __init__(self, url: str, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
-                 reconnect_for: float | None = 30.0) -> None:
-        """`reconnect_for`: how long a call waits for the server when it cannot be reached
-        (reconnecting with backoff meanwhile), before raising `StoreUnavailable`; None waits
-        as long as it takes (`_connect.py`)."""
+                 reconnect_for: float | None | Literal["default"] = "default") -> None:
+        """`reconnect_for`: how many seconds a call waits for the server when it cannot be
+        reached (reconnecting with backoff meanwhile), before raising `StoreUnavailable`;
+        None waits as long as it takes (`_connect.py`). By default `$JOURNAL_RECONNECT_FOR`,
+        else 30."""
         try:
             import psycopg
         except ImportError:
@@ -111,7 +112,7 @@ class PostgresStore(PostgresTables, KVStore):
         self._read_lock = threading.Lock()
         self._fenced: dict[bytes, tuple[int, bytes]] = {}  # id -> (epoch, lease bytes) that gave it ownership
         self._sync_commit: bool | None = None
-        self._connector = Connector(url, reconnect_for)
+        self._connector = Connector(url, default_patience() if isinstance(reconnect_for, str) else reconnect_for)
         self._format_seen = False
         # Each opened on first use, and again whenever its server went away (`_connect.py`).
         self._writer: Session | None = None  # transactions are explicit: see `_write`
