@@ -11,8 +11,6 @@ from typing import Any
 import anyio
 import click
 
-from runtime import Engine
-
 from ._common import (
     OK,
     Exit,
@@ -27,6 +25,7 @@ from ._common import (
 )
 from ._outcome import Progress
 from ._run import importable_cwd, load
+from ._workers import serving_engine, stop_waiting
 
 DEFAULT_HTTP = "127.0.0.1:8420"
 
@@ -144,7 +143,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
     async def main() -> None:
         # The engine runs only the handlers given here, and invocations record their NAME:
         # a record never chooses the code a worker imports (DESIGN.md).
-        async with Engine.open(path, durability=durability, handlers=handlers) as engine:
+        async with serving_engine(path, durability=durability, handlers=handlers) as engine:
             engine.on_step = steps
             app = create_app(engine, handlers=handlers, token=token, max_body=max_body, workers=workers)
             config = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False,
@@ -171,7 +170,9 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
                 with anyio.open_signal_receiver(*stop_signals()) as signals:
                     async for _ in signals:
                         break
-                # Workers first: their invocations give the lease back and stay pending.
+                # Workers first: their invocations give the lease back and stay pending (waiting
+                # a little for a database that is away, not for ever).
+                stop_waiting(engine.store)
                 worker_scope.cancel()
                 stop_streams(app)
                 server.should_exit = True

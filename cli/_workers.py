@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from journal import PostgresStore, Store, UnencodableValue, open_store
+from journal import Capability, Store, UnencodableValue, open_store
 from journal.backends import describe
 from runtime import Engine
 
@@ -60,8 +60,8 @@ async def serving_engine(path: str, **options: Any) -> AsyncIterator[Engine]:
 
 def stop_waiting(store: Store | None) -> None:
     """A long-running command was asked to stop: its store waits `STOP_PATIENCE` more for an absent server."""
-    if isinstance(store, PostgresStore):
-        store.reconnect_for = STOP_PATIENCE
+    if store is not None and Capability.RECONNECTS in store.capabilities:
+        store.wait_for_server(STOP_PATIENCE)
 
 
 def parse_handlers(specs: tuple[str, ...]) -> dict[str, Any]:

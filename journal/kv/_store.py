@@ -38,7 +38,15 @@ from .._store import (
     Store,
     Transition,
 )
-from ..errors import InvocationBusy, InvocationConflict, InvocationNotFound, JournalError, LeaseLost, PromiseConflict
+from ..errors import (
+    InvocationBusy,
+    InvocationConflict,
+    InvocationNotFound,
+    JournalError,
+    LeaseLost,
+    PromiseConflict,
+    StoreUnavailable,
+)
 from ._rules import (
     _CANCELS,
     Txn,
@@ -98,6 +106,12 @@ class KVStore(abc.ABC):
         time.sleep(timeout)  # nothing to listen to: the caller polls
 
     def close(self) -> None:  # noqa: B027 - optional: only backends holding resources override it
+        pass
+
+    def outage(self) -> StoreUnavailable | None:
+        return None  # a local store has no server to lose
+
+    def wait_for_server(self, seconds: float | None) -> None:  # noqa: B027 - no server to wait for
         pass
 
     def _lease_live(self, txn: Txn, lease: Lease | None, now_us: int) -> bool:

@@ -1,4 +1,5 @@
-"""The API's one error form: `{"error": {"type", "message"}}` with a 4xx status."""
+"""The API's one error form: `{"error": {"type", "message"}}` with a 4xx status, or 503 while
+the store's server cannot be reached."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse as _StarletteJSON
 
-from journal.errors import InvalidId, InvocationConflict, InvocationNotFound, PromiseConflict
+from journal.errors import InvalidId, InvocationConflict, InvocationNotFound, PromiseConflict, StoreUnavailable
 
 _encoder = msgspec.json.Encoder(enc_hook=repr)
 
@@ -41,10 +42,20 @@ async def api_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 # Library errors a request can cause, and the status each one answers with.
-_STATUS = {InvocationNotFound: 404, InvocationConflict: 409, PromiseConflict: 409, InvalidId: 400}
+_STATUS = {InvocationNotFound: 404, InvocationConflict: 409, PromiseConflict: 409, InvalidId: 400,
+           StoreUnavailable: 503}
+RETRY_AFTER = "1"  # seconds: a store reconnects within about that of its server's return
+
+
+def unavailable(exc: StoreUnavailable) -> JSONResponse:
+    response = error_response(503, "StoreUnavailable", str(exc))
+    response.headers["Retry-After"] = RETRY_AFTER
+    return response
 
 
 async def journal_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, StoreUnavailable):
+        return unavailable(exc)
     for cls, status in _STATUS.items():
         if isinstance(exc, cls):
             return error_response(status, cls.__name__, str(exc))

@@ -18,7 +18,6 @@ import msgspec
 import pytest
 
 from bench.pgproxy import CommitCutter
-from bench.pgserver import PgServer
 
 from .. import netns
 from ..conftest import _unavailable
@@ -27,25 +26,6 @@ from .pgfaults import Workload
 # Two workers at --concurrency 4: at most 8 steps are in flight when a fault hits.
 IN_FLIGHT = 8
 FAILOVER = {"full_page_writes": "on", "wal_retrieve_retry_interval": "100ms"}
-
-
-@pytest.fixture
-def servers(pg_server):  # (pg_server: the machine has PostgreSQL, or CI fails)
-    """Servers of the test's own, stopped and removed when it ends."""
-    made: list[PgServer] = []
-
-    def make(**options) -> PgServer:
-        made.append(PgServer(name="jpf-pg", **options).start())
-        return made[-1]
-
-    def standby_of(primary: PgServer) -> PgServer:
-        made.append(PgServer.standby_of(primary, name="jpf-pg"))
-        return made[-1]
-
-    make.standby_of = standby_of
-    yield make
-    for server in made:
-        server.stop()
 
 
 @pytest.fixture

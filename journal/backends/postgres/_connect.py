@@ -195,6 +195,17 @@ class Outage:
             return mine
         return asked if mine is None else min(mine, asked)
 
+    def error(self, since: float | None = None) -> StoreUnavailable | None:
+        """The error of a call that waited for the server since `since` (default: since it went
+        away) and gives up now; None if no outage is on and no `since` is given."""
+        since = self.down_since if self.down_since is not None else since
+        if since is None:
+            return None
+        return StoreUnavailable(
+            f"cannot reach the journal store at {self.shown} (tried for {time.monotonic() - since:.0f} s; last "
+            f"error: {self.reason}); check that the database server is running and that this host can reach it "
+            "(pg_isready), then try again")
+
     def pause(self, attempt: int, until: float | None = None, since: float | None = None) -> None:
         """Wait before attempt `attempt + 1`; raise `StoreUnavailable` once the caller's
         patience, counted from the outage's start (or from `since`, when the caller's own
@@ -206,10 +217,9 @@ class Outage:
         if until is not None:
             ends = until if ends is None else min(ends, until)
         if ends is not None and now >= ends:
-            raise StoreUnavailable(
-                f"cannot reach the journal store at {self.shown} (tried for {now - since:.0f} s; last error: "
-                f"{self.reason}); check that the database server is running and that this host can reach it "
-                "(pg_isready), then try again")
+            error = self.error(since)
+            assert error is not None  # (`since` is given)
+            raise error
         import random  # (only when the server is away: `journal ls` imports it not)
 
         wait = min(_LONGEST_WAIT, _FIRST_WAIT * 2 ** min(attempt, 10))

@@ -90,7 +90,7 @@ class PostgresStore(PostgresTables, KVStore):
     blocking = True
     path: str
     capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LOOP_COMMITS, Capability.WAKE_ON_WORK,
-                              Capability.TABLES})
+                              Capability.TABLES, Capability.RECONNECTS})
 
     def __init__(self, url: str, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
                  reconnect_for: float | None | Literal["default"] = "default") -> None:
@@ -126,14 +126,10 @@ class PostgresStore(PostgresTables, KVStore):
             self.close()
             raise
 
-    @property
-    def reconnect_for(self) -> float | None:
-        """Seconds a call waits for an unreachable server (None: no limit); may be changed
-        at any time, e.g. lowered when a long-running process is asked to stop."""
-        return self._connector.outage.patience
+    def outage(self) -> StoreUnavailable | None:
+        return self._connector.outage.error()
 
-    @reconnect_for.setter
-    def reconnect_for(self, seconds: float | None) -> None:
+    def wait_for_server(self, seconds: float | None) -> None:
         self._connector.outage.patience = seconds
 
     def __repr__(self) -> str:
