@@ -12,6 +12,8 @@ traceback on any worker's stderr (`pgfaults.Workload.check`).
 from __future__ import annotations
 
 import collections
+import subprocess
+import sys
 import time
 
 import msgspec
@@ -58,6 +60,23 @@ def test_workers_go_on_through_a_failover_to_a_synchronous_standby(servers, work
     load.url = standby.url(name)
     load.wait_until_done()
     load.check(in_flight=IN_FLIGHT)
+    # The old primary comes back, rewound, as a standby of the new one: listed first, it
+    # takes no writes; every connection finds the new primary, which holds the same store.
+    primary.rejoin(standby)
+    again = (f"postgresql://journal@/{name}?host={primary.dir},{standby.dir}&port={primary.port},{standby.port}"
+             "&target_session_attrs=read-write")
+    started = subprocess.run([sys.executable, "-m", "cli", "start", "chain", "--input", '{"steps": 0, "log": "-"}',
+                              "--id", "after", "--db", again], capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stderr
+    assert load.statuses()["after"] == "pending"  # (read on the new primary)
+    import psycopg
+
+    with pytest.raises(psycopg.OperationalError, match="read-only|read-write"):
+        psycopg.connect(f"postgresql://journal@/{name}?host={primary.dir}&port={primary.port}"
+                        "&target_session_attrs=read-write")
+    with psycopg.connect(primary.url(name), autocommit=True) as old:
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            old.execute("DELETE FROM journal.entries")
 
 
 def test_workers_go_on_through_an_immediate_restart(servers, workload):

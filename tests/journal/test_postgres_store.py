@@ -465,3 +465,66 @@ def test_the_session_holding_the_owners_locks_is_exempt_from_an_idle_session_tim
                 store.close()
         finally:
             admin.execute(f'ALTER DATABASE "{db}" RESET idle_session_timeout')
+
+
+def test_a_claim_after_the_lock_session_was_ended_holds_the_owners_lock_again_first(store, postgres_url):
+    import psycopg
+
+    from journal.backends.postgres._rows import owner_lock_key
+
+    create(store)
+    create(store, "inv-2")
+    acquire(store, owner="holder", ttl_us=3_600_000_000)
+    ended = store._lives.session.conn.info.backend_pid
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (ended,))
+        wait_until(lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                         (ended,)).fetchone()[0] == 0, "the lock session to end")
+        # The next claim, long before any renewal, notices the session gone and locks again
+        # before it claims: the new lease is protected from the moment it exists.
+        acquire(store, "inv-2", owner="holder", ttl_us=3_600_000_000)
+        classid, objid = owner_lock_key("holder")
+        holders = admin.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                "AND classid = %s AND objid = %s AND objsubid = 2", (classid, objid)).fetchall()
+    assert [pid for (pid,) in holders] == [store._lives.session.conn.info.backend_pid] != [ended]
+    rival = PostgresStore(postgres_url)
+    try:
+        for invocation_id in ("inv-1", "inv-2"):
+            with pytest.raises(InvocationBusy, match="being run"):
+                acquire(rival, invocation_id, owner="rival", now=T0 + 1)
+    finally:
+        rival.close()
+
+
+def test_each_session_gets_the_defaults_a_url_does_not_set():
+    from psycopg.conninfo import conninfo_to_dict
+
+    from journal.backends.postgres._connect import conninfo
+
+    one = conninfo_to_dict(conninfo("postgresql://app@db.internal/jobs", "writer"))
+    assert one["application_name"] == "journal writer" and one["connect_timeout"] == "5"
+    assert one["keepalives_idle"] == "10" and one["tcp_user_timeout"] == "20000"
+    assert "target_session_attrs" not in one  # one host: whatever it is
+    # Several hosts, in either form: only the one that takes writes will do.
+    for url in ("postgresql://app@h1:5432,h2:5433/jobs", "postgresql://app@/jobs?host=h1,h2&port=5432,5433"):
+        many = conninfo_to_dict(conninfo(url, "reader"))
+        assert many["host"] == "h1,h2" and many["port"] == "5432,5433"
+        assert many["target_session_attrs"] == "read-write"
+    # What the URL says wins.
+    own = conninfo_to_dict(conninfo("postgresql://app@h1,h2/jobs?target_session_attrs=any&connect_timeout=2"
+                                    "&application_name=billing", "owners"))
+    assert own["target_session_attrs"] == "any" and own["connect_timeout"] == "2"
+    assert own["application_name"] == "billing"
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://app:s3cret@db/jobs", "postgresql://app:***@db/jobs"),
+    ("postgresql://app:s3cret@h1:5432,h2:5433/jobs?sslmode=require",
+     "postgresql://app:***@h1:5432,h2:5433/jobs?sslmode=require"),
+    ("postgresql://app@db/jobs?password=s3cret&sslmode=require", "postgresql://app@db/jobs?password=***&sslmode=require"),
+    ("postgresql://app@/jobs?host=/run/postgresql", "postgresql://app@/jobs?host=/run/postgresql"),
+])
+def test_messages_show_a_url_without_its_password(url, shown):
+    from journal import redact_url
+
+    assert redact_url(url) == shown
