@@ -16,8 +16,9 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 def _errors(*codes: int) -> dict[str, Any]:
     text = {400: "malformed JSON or an invalid id", 401: "missing or wrong bearer token",
             404: "unknown invocation or promise", 409: "conflict with what is already recorded",
-            413: "body over the limit", 422: "the body or a parameter does not fit"}
-    return {str(c): _json(_ref("Error"), text[c]) for c in codes}
+            413: "body over the limit", 422: "the body or a parameter does not fit",
+            503: "the store's server cannot be reached right now (try again after Retry-After seconds)"}
+    return {str(c): _json(_ref("Error"), text[c]) for c in (*codes, 503)}
 
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -115,7 +116,8 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json({"type": "object", "properties": {
                 "key": {"type": "string"}, "state": {"type": "object"},
                 "queue": {"type": "array", "items": {"type": "string"}}}}, "the state"), **_errors(400, 401)}}},
-        "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json({"type": "object"}, "serving")}}},
+        "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json({"type": "object"}, "serving"),
+                                                                  **_errors()}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "")}}},
     },
 }
