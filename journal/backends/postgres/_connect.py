@@ -59,6 +59,7 @@ _FAULTS = {"57P01", "57P02", "57P03", "53300", "57P05", "25P03", "25006"}
 _FOR_GOOD = ("does not exist", "authentication failed", "no pg_hba.conf entry", "password", "permission denied",
              "not permitted", "no such user")
 _FIRST_WAIT, _LONGEST_WAIT = 0.05, 1.0
+_FLAPPING = 10.0  # seconds: an outage for the same reason this soon after the last is not told again
 # Defaults each session gets unless the URL gives its own (libpq parameters, client side).
 _CLIENT = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5",
            "keepalives_count": "3", "tcp_user_timeout": "20000"}
@@ -162,6 +163,8 @@ class Outage:
         self.generation = 0  # one more for each outage begun
         self.down_since: float | None = None  # (monotonic) while no connection could be opened
         self.reason = ""
+        self._up_since = float("-inf")  # when the last outage ended
+        self._told = False  # whether the outage under way was logged
 
     @property
     def down(self) -> bool:
@@ -170,13 +173,19 @@ class Outage:
     def failed(self, generation: int | None, exc: BaseException) -> None:
         """A session opened in `generation` failed (None: opening one failed)."""
         with self._lock:
-            self.reason = _reason(exc)
+            reason, self.reason = self.reason, _reason(exc)
             if self.down_since is not None:
                 return
             if generation is not None and generation != self.generation:
                 return  # opened before the outage that was told: reopened quietly, unless that fails
-            self.down_since = time.monotonic()
+            now = time.monotonic()
+            self.down_since = now
             self.generation += 1
+            # A server that takes connections and fails every statement the same way (a
+            # standby named alone in the URL) is told of once, not twice a second.
+            self._told = self.reason != reason or now - self._up_since > _FLAPPING
+            if not self._told:
+                return
         _log().warning("journal: the journal store at %s cannot be reached (%s); reconnecting", self.shown, self.reason)
 
     def reached(self) -> None:
@@ -186,7 +195,10 @@ class Outage:
         with self._lock:
             if self.down_since is None:
                 return
-            took, self.down_since = time.monotonic() - self.down_since, None
+            self._up_since = time.monotonic()
+            took, self.down_since = self._up_since - self.down_since, None
+            if not self._told:
+                return
         _log().warning("journal: the journal store at %s is reachable again, after %.1f s", self.shown, took)
 
     def patience_now(self) -> float | None:

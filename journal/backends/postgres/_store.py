@@ -360,8 +360,9 @@ class PostgresStore(PostgresTables, KVStore):
         except (errors.SerializationFailure, errors.DeadlockDetected):
             return None  # rolled back; the thread's path retries it
         except self._psycopg.Error as exc:
+            fault = self._connector.is_fault(exc, writer.conn)
             self._drop_loop_writer(writer)
-            if self._connector.is_fault(exc, writer.conn):
+            if fault:
                 self._connector.outage.failed(writer.generation, exc)
                 return None  # in doubt: the thread's path does it again, finding what it did
             raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
