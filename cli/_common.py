@@ -277,7 +277,7 @@ def tell_store_events() -> Callable[[], None]:
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
-    """The error a command should report from a task group's exception group."""
-    from runtime._groups import leaves  # only on this path: `journal --help` imports no runtime
-
-    return leaves(exc)[0]
+    """The error a command should report from a task group's exception group: its first leaf."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc

@@ -14,6 +14,7 @@ import click
 from journal import InvocationRecord, Status, iso_from_us
 from journal.views import error_json
 from runtime import Outcome
+from runtime.hooks import Observer, StepEvent
 
 from . import _render as render
 from ._common import DIVERGED, FAILED, OK, SUSPENDED, Exit, echo_err, out, suggest
@@ -21,8 +22,9 @@ from ._common import DIVERGED, FAILED, OK, SUSPENDED, Exit, echo_err, out, sugge
 _MARKS = {"live": "✓", "replayed": "↺", "failed": "✗"}
 
 
-class Progress:
-    """Prints each step as it finishes (stderr), for `run`, `resume` and `worker`."""
+class Progress(Observer):
+    """Prints each step as it finishes (stderr), for `run`, `resume`, `worker` and `serve`,
+    and each invocation a worker parks because its handler does not load here."""
 
     def __init__(self, enabled: bool, *, prefix_ids: bool = False) -> None:
         self.enabled = enabled
@@ -30,21 +32,25 @@ class Progress:
         self.live = 0
         self.replayed = 0
 
-    def __call__(self, invocation_id: str, name: str, how: str, seconds: float, replayed: bool) -> None:
+    def step(self, event: StepEvent) -> None:
+        replayed = event.how == "replayed"
         if replayed:
             self.replayed += 1
         else:
             self.live += 1
         if not self.enabled:
             return
-        mark = _MARKS.get(how, "·")
-        colour = {"live": "green", "failed": "red"}.get(how)
-        when = "replayed" if replayed else render.duration(seconds)
-        prefix = f"[{render.cut(invocation_id, 20)}] " if self.prefix_ids else "  "
-        line = f"{render.safe(prefix)}{render.styled(mark, fg=colour)} {render.cut(name, 40):<24} {when:>9}"
-        if how == "failed":
+        mark = _MARKS.get(event.how, "·")
+        colour = {"live": "green", "failed": "red"}.get(event.how)
+        when = "replayed" if replayed else render.duration(event.seconds)
+        prefix = f"[{render.cut(event.invocation_id, 20)}] " if self.prefix_ids else "  "
+        line = f"{render.safe(prefix)}{render.styled(mark, fg=colour)} {render.cut(event.name, 40):<24} {when:>9}"
+        if event.how == "failed":
             line += render.styled("  failed", fg="red")
         echo_err(render.Styled(line))
+
+    def parked(self, invocation_id: str, reason: str) -> None:
+        echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
 
     def summary(self) -> str:
         return f"{self.live} step{'s' if self.live != 1 else ''} live, {self.replayed} replayed"

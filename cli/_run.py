@@ -127,7 +127,7 @@ def _execute(db: str | None, durability: str, progress: Progress, work: Any, *, 
 
     async def main() -> Any:
         async with Engine.open(path, durability=durability, handlers=handlers) as engine:
-            engine.on_step = progress
+            engine.observe(progress)
             return await work(engine)
 
     result, interrupted = run_async(main)

@@ -144,7 +144,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
         # The engine runs only the handlers given here, and invocations record their NAME:
         # a record never chooses the code a worker imports (DESIGN.md).
         async with serving_engine(path, durability=durability, handlers=handlers) as engine:
-            engine.on_step = steps
+            engine.observe(steps)
             app = create_app(engine, handlers=handlers, token=token, max_body=max_body, workers=workers)
             config = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False,
                                     lifespan="off", timeout_graceful_shutdown=5)

@@ -106,7 +106,7 @@ def refusal(handler: str) -> str | None:
 
     The note names the code, not its contents: a file that another user can write since
     (or that changed hands) is refused as it would be if an LMDB journal named it."""
-    from runtime._handlers import check_recorded
+    from runtime import check_recorded
     from runtime.errors import HandlerNotFound
 
     try:

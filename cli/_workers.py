@@ -188,16 +188,12 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
         echo_err(f"worker on {shown} (pid {os.getpid()}, concurrency {concurrency}"
                  + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + f"); {how_to_stop()}")
 
-    def parked(invocation_id: str, reason: str) -> None:
-        echo_err(f"[{render.cut(invocation_id, 20)}] parked as diverged: {reason}")
-
     opened: list[Store] = []
 
     async def main() -> None:
         async with serving_engine(path, durability=durability, handlers=handlers, lease_ttl=lease_ttl) as engine:
             opened.append(engine.store)
-            engine.on_step = steps
-            engine.on_park = parked
+            engine.observe(steps)
             await engine.serve(concurrency=concurrency, idle_exit=until_idle)
 
     _, interrupted = run_async(main, on_stop=lambda: stop_waiting(opened[0] if opened else None))

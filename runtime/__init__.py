@@ -6,6 +6,7 @@ from journal import default_path as default_path
 
 from ._context import Context as Context
 from ._engine import Engine as Engine
+from ._handlers import check_recorded as check_recorded
 from ._handlers import handler_path as handler_path
 from ._handlers import load_handler as load_handler
 from ._memory import Memory as Memory
@@ -17,6 +18,7 @@ from ._retry import RetryPolicy as RetryPolicy
 from ._step_info import StepInfo as StepInfo
 from ._step_info import current_step as current_step
 from ._steps import idempotency_key as idempotency_key
+from ._suspend import pause as pause
 from .errors import Cancelled as Cancelled
 from .errors import DeterminismViolation as DeterminismViolation
 from .errors import HandlerNotFound as HandlerNotFound
@@ -36,5 +38,5 @@ __all__ = (
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
     "PromiseConflict", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
-    "current_step", "default_path", "handler_path", "idempotency_key", "load_handler",
+    "check_recorded", "current_step", "default_path", "handler_path", "idempotency_key", "load_handler", "pause",
 )

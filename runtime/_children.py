@@ -11,12 +11,12 @@ import anyio
 from journal import Committer, InvocationRecord, Started, Status, UnencodableValue, digest, encode_entry
 from journal.errors import InvocationBusy
 
-from . import _otel
 from ._branches import _ORIGIN, _branch
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._handlers import load_handler, prepare_input, register
 from .errors import TerminalError
+from .hooks import Observers
 
 
 def child_input(target: Callable[..., Any] | str, input: Any) -> tuple[Any, Any]:
@@ -36,8 +36,9 @@ class Children:
     child_input = staticmethod(child_input)
 
     def __init__(self, committer: Committer, running: set[str],
-                 execute: Callable[[str], Awaitable[Any]]) -> None:
+                 execute: Callable[[str], Awaitable[Any]], observers: Observers) -> None:
         self._committer = committer
+        self._observers = observers
         self._store = committer.store
         self._running = running  # the engine's: invocations executing in this process
         self._execute = execute
@@ -50,7 +51,7 @@ class Children:
         if delay:  # created asleep, in the same transaction: a worker wakes it when it is due
             record.status, record.wake_at = Status.SUSPENDED, at + int(delay * 1e6)
         # Inside the parent's attempt (or step) span: the child joins the parent's trace.
-        trace = _otel.start_context(child_id, path, parent=parent) if _otel.enabled() else None
+        trace = self._observers.trace_context(child_id, path, parent)
         started = encode_entry(Started(path, raw, at, key, input_digest, parent, trace), self._store.max_entry_bytes)
         await self._committer.create(record, started)
 

@@ -16,7 +16,7 @@ from journal import Called, Selected, digest
 
 from ._clock import now_us
 from ._groups import leaves
-from ._suspend import Suspend
+from ._suspend import ContinueAsNew, Suspend
 
 if TYPE_CHECKING:
     from ._machine import Machine
@@ -24,14 +24,6 @@ if TYPE_CHECKING:
 
 
 CHILD_PREFIX = "child:"  # the promise a parent awaits in ctx.call: settled when the child finishes
-
-
-class ContinueAsNew(BaseException):
-    """Internal: `ctx.continue_as_new(input)` unwinds the handler to start afresh."""
-
-    def __init__(self, input: Any) -> None:
-        super().__init__("continue as new")
-        self.input = input
 
 
 class _Fence:

@@ -58,14 +58,10 @@ from ._steps import (
     step_digest,
     step_entry,
 )
-from ._suspend import Suspend
+from ._suspend import Restart, Suspend
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
-__all__ = ["InvocationContext", "Restart", "idempotency_key"]
-
-
-class Restart(BaseException):
-    """Internal (always-replay mode): unwind after a live step so the handler replays from the top."""
+__all__ = ["InvocationContext", "idempotency_key"]
 
 
 class InvocationContext(Composition, Context):
@@ -101,8 +97,9 @@ class InvocationContext(Composition, Context):
         self._inflight = 0  # steps and timers in flight
         self._wake: anyio.Event | None = None  # made by the first wait (most executions never wait)
         self._quiescing: anyio.Event | None = None
-        self.on_step: Callable[[str, str, float, bool], None] | None = None
-        # Wraps each live step function (tracing, see runtime/_otel.py); None costs one test per step.
+        # Told (name, how, seconds) as each step finishes, when an observer listens (runtime/hooks.py).
+        self.on_step: Callable[[str, str, float], None] | None = None
+        # Wraps each live step function (an observer's, runtime/hooks.py); None costs one test per step.
         self.wrap_step: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
 
     # -- identity and sync operations -----------------------------------------------------
@@ -155,7 +152,7 @@ class InvocationContext(Composition, Context):
         else:
             seq, prev, recorded = await self._claim(Step, name, call_digest)
         if recorded is not None:
-            self._report(name, "replayed", 0.0, True)
+            self._report(name, "replayed", 0.0)
             return replayed_result(machine.replayer, seq, name, recorded, rtype)
         # A step pays no coroutine call for what does not apply (the hot path of every live step).
         if machine.cancel_reason is not None or machine.pending or self._restarting:
@@ -197,7 +194,7 @@ class InvocationContext(Composition, Context):
             del entry, value
             await commit
             if self.on_step is not None and (failure is not None or error is None):
-                self._report(name, "live" if failure is None else "failed", time.perf_counter() - started, False)
+                self._report(name, "live" if failure is None else "failed", time.perf_counter() - started)
             if error is not None:
                 raise rebuild_error(error)
         finally:
@@ -428,6 +425,6 @@ class InvocationContext(Composition, Context):
             machine.broken = exc
             raise
 
-    def _report(self, name: str, how: str, seconds: float, replayed: bool) -> None:
+    def _report(self, name: str, how: str, seconds: float) -> None:
         if self.on_step is not None:
-            self.on_step(name, how, seconds, replayed)
+            self.on_step(name, how, seconds)

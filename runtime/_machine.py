@@ -6,9 +6,10 @@ cancellation (requested, delivered, seen), what stopped the execution (a lost le
 broken store, a divergence), the answers `ctx.patched` gave, and the seeds of
 `ctx.random`/`ctx.uuid`. It never awaits, writes or reads the store: the shells around
 it do that. `InvocationContext` (the handler's `ctx`) turns each context call into a
-claim here plus whatever I/O the call needs; the `Engine` drives an execution and
-commits what the machine hands over when it ends; `replay_journal` drives it in
-replay-only mode, where an operation with nothing recorded stops instead of running.
+claim here plus whatever I/O the call needs; the executor (runtime/_executor.py) drives
+an execution and writes the `Ending` that `Machine.settle` decides for it; `replay_journal`
+drives it in replay-only mode, where an operation with nothing recorded stops instead of
+running.
 """
 
 from __future__ import annotations
@@ -19,14 +20,29 @@ import itertools
 import random as _random
 import uuid as _uuid
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
-from journal import PRIOR_SET, CancelReceived, Patched, StateSet, encode_entry
+from journal import (
+    PRIOR_SET,
+    CancelReceived,
+    Completed,
+    ErrorInfo,
+    Failed,
+    Patched,
+    StateSet,
+    Status,
+    UnencodableValue,
+    encode_entry,
+    encode_value,
+)
+from journal import Cancelled as CancelledEntry
 from journal.errors import LeaseLost
 
 from ._branches import _branch, branch_token, position_after, spawn_token
 from ._clock import now_us
+from ._groups import leaves as _leaves
 from ._replayer import R, Replayer
+from ._suspend import ContinueAsNew, Restart, Suspend
 from .errors import Cancelled, NondeterminismError, TerminalError
 
 _serials = itertools.count(1)
@@ -39,6 +55,24 @@ class EndOfJournal(BaseException):
     def __init__(self, seq: int) -> None:
         super().__init__(seq)
         self.seq = seq
+
+
+class Ending(NamedTuple):
+    """How an execution ends, as `Machine.settle` decides it; the executor writes it.
+
+    `how` says what to do: "write" the final `entry` (if any) with the transition to
+    `status` (`change` holds the transition's other fields); "diverged" (park it with
+    `change["divergence"]`); "continue" as new with `cont`; "reread" the record (the lease was
+    lost: another owner writes now); "give back" the lease and raise `error` (stopped from
+    outside, or a broken store); "restart" it (always-replay); or "crash": raise `error`
+    having written nothing, as a crash would."""
+
+    how: str
+    status: Status | None = None
+    entry: Any = None
+    change: dict[str, Any] = {}
+    error: BaseException | None = None
+    cont: ContinueAsNew | None = None
 
 
 class Machine:
@@ -320,6 +354,71 @@ class Machine:
         if self.divergence is not None:
             raise self.divergence  # also to a handler that caught it and carried on
 
+    # -- the end of the execution ----------------------------------------------------------
+
+    def settle(self, now: int, *, result: Any = None, error: BaseException | None = None,
+               interrupted: type[BaseException] = BaseException) -> Ending:
+        """How the execution ends: its handler returned `result`, or raised `error` (a group's
+        leaves are what count). `interrupted` is the class of a cancellation from outside
+        (the event loop's own), and `now` the time the final entry records."""
+        if error is None:
+            if self.cancel_delivered:
+                return self._cancelled(now)
+            try:
+                raw = encode_value(result)
+            except UnencodableValue as exc:
+                return self._failed(now, ErrorInfo("TerminalError", f"the handler's result cannot be journaled: {exc}"))
+            return Ending("write", Status.COMPLETED, Completed(now, raw), {"result": raw})
+        leaves = _leaves(error)
+        if self.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):
+            return Ending("reread")
+        exits = [e for e in leaves if isinstance(e, SystemExit)]
+        if exits and not self.cancel_delivered:
+            # sys.exit() in handler code is the handler's own (deterministic) ending, not an
+            # interruption: it fails the invocation instead of leaving it to fail again at
+            # every resume, and the process running it carries on.
+            code = exits[0].code
+            return self._failed(now, ErrorInfo("SystemExit", f"the handler called sys.exit({code!r}); a handler ends "
+                                               "by returning a value or raising an exception, never by exiting the "
+                                               "process", True))
+        if any(isinstance(e, (interrupted, KeyboardInterrupt, SystemExit)) for e in leaves):
+            return Ending("give back", error=error)  # stopped from outside: stays resumable
+        if self.broken is not None:
+            # The store failed under the runtime (a full disk): nothing about the handler is decided.
+            return Ending("give back", error=self.broken)
+        if any(isinstance(e, Restart) for e in leaves):
+            return Ending("restart")
+        if not any(isinstance(e, (Exception, Suspend, ContinueAsNew)) for e in leaves):
+            return Ending("crash", error=error)  # an unknown BaseException: nothing is written, the lease lapses
+        diverged = self.divergence or next((e for e in leaves if isinstance(e, NondeterminismError)), None)
+        if diverged is not None and self.cancel_reason is not None:
+            # Cancelling a diverged invocation abandons it: its journal ends where it diverged.
+            self.abandon_writes()
+            return self._cancelled(now, self.cancel_reason)
+        if diverged is not None:
+            return Ending("diverged", Status.DIVERGED, change={"divergence": str(diverged)})
+        cont = next((e for e in leaves if isinstance(e, ContinueAsNew)), None)
+        if cont is not None and not self.cancel_delivered:
+            return Ending("continue", cont=cont)
+        suspends = [e for e in leaves if isinstance(e, Suspend)]
+        # Compensation after a cancel may wait too (for an approval, a timer): it suspends
+        # like any other wait, and ends `cancelled` once it finishes.
+        if suspends and not any(isinstance(e, Cancelled) for e in leaves):
+            # Branches may wait on different things (select over a promise and a timer): wake on any.
+            names = list(dict.fromkeys(name for e in suspends for name in e.names()))
+            wakes = [e.wake_at for e in suspends if e.wake_at is not None]
+            return Ending("write", Status.SUSPENDED, None, {
+                "waiting": names[0] if names else None, "waiting_any": names[1:], "wake_at": min(wakes, default=None)})
+        if self.cancel_delivered and all(isinstance(e, (Cancelled, Suspend)) for e in leaves):
+            return self._cancelled(now)
+        return self._failed(now, _error_info(leaves))
+
+    def _cancelled(self, now: int, reason: str | None = None) -> Ending:
+        return Ending("write", Status.CANCELLED, CancelledEntry(now, reason or self.cancel_reason or ""))
+
+    def _failed(self, now: int, error: ErrorInfo) -> Ending:
+        return Ending("write", Status.FAILED, Failed(now, error), {"error": error})
+
     # -- deterministic randomness ----------------------------------------------------------
 
     # Randomness and ids derive from the invocation id and the branch's position, not from a
@@ -345,3 +444,10 @@ def _describe(kind: type[R], name: str | None, call_digest: int | None) -> str:
     tag = str(kind.__struct_config__.tag)
     text = tag if name is None else f"{tag} {name!r}"
     return text if call_digest is None else f"{text} (args digest {call_digest:016x})"
+
+
+def _error_info(leaves: list[BaseException]) -> ErrorInfo:
+    exc = next((e for e in leaves if not isinstance(e, Suspend)), leaves[0])
+    if isinstance(exc, TerminalError):
+        return ErrorInfo(exc.type_name, exc.message or str(exc), True)
+    return ErrorInfo(type(exc).__qualname__, str(exc) or type(exc).__qualname__, True)

@@ -157,9 +157,15 @@ class MemoryTable:
         return self._live(matched[offset:offset + limit] if limit >= 0 else matched[offset:], refresh_ttl)
 
     def list_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
-                        max_depth: int | None = None, limit: int = 100, offset: int = 0) -> list[tuple[str, ...]]:
+                        max_depth: int | None = None, limit: int = 100, offset: int = 0,
+                        prefixes: Sequence[Sequence[str]] = (), suffixes: Sequence[Sequence[str]] = ()
+                        ) -> list[tuple[str, ...]]:
         """Namespaces holding live items, sorted; `prefix`/`suffix` may use `*` for any label;
-        `max_depth` cuts them to their first labels (and merges the duplicates)."""
+        `max_depth` cuts them to their first labels (and merges the duplicates). `prefixes` and
+        `suffixes` add more of each, all of which a namespace must match."""
+        all_prefixes = [tuple(p) for p in ([prefix] if prefix else []) + list(prefixes) if p]
+        all_suffixes = [tuple(s)[::-1] for s in ([suffix] if suffix else []) + list(suffixes) if s]
+        prefix = all_prefixes[0] if all_prefixes else None
         scan = b""
         if prefix:
             literal = []
@@ -175,9 +181,9 @@ class MemoryTable:
             if expires is not None and expires <= now:
                 continue
             namespace, _ = split_key(raw_key)
-            if prefix and not _match(namespace, tuple(prefix)):
+            if not all(_match(namespace, p) for p in all_prefixes):
                 continue
-            if suffix and not _match(namespace[::-1], tuple(suffix)[::-1]):
+            if all_suffixes and not all(_match(namespace[::-1], s) for s in all_suffixes):
                 continue
             found.add(namespace if max_depth is None else namespace[:max_depth])
         return sorted(found)[offset:offset + limit]

@@ -1,6 +1,10 @@
-"""The internal exception that unwinds a handler so its invocation can wait without a process."""
+"""The internal exceptions that unwind a handler: to wait without a process (`Suspend`), to
+start afresh (`ContinueAsNew`), to replay from the top (`Restart`). BaseExceptions, so that a
+handler's `except Exception` does not catch them."""
 
 from __future__ import annotations
+
+from typing import Any, NoReturn
 
 
 class Suspend(BaseException):
@@ -14,3 +18,23 @@ class Suspend(BaseException):
 
     def names(self) -> list[str]:
         return ([self.waiting] if self.waiting is not None else []) + list(self.also)
+
+
+class ContinueAsNew(BaseException):
+    """Internal: `ctx.continue_as_new(input)` unwinds the handler to start afresh."""
+
+    def __init__(self, input: Any) -> None:
+        super().__init__("continue as new")
+        self.input = input
+
+
+class Restart(BaseException):
+    """Internal (always-replay mode): unwind after a live step so the handler replays from the top."""
+
+
+def pause() -> NoReturn:
+    """Suspend the calling invocation waiting on nothing: it keeps its journal, gives its
+    lease back, and no worker runs it; it goes on only when something resumes it
+    (`journal resume`, `Engine.resume`), replaying to here. For integrations whose own
+    framework decides when to go on (a LangGraph `interrupt()` in a durable node)."""
+    raise Suspend()

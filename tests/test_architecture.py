@@ -70,3 +70,48 @@ def test_packages_import_only_downwards(package: str, forbidden: set[str]):
         for path in sorted((ROOT / package).rglob("*.py"))
     }
     assert {p: names for p, names in upward.items() if names} == {}
+
+
+def _imported_modules(path: Path, package: str) -> set[str]:
+    """The absolute names of the modules `path` (a module of `package`) imports from."""
+    module = package + "." + ".".join(path.relative_to(ROOT / package.replace(".", "/")).with_suffix("").parts)
+    parts = module.split(".")[:-1] if path.name != "__init__.py" else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = parts[:len(parts) - node.level + 1] if node.level else []
+            name = ".".join(base + ([node.module] if node.module else []))
+            found.add(name)
+            found |= {f"{name}.{alias.name}" for alias in node.names if alias.name.startswith("_")}
+    return found
+
+
+def _private(module: str, outside: str) -> bool:
+    """Whether `module` is a private part of a package other than `outside`."""
+    return not (module == outside or module.startswith(outside + ".")) and any(
+        part.startswith("_") and part != "__future__" for part in module.split(".")[1:])
+
+
+@pytest.mark.parametrize("package", ["journal", "runtime", "cli"])
+def test_no_package_imports_another_ones_private_modules(package: str):
+    """The three packages meet only at each other's public names."""
+    crossing = {
+        str(path.relative_to(ROOT)): sorted(m for m in _imported_modules(path, package)
+                                            if m.split(".")[0] in {"journal", "runtime", "cli"} and _private(m, package))
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+    assert {p: names for p, names in crossing.items() if names} == {}
+
+
+@pytest.mark.parametrize("integration", ["runtime.langgraph", "runtime.otel", "runtime.http"])
+def test_integrations_use_only_the_runtimes_public_names(integration: str):
+    """An integration is an observer and public names: it could live outside this repository."""
+    folder = ROOT / integration.replace(".", "/")
+    crossing = {
+        str(path.relative_to(ROOT)): sorted(m for m in _imported_modules(path, integration)
+                                            if m.split(".")[0] in {"journal", "runtime"} and _private(m, integration))
+        for path in sorted(folder.rglob("*.py"))
+    }
+    assert {p: names for p, names in crossing.items() if names} == {}

@@ -9,6 +9,7 @@ import pytest
 
 @pytest.mark.parametrize("name", ["journal", "journal.backends", "journal.backends.lmdb", "journal.backends.postgres",
                                   "journal.kv", "journal.commit", "journal.testing", "runtime", "runtime.testing",
+                                  "runtime.otel", "runtime.http",
                                   "runtime.langgraph"])
 def test_all_lists_exactly_the_public_names(name):
     module = importlib.import_module(name)

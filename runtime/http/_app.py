@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from journal.errors import JournalError
 
-from .._engine import Engine
+from .. import Engine
 from ._errors import ApiError, api_error, error_response, journal_error
 from ._guard import DEFAULT_MAX_BODY
 from ._middleware import BearerToken, SlashesInIds, StoreWait
@@ -44,7 +44,7 @@ def create_app(engine: Engine, *, handlers: dict[str, Callable[..., Any]] | None
                     exception_handlers={ApiError: api_error, JournalError: journal_error, 404: _not_found,
                                         405: _method_not_allowed})
     app.state.service = service
-    _observe_steps(engine, service)
+    engine.observe(service.counts)
     return app
 
 
@@ -52,17 +52,6 @@ def stop_streams(app: Starlette) -> None:
     """End the long polls (`/result?wait=`) and event streams of `app`: before its server stops."""
     service: Service = app.state.service
     service.stopping.set()
-
-
-def _observe_steps(engine: Engine, service: Service) -> None:
-    previous = engine.on_step
-
-    def on_step(*step: Any) -> None:
-        if previous is not None:
-            previous(*step)
-        service.observe(*step)
-
-    engine.on_step = on_step
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

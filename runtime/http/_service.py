@@ -9,12 +9,32 @@ from typing import Any, TypeVar
 import anyio
 from starlette.requests import Request
 
-from .._engine import Engine
+from .. import Engine
+from ..hooks import Observer, StepEvent
 from ._errors import ApiError
 from ._guard import DEFAULT_MAX_BODY, checked_id
 
 T = TypeVar("T")
 _REMEMBERED = 10_000
+
+
+class StepCounts(Observer):
+    """The steps this process ran live or replayed, per invocation (the UI shows replays),
+    for the most recent invocations."""
+
+    def __init__(self) -> None:
+        self._steps: OrderedDict[str, list[int]] = OrderedDict()
+
+    def step(self, event: StepEvent) -> None:
+        counts = self._steps.pop(event.invocation_id, None) or [0, 0]
+        counts[event.how == "replayed"] += 1
+        self._steps[event.invocation_id] = counts
+        if len(self._steps) > _REMEMBERED:
+            self._steps.popitem(last=False)
+
+    def of(self, invocation_id: str) -> dict[str, int] | None:
+        counts = self._steps.get(invocation_id)
+        return None if counts is None else {"live": counts[0], "replayed": counts[1]}
 
 
 class Service:
@@ -31,20 +51,10 @@ class Service:
         self.poll = poll
         # Set when the server stops: long polls and event streams end instead of holding it up.
         self.stopping = anyio.Event()
-        # Steps this process ran live or replayed, per invocation (the UI shows replays).
-        self._steps: OrderedDict[str, list[int]] = OrderedDict()
-
-    def observe(self, invocation_id: str, name: str, how: str, seconds: float, replayed: bool) -> None:
-        """An `Engine.on_step` hook: count the step as run live or replayed here."""
-        counts = self._steps.pop(invocation_id, None) or [0, 0]
-        counts[replayed] += 1
-        self._steps[invocation_id] = counts
-        if len(self._steps) > _REMEMBERED:
-            self._steps.popitem(last=False)
+        self.counts = StepCounts()  # an observer of `engine` (`create_app` adds it)
 
     def steps_here(self, invocation_id: str) -> dict[str, int] | None:
-        counts = self._steps.get(invocation_id)
-        return None if counts is None else {"live": counts[0], "replayed": counts[1]}
+        return self.counts.of(invocation_id)
 
     async def pause(self) -> bool:
         """Wait one poll interval; False once the server is stopping."""

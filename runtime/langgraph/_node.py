@@ -21,13 +21,10 @@ from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
-from journal import Status
-from journal._ids import validate_id
+from journal import Status, validate_id
 from journal.errors import InvalidId, JournalError
 
-from .._context import Context
-from .._engine import Engine
-from .._suspend import Suspend
+from .. import Context, Engine, pause
 from ._saver import JournalSaver
 
 NodeFn = Callable[[Any, Context], Awaitable[Any]]
@@ -67,12 +64,12 @@ async def _node_handler(ctx: Context, where: dict[str, str]) -> list[Any]:
     try:
         fn, state, saver, paused = _running.get()
     except LookupError:
-        raise Suspend() from None  # run outside its graph (`journal resume`, a worker): only the graph can
+        pause()  # run outside its graph (`journal resume`, a worker): only the graph can
     try:
         update = await fn(state, ctx)
     except GraphBubbleUp as exc:
         paused.append(exc)
-        raise Suspend() from None
+        pause()
     type_, data = saver.serde.dumps_typed(update)
     return [type_, data]
 

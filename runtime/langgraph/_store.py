@@ -24,7 +24,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from .._memory_table import MemoryItem, MemoryTable, _match
+from .. import MemoryItem, MemoryTable
 from ._keys import open_tables
 from ._saver import CheckpointError
 
@@ -87,14 +87,12 @@ class JournalStore(BaseStore):
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = list(op.match_conditions or ())
-        prefix = next((c.path for c in conditions if c.match_type == "prefix"), None)
-        suffix = next((c.path for c in conditions if c.match_type == "suffix"), None)
-        found = self.table.list_namespaces(prefix=prefix, suffix=suffix, max_depth=None, limit=1 << 62)
         for c in conditions:
             if c.match_type not in ("prefix", "suffix"):
                 raise CheckpointError(f"unknown namespace match type {c.match_type!r}: use 'prefix' or 'suffix'")
-            found = [ns for ns in found if _match(ns if c.match_type == "prefix" else ns[::-1],
-                                                  tuple(c.path) if c.match_type == "prefix" else tuple(c.path)[::-1])]
+        found = self.table.list_namespaces(
+            prefixes=[c.path for c in conditions if c.match_type == "prefix"],
+            suffixes=[c.path for c in conditions if c.match_type == "suffix"], max_depth=None, limit=1 << 62)
         if op.max_depth is not None:
             found = sorted({ns[:op.max_depth] for ns in found})
         return found[op.offset:op.offset + op.limit]

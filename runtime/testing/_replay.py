@@ -34,14 +34,13 @@ from journal.errors import JournalError
 from .._branches import count_branches
 from .._branches import install as install_branches
 from .._children import child_input
-from .._composition import ContinueAsNew
 from .._guard import _handler_scope
 from .._handlers import NO_INPUT, decode_input, load_handler, load_recorded
 from .._invocation import InvocationContext
 from .._machine import EndOfJournal
 from .._replayer import Replayer
 from .._step_info import _current
-from .._suspend import Suspend
+from .._suspend import ContinueAsNew, Suspend
 from ..errors import InvocationNotFound
 
 # The check ends as soon as every live branch of the handler has stopped for good

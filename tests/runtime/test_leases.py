@@ -110,7 +110,7 @@ async def test_the_watcher_reads_a_new_execution_s_record_only_when_a_cancel_may
     store, reads, waiting, agent = _watched_fleet(tmp_path, "first", "x")
     try:
         async with _engine_that_looks_when_told(store) as engine:
-            look = engine._leases._look_for_cancels
+            look = engine._executor.leases._look_for_cancels
             async with anyio.create_task_group() as tg:
                 outcome = {}
 
@@ -144,7 +144,7 @@ async def test_a_watcher_started_again_reads_no_record_until_the_count_changes(t
     store, reads, waiting, agent = _watched_fleet(tmp_path, "first", "y")
     try:
         async with _engine_that_looks_when_told(store) as engine:
-            leases = engine._leases
+            leases = engine._executor.leases
             outcome = {}
             async with anyio.create_task_group() as tg:
                 async def run(invocation_id):

@@ -1,5 +1,5 @@
-"""OpenTelemetry traces of invocations (extra `journal[otel]`), on only when the application
-configured an SDK tracer provider.
+"""OpenTelemetry traces of invocations (extra `journal[otel]`), as an observer
+(`runtime.hooks`), recording only when the application configured an SDK tracer provider.
 
 - Starting an invocation journals a W3C `traceparent` in its `started` entry: the caller's
   current span, else a short `journal.start` span opening a trace of its own. Every attempt
@@ -24,7 +24,9 @@ from typing import Any
 
 from journal import InvocationRecord, Status
 
-from ._step_info import current_step
+from .. import current_step
+from ..hooks import Attempt as AttemptInfo
+from ..hooks import AttemptObserver, Observer
 
 _TRACER_NAME = "journal"
 
@@ -68,7 +70,7 @@ def start_context(invocation_id: str, handler: str, *, parent: str | None = None
     return carrier.get("traceparent")
 
 
-class Attempt:
+class Attempt(AttemptObserver):
     """One run of an invocation as a span; `None` from `attempt()` when tracing is off."""
 
     def __init__(self, trace: Any, invocation_id: str, handler: str, traceparent: str | None, epoch: int) -> None:
@@ -99,7 +101,7 @@ class Attempt:
                 self.span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         self.span.end()
 
-    def finish(self, status: Status, record: InvocationRecord | None, replayed: int) -> None:
+    def ended(self, status: Status, record: InvocationRecord | None, replayed: int) -> None:
         """Record how the attempt ended: its status, the entries it replayed, an error."""
         span = self.span
         span.set_attribute("journal.status", status.value)
@@ -132,9 +134,19 @@ class Attempt:
         return traced
 
 
-def attempt(invocation_id: str, handler: str, traceparent: str | None, epoch: int) -> Attempt | None:
-    trace = _trace_api()
-    return None if trace is None else Attempt(trace, invocation_id, handler, traceparent, epoch)
+class OpenTelemetry(Observer):
+    """The observer that traces invocations: a span per attempt and per live step, the trace
+    context journaled at start (module docstring). Records nothing while no SDK tracer
+    provider is installed, and asks again at every attempt."""
+
+    def trace_context(self, invocation_id: str, handler: str, parent: str | None) -> str | None:
+        return start_context(invocation_id, handler, parent=parent) if enabled() else None
+
+    def attempt(self, attempt: AttemptInfo) -> Attempt | None:
+        trace = _trace_api()
+        if trace is None:
+            return None
+        return Attempt(trace, attempt.invocation_id, attempt.handler, attempt.trace, attempt.epoch)
 
 
 def _short(handler: str) -> str:
