@@ -77,3 +77,29 @@ def test_serve_answers_503_while_the_database_is_away_and_goes_on_once_it_is_bac
     output = serve.output()
     assert code == 0, output
     assert "Traceback" not in output and "cannot be reached" in output and "reachable again" in output, output
+
+
+def test_serve_started_while_the_database_is_away_answers_503_then_serves(servers, tmp_path):
+    server = servers()
+    url = server.new_database()
+    server.stop_server()
+    serve = Server(url, tmp_path / "serve.log", "--workers", "1", ready=False)
+    try:
+        def answer() -> httpx.Response | None:
+            try:
+                return serve.client.get("/healthz")
+            except httpx.TransportError:
+                return None
+
+        waiting = wait_until(answer, "the API to answer")
+        assert waiting.status_code == 503 and waiting.json()["error"]["type"] == "StoreUnavailable"
+        assert "postgresql" not in waiting.text  # nothing of the store, to a caller without the token
+        server.start_again()
+        wait_until(lambda: serve.client.get("/healthz").status_code == 200, "the API to serve")
+        started = serve.client.post("/invocations", json={"handler": "echo", "input": "late", "id": "e2"})
+        assert started.status_code == 201, started.text
+        assert serve.wait_status("e2", "completed")["result"] == "late"
+    finally:
+        code = serve.stop()
+    output = serve.output()
+    assert code == 0 and "Traceback" not in output, output
