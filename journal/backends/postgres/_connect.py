@@ -372,8 +372,14 @@ class Connector:
                 if not left or time.monotonic() > deadline:
                     return
                 time.sleep(0.01)  # a terminated backend exits within milliseconds; there is no event for it
-        except BaseException:
+        except self._psycopg.Error as exc:
+            if not self.is_fault(exc, conn):
+                return  # not ours to end after all (no right to, here): they end with their TCP connections
             with self._lock:  # not settled: the next session tries again
+                self._unsettled = lost + self._unsettled
+            raise
+        except BaseException:
+            with self._lock:
                 self._unsettled = lost + self._unsettled
             raise
 
