@@ -26,6 +26,7 @@ from journal.errors import (
     PromiseConflict,
     PromiseNotFound,
     StoreError,
+    StoreUnavailable,
 )
 
 from ._render import safe
@@ -134,7 +135,7 @@ def edge(fn: Callable[..., T]) -> Callable[..., T]:
         except _nondeterminism() as exc:
             echo_err(str(exc))
             sys.exit(DIVERGED)
-        except (CorruptEntry, DiskFull, LeaseLost) as exc:
+        except (CorruptEntry, DiskFull, LeaseLost, StoreUnavailable) as exc:
             echo_err(f"error: {exc}")
             sys.exit(FAILED)
         except _USAGE_ERRORS as exc:
@@ -171,8 +172,9 @@ def own_the_collector() -> None:
     gc.set_threshold(50_000, 100, 100)
 
 
-def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, signal.Signals | None]:
-    """Run `work` under anyio; Ctrl-C (or SIGTERM) cancels it cleanly.
+def run_async(work: Callable[[], Awaitable[T]],
+              on_stop: Callable[[], None] | None = None) -> tuple[T | None, signal.Signals | None]:
+    """Run `work` under anyio; Ctrl-C (or SIGTERM) cancels it cleanly, after calling `on_stop`.
 
     Returns `(result, stopped_by)`: the signal that stopped it, or None. Cancellation
     reaches the engine as an ordinary anyio cancellation, so an invocation in flight gives
@@ -189,6 +191,8 @@ def run_async(work: Callable[[], Awaitable[T]]) -> tuple[T | None, signal.Signal
             nonlocal interrupted
             async for signum in signals:
                 interrupted = interrupted or signal.Signals(signum)
+                if on_stop is not None:
+                    on_stop()
                 tg.cancel_scope.cancel()
 
         async def body(tg: anyio.abc.TaskGroup) -> None:
@@ -258,6 +262,28 @@ def stopped_message(by: signal.Signals, summary: str) -> str:
     sends SIGTERM (systemd, Kubernetes) sees a clean stop, not a failure."""
     name = "Ctrl-C" if by == signal.SIGINT else by.name
     return f"stopped by {name} ({summary}); invocations in flight are pending for the next worker"
+def tell_store_events() -> Callable[[], None]:
+    """For a long-running command (`worker`, `serve`): what the store logs about reaching its
+    server (one line when it cannot, one when it can again) goes to stderr until the
+    function returned is called."""
+    import logging  # (here: `journal --help` and `journal ls` import no logging)
+
+    class StoreEvents(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            echo_err(record.getMessage())
+
+    logger = logging.getLogger("journal")
+    handler, before = StoreEvents(logging.INFO), (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.propagate = False  # told once, here, not again by a root handler
+    if logger.level == logging.NOTSET or logger.level > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+
+    def undo() -> None:
+        logger.removeHandler(handler)
+        logger.level, logger.propagate = before
+
+    return undo
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

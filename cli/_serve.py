@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -12,7 +13,7 @@ from typing import Any
 import anyio
 import click
 
-from runtime import Engine
+from journal.backends import describe
 
 from ._common import (
     OK,
@@ -29,6 +30,7 @@ from ._common import (
 )
 from ._outcome import Progress
 from ._run import importable_cwd, load
+from ._workers import serving_engine, stop_waiting
 
 DEFAULT_HTTP = "127.0.0.1:8420"
 
@@ -165,41 +167,62 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
     own_the_collector()
 
     async def main() -> None:
-        # The engine runs only the handlers given here, and invocations record their NAME:
-        # a record never chooses the code a worker imports (DESIGN.md).
-        async with Engine.open(path, durability=durability, handlers=handlers) as engine:
-            engine.observe(steps)
-            app = create_app(engine, handlers=handlers, token=token, max_body=max_body, workers=workers,
-                             allowed_hosts=hosts)
-            config = uvicorn.Config(app, log_level="warning", access_log=False, proxy_headers=False,
-                                    lifespan="off", timeout_graceful_shutdown=5)
-            server = _server(config)
-            bound = sock.getsockname()
-            shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-            echo_err(f"serving on http://{shown}:{bound[1]} (store {path}, {workers} workers, "
-                     f"handlers: {', '.join(handlers) or 'none'}); {how_to_stop()}")
-            async with anyio.create_task_group() as tg:
-                worker_scope = anyio.CancelScope()
+        # The API listens at once; until the store is open (its server may be away at
+        # start-up) every request is answered 503, as while it is away later.
+        front = _Front()
+        config = uvicorn.Config(front, log_level="warning", access_log=False, proxy_headers=False,
+                                lifespan="off", timeout_graceful_shutdown=5)
+        server = _server(config)
+        bound = sock.getsockname()
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        echo_err(f"serving on http://{shown}:{bound[1]} (store {describe(path)}, {workers} workers, "
+                 f"handlers: {', '.join(handlers) or 'none'}); {how_to_stop()}")
+        stopped, opening, worker_scope, watching = (anyio.Event(), anyio.CancelScope(), anyio.CancelScope(),
+                                                    anyio.CancelScope())
+        engines: list[Any] = []
 
-                async def run_workers() -> None:
+        async def run_engine() -> None:
+            with opening:  # (cancelled only before the store is open: nothing to give back then)
+                # The engine runs only the handlers given here, and invocations record their
+                # NAME: a record never chooses the code a worker imports (DESIGN.md).
+                async with serving_engine(path, durability=durability, handlers=handlers) as engine:
+                    engine.observe(steps)
+                    front.app = create_app(engine, handlers=handlers, token=token, max_body=max_body,
+                                           workers=workers, allowed_hosts=hosts)
+                    engines.append(engine)
                     with worker_scope:
-                        await engine.serve(concurrency=workers)
+                        if workers:
+                            await engine.serve(concurrency=workers)
+                    await stopped.wait()  # the API uses the engine until the server has stopped
 
-                async def run_server() -> None:
-                    await server.serve(sockets=[sock])
-                    tg.cancel_scope.cancel()  # the server stopped on its own: stop the rest too
-
-                tg.start_soon(run_server)
-                if workers:
-                    tg.start_soon(run_workers)
-                with anyio.open_signal_receiver(*stop_signals()) as signals:
-                    async for signum in signals:
-                        stopped_by.append(signal.Signals(signum))
-                        break
-                # Workers first: their invocations give the lease back and stay pending.
+        def stop() -> None:
+            if engines:
+                # Workers first: their invocations give the lease back and stay pending
+                # (waiting a little for a database that is away, not for ever).
+                stop_waiting(engines[0].store)
                 worker_scope.cancel()
-                stop_streams(app)
-                server.should_exit = True
+                stop_streams(front.app)
+            else:
+                opening.cancel()
+            server.should_exit = True
+
+        async def run_server() -> None:
+            await server.serve(sockets=[sock])
+            stopped.set()
+            watching.cancel()
+            stop()  # the server stopped on its own: stop the rest too
+
+        async def on_signal() -> None:
+            with watching, anyio.open_signal_receiver(*stop_signals()) as signals:
+                async for signum in signals:
+                    stopped_by.append(signal.Signals(signum))
+                    stop()
+                    return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(on_signal)
+            tg.start_soon(run_server)
+            tg.start_soon(run_engine)
 
     stopped_by: list[signal.Signals] = []
     try:
@@ -209,6 +232,28 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
     if stopped_by:
         raise Exit(OK, stopped_message(stopped_by[0], steps.summary()))
     raise Exit(OK, f"stopped ({steps.summary()}); invocations in flight are pending for the next worker")
+
+
+class _Front:
+    """The ASGI application uvicorn serves: the API once the store is open (`app`), and
+    until then 503 to every request, saying nothing of the store to a caller that may not
+    hold the token."""
+
+    def __init__(self) -> None:
+        self.app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.app is not None:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        body = json.dumps({"error": {"type": "StoreUnavailable", "message": (
+            "the journal store is not open yet (its database cannot be reached); try again shortly")}}).encode()
+        await send({"type": "http.response.start", "status": 503, "headers": [
+            (b"content-type", b"application/json"), (b"retry-after", b"1"),
+            (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
 
 def _has_uvloop() -> bool:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import click
 
-from journal import UnencodableValue
+from journal import Capability, Store, UnencodableValue, open_store
 from journal.backends import describe
 from runtime import Engine
 
@@ -29,10 +31,40 @@ from ._common import (
     runs_recorded_handlers,
     stopped_message,
     store_path,
+    tell_store_events,
     warn_store,
 )
 from ._outcome import Progress
 from ._run import importable_cwd, load, read_input
+
+# How long a long-running command, once asked to stop, still waits for a database that is
+# away, to give its invocations back (their leases run out by themselves otherwise).
+STOP_PATIENCE = 5.0
+
+
+@asynccontextmanager
+async def serving_engine(path: str, **options: Any) -> AsyncIterator[Engine]:
+    """An engine for `worker` and `serve`: its store waits for its server however long it is
+    away (a PostgreSQL store reconnects with backoff meanwhile), and says so on stderr
+    (`stop_waiting` shortens the wait once the process is asked to stop)."""
+    import anyio
+
+    untell = tell_store_events()
+    try:
+        store = await anyio.to_thread.run_sync(lambda: open_store(path, reconnect_for=None))
+        try:
+            async with Engine.open(store=store, **options) as engine:
+                yield engine
+        finally:
+            await anyio.to_thread.run_sync(store.close)
+    finally:
+        untell()
+
+
+def stop_waiting(store: Store | None) -> None:
+    """A long-running command was asked to stop: its store waits `STOP_PATIENCE` more for an absent server."""
+    if store is not None and Capability.RECONNECTS in store.capabilities:
+        store.wait_for_server(STOP_PATIENCE)
 
 
 def parse_handlers(specs: tuple[str, ...]) -> dict[str, Any]:
@@ -121,10 +153,15 @@ def is_name(handler: str) -> bool:
               help="How many invocations run at once.")
 @click.option("--until-idle", is_flag=True, help="Exit once nothing is runnable (for scripts and cron).")
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
+@click.option("--lease-ttl", metavar="SECONDS", type=click.FloatRange(1, min_open=False), default=30.0,
+              show_default=True,
+              help="How long this worker's claim on an invocation lasts without renewal (renewed every third "
+              "of it): a worker cut off from the database loses its invocations after this, and another "
+              "takes them over.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
 def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, until_idle: bool, durability: str,
-           quiet: bool) -> None:
+           lease_ttl: float, quiet: bool) -> None:
     """Run invocations as they become runnable, until Ctrl-C or SIGTERM.
 
     Picks up pending invocations, those whose owner died, and timers that are due;
@@ -137,7 +174,9 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     Any number of workers, on any number of hosts, may share a PostgreSQL store: each
     invocation runs in one of them at a time, and a new one wakes them at once
     (LISTEN/NOTIFY). There each worker names its handlers with --handler, since a
-    database user need not be allowed to choose code for the workers' hosts.
+    database user need not be allowed to choose code for the workers' hosts. When the
+    database goes away (a restart, a failover, a lost network), the worker waits and
+    reconnects, saying so on stderr, and goes on when it is back; it never exits for it.
 
     Example:
 
@@ -155,8 +194,11 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
     steps = Progress(not quiet, prefix_ids=True)
     own_the_collector()  # the worker's process is the engine's
 
+    opened: list[Store] = []
+
     async def main() -> None:
-        async with Engine.open(path, durability=durability, handlers=handlers) as engine:
+        async with serving_engine(path, durability=durability, handlers=handlers, lease_ttl=lease_ttl) as engine:
+            opened.append(engine.store)
             engine.observe(steps)
             await engine.serve(concurrency=concurrency, idle_exit=until_idle)
 
@@ -164,7 +206,7 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
         if not quiet:
             echo_err(f"worker on {describe(path)} (pid {os.getpid()}, concurrency {concurrency}"
                      + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + f"); {how_to_stop()}")
-        _, stopped_by = run_async(main)
+        _, stopped_by = run_async(main, on_stop=lambda: stop_waiting(opened[0] if opened else None))
     except KeyboardInterrupt:  # a Ctrl-C after the line that says it stops the worker, before the engine runs
         stopped_by = signal.SIGINT
     if stopped_by is not None and until_idle:  # a batch job stopped before its end, as `run` is

@@ -29,6 +29,7 @@ from ._records import InvocationRecord, Lease, Resolution, Status
 
 if TYPE_CHECKING:
     from ._live import LiveChannel
+    from .errors import StoreUnavailable
 
 
 class Capability(str, enum.Enum):
@@ -47,6 +48,10 @@ class Capability(str, enum.Enum):
     WAKE_ON_WORK = "wake-on-work"
     # The `journal.Tables` protocol: ordered key-value tables (LangGraph's checkpoints, memory).
     TABLES = "tables"
+    # The store's server may be away for a while (a database on the network restarting or
+    # failing over): its calls reconnect and wait for it (`wait_for_server` says how long),
+    # and `outage()` says whether it is away right now.
+    RECONNECTS = "reconnects"
 
     def __str__(self) -> str:
         return self.value
@@ -286,6 +291,16 @@ class Store(Protocol):
 
     def next_wake(self) -> int | None:
         """The earliest wake-up time (µs) of a suspended invocation's timer, if any."""
+
+    def outage(self) -> StoreUnavailable | None:
+        """While the store's server cannot be reached (`Capability.RECONNECTS`): the error a
+        call that does not wait for it gets; None while it can be (and for a local store)."""
+        return None
+
+    def wait_for_server(self, seconds: float | None) -> None:
+        """From now on, a call that cannot reach the store's server waits at most `seconds`
+        for it, counted from when it went away (None: as long as it takes), then raises
+        `StoreUnavailable` (`Capability.RECONNECTS`; a local store has no server to wait for)."""
 
     def start_background_sync(self, interval: float) -> None:
         """`async` durability: make commits durable in the background within `interval` seconds."""

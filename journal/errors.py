@@ -9,6 +9,7 @@
     │   ├── EntryTooLarge          an entry or value exceeds the configured bound
     │   ├── CorruptEntry           stored bytes do not decode (names invocation and seq)
     │   ├── StoreBusy              `journal compact` holds the store (or others block it)
+    │   ├── StoreUnavailable       the store's server could not be reached for as long as the caller waits
     │   └── DiskFull               the disk has no room; nothing committed was lost
     ├── LeaseLost                  another process took the invocation over (fencing)
     ├── InvocationBusy             a live process owns the invocation right now
@@ -55,6 +56,13 @@ class CorruptEntry(StoreError):
 
 class StoreBusy(StoreError):
     """The store is being compacted, or is open elsewhere when compacting needs it alone."""
+
+
+class StoreUnavailable(StoreError):
+    """The store's server could not be reached, however often it was tried, for as long as the
+    caller waits (`PostgresStore(reconnect_for=...)`). An operation whose answer was lost
+    with its connection may have been done: doing it again is safe (appends, resolves and
+    claims are idempotent or re-read), and `journal show` tells."""
 
 
 class DiskFull(StoreError, OSError):

@@ -18,6 +18,13 @@ So renewal deadlines and cancel latency are what they were: a lease is renewed w
 `poll_interval`. The task runs while there is something to watch and ends with the last
 execution; the next one starts it again. It must never raise: it records each failure on
 the execution it concerns (`ctx.stop`), which stops at its next context call.
+
+A store that waits for its server while it is away (PostgreSQL, restarting or cut off)
+holds a renewal for as long: the store's work runs in a task of its own, one at a time,
+and the watcher goes on looking at the clock meanwhile. An execution whose lease runs out
+before a renewal came through is stopped with `LeaseLost` (`_expire`): another worker may
+have taken the invocation over by now, so this one starts no further side effect; once
+the store answers, whichever worker claims the invocation replays what was journaled.
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ class Leases:
         self._looked = 0.0  # when every record was read last
         self._looks = 0  # looks begun so far
         self._looking = False  # one is reading the store now (a blocking store's reads wait)
+        self._working: Any = None  # the loop on which a tick's store work (renewals, cancels) is under way
 
     def mark(self) -> int | None:
         """Taken before a lease is claimed, given to `add` after: whether a look may have
@@ -100,7 +108,10 @@ class Leases:
         try:
             while self._live and self._loop is loop:
                 await anyio.sleep(self.poll_interval)
-                await self._tick()
+                self._expire()
+                if self._working is not loop:  # (one left on a loop that closed is no longer under way)
+                    self._working = loop
+                    _spawn(self._work, loop)
         except BaseException:
             # Cancelled with its event loop, or (never expected) an error: the next
             # execution starts another watcher.
@@ -110,12 +121,30 @@ class Leases:
         if self._loop is loop:
             self._loop = None
 
+    async def _work(self) -> None:
+        try:
+            await self._tick()
+        finally:
+            self._working = None
+
     async def _tick(self) -> None:
         await self._renew()
         await self._look_for_cancels()
 
+    def _expire(self) -> None:
+        """Stop the executions whose lease ran out while no renewal came through (within a
+        poll of its end, as the store counts it from before the claim or renewal was sent)."""
+        ends = time.monotonic() - self.lease_ttl + self.poll_interval
+        for w in [w for w in self._live.values() if w.renewed <= ends]:
+            w.ctx.stop(LeaseLost(
+                f"invocation {w.ctx.invocation_id!r}: its lease (epoch {w.epoch}) ran out before the store "
+                f"answered a renewal ({self.lease_ttl:g} s without one); another process may run it now, so this "
+                "one stops before its next side effect, and it runs again, replaying its journal, once the store "
+                "answers"))
+            self.remove(w.ctx)
+
     async def _renew(self) -> None:
-        now, every = time.monotonic(), self.lease_ttl / 3
+        now, every = time.monotonic(), self.lease_ttl / 3  # (`now`: before the renewal is sent)
         due = [w for w in self._live.values() if now - w.renewed >= every]
         if not due:
             return

@@ -297,20 +297,46 @@ def check_lease(data: bytes | None, invocation_id: str, epoch: int) -> Lease:
 
 
 def _insert_entries(txn: Txn, id_bytes: bytes, invocation_id: str, entries: list[tuple[int, bytes]]) -> None:
-    """Insert entries, never overwrite one: all of them, or none and the error."""
+    """Insert entries, never overwrite one: all of them, or none and the error.
+
+    An entry already there with the same bytes counts as inserted. The caller checked the
+    lease epoch in this transaction, so it is this owner's own, written by an attempt
+    whose answer was lost with its connection (a networked store does the attempt again:
+    see "Faults of a networked store" in the design): nobody else appends under the epoch,
+    and an entry written before it was in the journal the owner replayed."""
     if len(entries) == 1:  # a step's append: nothing to take back
         seq, data = entries[0]
-        if not txn.insert("entries", id_bytes + b"\x00" + seq.to_bytes(4, "big"), data):
+        key = id_bytes + b"\x00" + seq.to_bytes(4, "big")
+        if not txn.insert("entries", key, data) and not _same(txn.get("entries", key), data):
             raise already_journaled(invocation_id, seq)
         return
     written: list[bytes] = []
     for seq, data in entries:
         key = entry_key(id_bytes, seq)
         if not txn.insert("entries", key, data):
+            if _same(txn.get("entries", key), data):
+                continue
             for key in written:  # the batch's other operations still commit: leave no part of this one
                 txn.delete("entries", key)
             raise already_journaled(invocation_id, seq)
         written.append(key)
+
+
+def _same(stored: bytes | None, data: bytes) -> bool:
+    return stored is not None and bytes(stored) == bytes(data)
+
+
+def landed(txn: Txn, id_bytes: bytes, epoch: int, entries: list[tuple[int, bytes]]) -> bool:
+    """Whether an append of `entries` under `epoch`, refused now because the lease was given
+    back, is the very write that gave it back: the lease was released at that epoch (only
+    its owner does that, with its last write) and every entry is there, byte for byte. So
+    an owner doing its final write again, after the first try's answer was lost, finds it
+    done instead of `LeaseLost`."""
+    data = txn.get("leases", id_bytes)
+    lease = None if data is None else _lease_dec.decode(data)
+    if lease is None or lease.owner or lease.epoch != epoch:
+        return False
+    return all(_same(txn.get("entries", entry_key(id_bytes, seq)), raw) for seq, raw in entries)
 
 
 def already_journaled(invocation_id: str, seq: int) -> JournalError:

@@ -39,7 +39,15 @@ from .._store import (
     Store,
     Transition,
 )
-from ..errors import InvocationBusy, InvocationConflict, InvocationNotFound, JournalError, LeaseLost, PromiseConflict
+from ..errors import (
+    InvocationBusy,
+    InvocationConflict,
+    InvocationNotFound,
+    JournalError,
+    LeaseLost,
+    PromiseConflict,
+    StoreUnavailable,
+)
 from . import _listing
 from ._rules import (
     _CANCELS,
@@ -64,6 +72,7 @@ from ._rules import (
     check_lease,
     entry_key,
     forget_owned,
+    landed,
     lease_is_live,
 )
 
@@ -100,6 +109,12 @@ class KVStore(abc.ABC):
         time.sleep(timeout)  # nothing to listen to: the caller polls
 
     def close(self) -> None:  # noqa: B027 - optional: only backends holding resources override it
+        pass
+
+    def outage(self) -> StoreUnavailable | None:
+        return None  # a local store has no server to lose
+
+    def wait_for_server(self, seconds: float | None) -> None:  # noqa: B027 - no server to wait for
         pass
 
     def _lease_live(self, txn: Txn, lease: Lease | None, now_us: int) -> bool:
@@ -302,7 +317,12 @@ class KVStore(abc.ABC):
         """The append rule, the one place it is written: the lease epoch is checked in the
         writing transaction, and entries are inserted, never overwritten."""
         id_bytes = _owned_id(op.id)
-        self._check_epoch(txn, id_bytes, op.id, op.epoch)
+        try:
+            self._check_epoch(txn, id_bytes, op.id, op.epoch)
+        except LeaseLost:
+            if not landed(txn, id_bytes, op.epoch, op.entries):
+                raise
+            return _require_record(txn, id_bytes, op.id) if op.transition is not None else None
         if op.state:  # refused before anything is written
             _check_has_key(_require_record(txn, id_bytes, op.id))
         _insert_entries(txn, id_bytes, op.id, op.entries)
@@ -328,8 +348,14 @@ class KVStore(abc.ABC):
 
     def _apply_continue(self, txn: Txn, op: Continue) -> InvocationRecord:
         id_bytes = validate_id(op.id)
-        self._check_epoch(txn, id_bytes, op.id, op.epoch)
         new_bytes = validate_id(op.record.id)
+        try:
+            self._check_epoch(txn, id_bytes, op.id, op.epoch)
+        except LeaseLost:
+            done = _get_record(txn, id_bytes)
+            if done is None or done.continued_as != op.record.id or not landed(txn, id_bytes, op.epoch, op.entries):
+                raise
+            return done  # this very continuation, done by an attempt whose answer was lost
         if _get_record(txn, new_bytes) is not None:
             raise InvocationConflict(
                 f"cannot continue invocation {op.id!r} as {op.record.id!r}: that id is taken; pass another id"
@@ -385,7 +411,13 @@ class KVStore(abc.ABC):
     def _apply_set_status(self, txn: Txn, op: SetStatus) -> InvocationRecord:
         id_bytes = validate_id(op.id)
         if op.epoch is not None:
-            self._check_epoch(txn, id_bytes, op.id, op.epoch)
+            try:
+                self._check_epoch(txn, id_bytes, op.id, op.epoch)
+            except LeaseLost:
+                done = _get_record(txn, id_bytes)
+                if done is None or not _set_already(txn, id_bytes, op, done):
+                    raise
+                return done  # this very change, done by an attempt whose answer was lost
         if op.owner is not None:
             lease = _get_lease(txn, id_bytes)
             if lease is None or lease.owner != op.owner:
@@ -438,3 +470,11 @@ class KVStore(abc.ABC):
         _put_record(txn, id_bytes, record, old)
         return record
 
+
+
+def _set_already(txn: Txn, id_bytes: bytes, op: SetStatus, record: InvocationRecord) -> bool:
+    """Whether `op`, refused for its epoch, is a change its owner already made: the lease
+    was given back at that epoch, and the record shows this status since this instant."""
+    lease = _get_lease(txn, id_bytes)
+    return (lease is not None and not lease.owner and lease.epoch == op.epoch and op.transition.release
+            and record.updated_at == op.transition.at and record.status.value == Status(op.transition.status).value)

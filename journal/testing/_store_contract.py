@@ -492,3 +492,4 @@ class StoreContract(abc.ABC):
             assert isinstance(store, Tables)
         if Capability.CANCEL_COUNTER in store.capabilities:
             assert store.cancel_requests_made() == 0
+        assert store.outage() is None  # its server (if it has one) answers

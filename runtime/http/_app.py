@@ -19,7 +19,7 @@ from journal.errors import JournalError
 from .. import Engine
 from ._errors import ApiError, api_error, error_response, journal_error
 from ._guard import DEFAULT_MAX_BODY
-from ._middleware import BearerToken, KnownHosts, SameOrigin, SlashesInIds
+from ._middleware import BearerToken, KnownHosts, SameOrigin, SlashesInIds, StoreWait
 from ._service import Service
 from .routes import all_routes
 
@@ -45,6 +45,7 @@ def create_app(engine: Engine, *, handlers: dict[str, Callable[..., Any]] | None
     middleware += [Middleware(SameOrigin), Middleware(SlashesInIds)]
     if service.token is not None:
         middleware.append(Middleware(BearerToken, token=service.token))
+    middleware.append(Middleware(StoreWait, store=engine.store))
     app = Starlette(routes=all_routes(), middleware=middleware,
                     exception_handlers={ApiError: api_error, JournalError: journal_error, 404: _not_found,
                                         405: _method_not_allowed})

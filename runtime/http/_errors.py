@@ -1,4 +1,5 @@
-"""The API's one error form: `{"error": {"type", "message"}}` with a 4xx status."""
+"""The API's one error form: `{"error": {"type", "message"}}` with a 4xx status, or 503 while
+the store's server cannot be reached."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from journal.errors import (
     InvocationNotFound,
     PromiseConflict,
     PromiseNotFound,
+    StoreUnavailable,
 )
 
 from ..errors import PromiseNotSettable, RollbackImpossible
@@ -55,10 +57,20 @@ _STATUS: dict[type[Exception], int] = {
     PromiseNotSettable: 409, RollbackImpossible: 409, InvalidId: 400,
     # A damaged record: the request is fine, the invocation it names cannot be read.
     CorruptEntry: 409,
+    StoreUnavailable: 503,
 }
+RETRY_AFTER = "1"  # seconds: a store reconnects within about that of its server's return
+
+
+def unavailable(exc: StoreUnavailable) -> JSONResponse:
+    response = error_response(503, "StoreUnavailable", str(exc))
+    response.headers["Retry-After"] = RETRY_AFTER
+    return response
 
 
 async def journal_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, StoreUnavailable):
+        return unavailable(exc)
     for cls, status in _STATUS.items():
         if isinstance(exc, cls):
             return error_response(status, cls.__name__, str(exc))

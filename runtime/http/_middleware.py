@@ -1,4 +1,5 @@
-"""What runs before every route: the Host and Origin checks, ids that hold `/`, the bearer token."""
+"""What runs before every route: the Host and Origin checks, ids that hold `/`, the bearer
+token, and the wait for a store whose server is away."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._errors import error_response
+from journal import Store, store_patience
+
+from ._errors import error_response, unavailable
 from ._guard import authorized
+
+# How long a request waits for a store whose server went away, before it answers 503 (the
+# workers beside it wait without limit).
+STORE_PATIENCE = 5.0
 
 _UI_SHELL = ("/", "/i/", "/k/", "/static/")
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -121,12 +128,35 @@ class BearerToken:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            path = scope["path"]
-            shell = path == "/" or any(path.startswith(p) for p in _UI_SHELL[1:])
-            if not shell and not authorized(Request(scope), self.token):
+            if not _shell(scope["path"]) and not authorized(Request(scope), self.token):
                 response = error_response(401, "Unauthorized", "this server requires `Authorization: Bearer TOKEN` "
                                           "with the token it was started with (--token-file or JOURNAL_TOKEN)")
                 response.headers["WWW-Authenticate"] = "Bearer"
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class StoreWait:
+    """While the store's server cannot be reached, API requests answer 503 at once; a
+    request that finds it gone waits for it `STORE_PATIENCE` seconds at most, then answers
+    503 too (`journal.store_patience`), instead of hanging, or failing with a 500."""
+
+    def __init__(self, app: ASGIApp, store: Store, patience: float = STORE_PATIENCE) -> None:
+        self.app = app
+        self.store = store
+        self.patience = patience
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _shell(scope["path"]):
+            away = self.store.outage()
+            if away is not None:
+                await unavailable(away)(scope, receive, send)
+                return
+        with store_patience(self.patience):
+            await self.app(scope, receive, send)
+
+
+def _shell(path: str) -> bool:
+    """The UI's static shell, which holds no journal data and reads no store."""
+    return path == "/" or any(path.startswith(p) for p in _UI_SHELL[1:])

@@ -18,10 +18,11 @@ def _errors(*codes: int) -> dict[str, Any]:
             403: "not application/json, or sent from another web page's origin",
             404: "unknown invocation or promise", 409: "conflict with what is already recorded",
             413: "body over the limit", 421: "a Host the server does not answer to",
-            422: "the body or a parameter does not fit"}
+            422: "the body or a parameter does not fit",
+            503: "the store's server cannot be reached right now (try again after Retry-After seconds)"}
     # Every request may meet the Host check, and every POST the Origin and Content-Type check.
     codes = (*codes, 421) if 401 in codes else codes
-    return {str(c): _json(_ref("Error"), text[c]) for c in codes}
+    return {str(c): _json(_ref("Error"), text[c]) for c in (*codes, 503)}
 
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -125,7 +126,8 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json({"type": "object", "properties": {
                 "key": {"type": "string"}, "state": {"type": "object"},
                 "queue": {"type": "array", "items": {"type": "string"}}}}, "the state"), **_errors(400, 401)}}},
-        "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json({"type": "object"}, "serving")}}},
+        "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json({"type": "object"}, "serving"),
+                                                                  **_errors()}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "")}}},
     },
 }

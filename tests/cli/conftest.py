@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from bench.pgserver import PgServer
 from cli import cli
 
 HERE = Path(__file__).parent
@@ -102,6 +103,25 @@ def sh(db, tmp_path):
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+@pytest.fixture
+def servers(pg_server):  # (pg_server: the machine has PostgreSQL, or CI fails)
+    """Servers of the test's own, stopped and removed when it ends."""
+    made: list[PgServer] = []
+
+    def make(**options) -> PgServer:
+        made.append(PgServer(name="jpf-pg", **options).start())
+        return made[-1]
+
+    def standby_of(primary: PgServer) -> PgServer:
+        made.append(PgServer.standby_of(primary, name="jpf-pg"))
+        return made[-1]
+
+    make.standby_of = standby_of
+    yield make
+    for server in made:
+        server.stop()
 
 
 def loads(text: str):

@@ -32,7 +32,7 @@ class Server:
 
     def __init__(self, db: str, log: Path, *args: str, env: dict[str, str] | None = None,
                  handlers: tuple[str, ...] = HANDLERS, token: str | None = None, http: str = "127.0.0.1:0",
-                 agents: Path | None = AGENTS) -> None:
+                 agents: Path | None = AGENTS, ready: bool = True) -> None:
         self.log = log
         self.token = token
         command = [sys.executable, "-m", "cli", "serve", "--db", db, "--http", http, "-q", *args]
@@ -51,7 +51,8 @@ class Server:
         if token:
             headers["Authorization"] = b"Bearer " + token.encode("utf-8")  # as a client sends a UTF-8 token
         self.client = httpx.Client(base_url=self.url, headers=headers, timeout=30)
-        wait_for(self._healthy, what="/healthz to answer")
+        if ready:  # (not: its store may not be open yet)
+            wait_for(self._healthy, what="/healthz to answer")
 
     def _announced(self) -> str | None:
         if self.proc.poll() is not None:

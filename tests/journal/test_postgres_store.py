@@ -9,7 +9,7 @@ import time
 import pytest
 
 from journal import Append, PostgresStore, Renew, Status, open_store
-from journal.errors import FormatVersionError, InvocationBusy, LeaseLost, StoreError
+from journal.errors import FormatVersionError, InvocationBusy, LeaseLost, StoreUnavailable
 
 from ..waiting import DEADLINE, until, wait_until
 from .helpers import T0, acquire, append, create, step
@@ -106,23 +106,23 @@ def test_async_durability_commits_with_synchronous_commit_off(store):
     create(store)
     epoch, _ = acquire(store)
     store.apply([Append("inv-1", epoch, [(1, step("a"))])], durable=False)
-    assert store._writer.execute("SHOW synchronous_commit").fetchone()[0] == "off"
-    store._writer.rollback()
+    assert store._writer.conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+    store._writer.conn.rollback()
     append(store, "inv-1", epoch, (2, step("b")))
-    assert store._writer.execute("SHOW synchronous_commit").fetchone()[0] == "on"
-    store._writer.rollback()
+    assert store._writer.conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+    store._writer.conn.rollback()
 
 
 def test_a_store_of_another_format_version_is_refused_untouched(store, postgres_url):
-    store._writer.execute("UPDATE journal.meta SET v = '99' WHERE k = 'format'")
-    store._writer.commit()
+    store._writer.conn.execute("UPDATE journal.meta SET v = '99' WHERE k = 'format'")
+    store._writer.conn.commit()
     with pytest.raises(FormatVersionError, match="format version 99"):
         PostgresStore(postgres_url)
 
 
 def test_an_unreachable_server_is_a_clear_error():
-    with pytest.raises(StoreError, match="cannot connect"):
-        PostgresStore("postgresql://nobody@/none?host=/nonexistent-dir&connect_timeout=2")
+    with pytest.raises(StoreUnavailable, match="cannot reach the journal store at postgresql://nobody@/none"):
+        PostgresStore("postgresql://nobody@/none?host=/nonexistent-dir&connect_timeout=2", reconnect_for=0)
 
 
 def _no_thread_path(store):
@@ -354,7 +354,7 @@ def test_a_creation_retried_after_a_deadlock_reads_its_place_in_its_keys_queue_a
 
 
 def test_every_row_of_one_invocation_is_keyed_by_its_id_first(store):
-    rows = store._writer.execute("""
+    rows = store._writer.conn.execute("""
         SELECT c.relname, array_agg(a.attname ORDER BY k.ord)
         FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
@@ -383,18 +383,21 @@ def test_a_store_of_the_earlier_key_value_layout_is_refused_untouched(postgres_u
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_a_lost_connection_of_the_event_loop_is_an_error_then_opened_again(store, postgres_url, anyio_backend):
+async def test_a_lost_connection_of_the_event_loop_leaves_the_batch_to_the_thread_then_opens_again(
+        store, postgres_url, anyio_backend):
     import psycopg
 
     create(store)
     epoch, _ = acquire(store)
     assert await store.apply_async([Append("inv-1", epoch, [(1, step("a"))])]) == [None]
+    first = store._aio
     with psycopg.connect(postgres_url, autocommit=True) as admin:  # the server ends that session
-        admin.execute("SELECT pg_terminate_backend(%s)", (store._aio._pg.backend_pid,))
-    with pytest.raises(StoreError, match="PostgreSQL error"):
-        await store.apply_async([Append("inv-1", epoch, [(2, step("b"))])])
-    assert await store.apply_async([Append("inv-1", epoch, [(2, step("b"))])]) == [None]
-    assert [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2]
+        admin.execute("SELECT pg_terminate_backend(%s)", (first._pg.backend_pid,))
+    # Not an error: the caller runs the batch on the thread's path, which waits for the server.
+    assert await store.apply_async([Append("inv-1", epoch, [(2, step("b"))])]) is None
+    assert store.apply([Append("inv-1", epoch, [(2, step("b"))])]) == [None]
+    assert await store.apply_async([Append("inv-1", epoch, [(3, step("c"))])]) == [None]
+    assert store._aio is not first and [seq for seq, _ in store.entries("inv-1")] == [0, 1, 2, 3]
 
 
 def test_a_store_used_by_one_event_loop_after_another_sends_steps_from_the_new_one(store):
@@ -420,7 +423,7 @@ def test_a_live_owner_takes_its_locks_again_when_it_renews_after_the_server_ende
     create(store, "inv-2")
     epoch, _ = acquire(store, owner="holder", ttl_us=3_600_000_000)  # this process, alive, for an hour
     acquire(store, "inv-2", owner="holder", ttl_us=3_600_000_000)
-    ended = store._lives.conn.info.backend_pid
+    ended = store._lives.session.conn.info.backend_pid
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         # The server ends that idle session (a pooler restarting in between, an administrator).
         admin.execute("SELECT pg_terminate_backend(%s)", (ended,))
@@ -437,7 +440,7 @@ def test_a_live_owner_takes_its_locks_again_when_it_renews_after_the_server_ende
                                   Renew("inv-2", epoch, 3_600_000_000, T0 + 2)])
         assert not isinstance(kept, BaseException)
         assert isinstance(lost, LeaseLost)
-        assert store._lives.conn.info.backend_pid != ended
+        assert store._lives.session.conn.info.backend_pid != ended
         with pytest.raises(InvocationBusy, match="being run"):
             acquire(rival, owner="rival", now=T0 + 3)
     finally:
@@ -455,10 +458,73 @@ def test_the_session_holding_the_owners_locks_is_exempt_from_an_idle_session_tim
             try:
                 create(store)
                 acquire(store, owner="holder")
-                assert store._lives.conn.execute("SHOW idle_session_timeout").fetchone()[0] == "0"
+                assert store._lives.session.conn.execute("SHOW idle_session_timeout").fetchone()[0] == "0"
                 with psycopg.connect(postgres_url) as other:  # what every other session gets
                     assert other.execute("SHOW idle_session_timeout").fetchone()[0] == "1h"
             finally:
                 store.close()
         finally:
             admin.execute(f'ALTER DATABASE "{db}" RESET idle_session_timeout')
+
+
+def test_a_claim_after_the_lock_session_was_ended_holds_the_owners_lock_again_first(store, postgres_url):
+    import psycopg
+
+    from journal.backends.postgres._rows import owner_lock_key
+
+    create(store)
+    create(store, "inv-2")
+    acquire(store, owner="holder", ttl_us=3_600_000_000)
+    ended = store._lives.session.conn.info.backend_pid
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (ended,))
+        wait_until(lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                         (ended,)).fetchone()[0] == 0, "the lock session to end")
+        # The next claim, long before any renewal, notices the session gone and locks again
+        # before it claims: the new lease is protected from the moment it exists.
+        acquire(store, "inv-2", owner="holder", ttl_us=3_600_000_000)
+        classid, objid = owner_lock_key("holder")
+        holders = admin.execute("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                "AND classid = %s AND objid = %s AND objsubid = 2", (classid, objid)).fetchall()
+    assert [pid for (pid,) in holders] == [store._lives.session.conn.info.backend_pid] != [ended]
+    rival = PostgresStore(postgres_url)
+    try:
+        for invocation_id in ("inv-1", "inv-2"):
+            with pytest.raises(InvocationBusy, match="being run"):
+                acquire(rival, invocation_id, owner="rival", now=T0 + 1)
+    finally:
+        rival.close()
+
+
+def test_each_session_gets_the_defaults_a_url_does_not_set():
+    from psycopg.conninfo import conninfo_to_dict
+
+    from journal.backends.postgres._connect import conninfo
+
+    one = conninfo_to_dict(conninfo("postgresql://app@db.internal/jobs", "writer"))
+    assert one["application_name"] == "journal writer" and one["connect_timeout"] == "5"
+    assert one["keepalives_idle"] == "10" and one["tcp_user_timeout"] == "20000"
+    assert "target_session_attrs" not in one  # one host: whatever it is
+    # Several hosts, in either form: only the one that takes writes will do.
+    for url in ("postgresql://app@h1:5432,h2:5433/jobs", "postgresql://app@/jobs?host=h1,h2&port=5432,5433"):
+        many = conninfo_to_dict(conninfo(url, "reader"))
+        assert many["host"] == "h1,h2" and many["port"] == "5432,5433"
+        assert many["target_session_attrs"] == "read-write"
+    # What the URL says wins.
+    own = conninfo_to_dict(conninfo("postgresql://app@h1,h2/jobs?target_session_attrs=any&connect_timeout=2"
+                                    "&application_name=billing", "owners"))
+    assert own["target_session_attrs"] == "any" and own["connect_timeout"] == "2"
+    assert own["application_name"] == "billing"
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://app:s3cret@db/jobs", "postgresql://app:***@db/jobs"),
+    ("postgresql://app:s3cret@h1:5432,h2:5433/jobs?sslmode=require",
+     "postgresql://app:***@h1:5432,h2:5433/jobs?sslmode=require"),
+    ("postgresql://app@db/jobs?password=s3cret&sslmode=require", "postgresql://app@db/jobs?password=***&sslmode=require"),
+    ("postgresql://app@/jobs?host=/run/postgresql", "postgresql://app@/jobs?host=/run/postgresql"),
+])
+def test_messages_show_a_url_without_its_password(url, shown):
+    from journal import redact_url
+
+    assert redact_url(url) == shown

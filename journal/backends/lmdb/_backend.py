@@ -27,6 +27,7 @@ class _Lmdb(Backend):
         return os.path.abspath(target)
 
     def open(self, target: str, *, readonly: bool = False, **options: Any) -> Store:
+        options.pop("reconnect_for", None)  # a directory is never away
         return LmdbStore(target, readonly=readonly, **options)
 
     def check_location(self, target: str, *, must_exist: bool) -> list[str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._registry import Backend, Migration, NothingToCompact, Progress
+from ._connect import redact_url
 from ._rows import FORMAT_VERSION
-from ._store import PostgresStore, is_postgres_url, redact_url
+from ._store import PostgresStore, is_postgres_url
 
 if TYPE_CHECKING:
     from ..._store import Store

@@ -30,11 +30,14 @@ def _sql(rows: int) -> bytes:
 class LoopWriter:
     """One connection whose statements the event loop that opened it sends and awaits."""
 
-    def __init__(self, conn: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, conn: Any, loop: asyncio.AbstractEventLoop, generation: int = 0,
+                 identity: tuple[int, Any] | None = None) -> None:
         import psycopg
 
         self._psycopg = psycopg
-        self._conn = conn  # kept so that psycopg does not close the handle under us
+        self.conn = conn  # kept so that psycopg does not close the handle under us
+        self.generation = generation  # the outage count when it was opened (`_connect.Outage`)
+        self.identity = identity  # the server's `(pid, backend_start)` for its session
         self._pg = conn.pgconn
         self._pg.nonblocking = 1
         self.loop = loop
@@ -43,11 +46,29 @@ class LoopWriter:
         self._sync_commit: bool | None = None
 
     @classmethod
-    async def open(cls, url: str) -> LoopWriter:
+    async def open(cls, conninfo: str, generation: int = 0) -> LoopWriter:
+        """Connect (asynchronously), with the session settings every connection of the store
+        gets (`_connect.py`), in one round trip."""
         import psycopg
 
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-        return cls(conn, asyncio.get_running_loop())
+        from ._connect import IDENTITY, SESSION_SETUP
+
+        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        try:
+            try:
+                cur = await conn.execute(SESSION_SETUP)
+                while cur.pgresult is not None and cur.pgresult.status != psycopg.pq.ExecStatus.TUPLES_OK:
+                    if not cur.nextset():
+                        break
+            except psycopg.Error:
+                if conn.broken:
+                    raise
+                cur = await conn.execute(IDENTITY)  # a server too old for some setting: without them
+            row = await cur.fetchone()
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(conn, asyncio.get_running_loop(), generation, (int(row[0]), row[1]) if row else None)
 
     async def append(self, rows: list[tuple[bytes, int, bytes, bytes]], *, durable: bool,
                      deferred: list[BaseException] | None = None) -> list[tuple[bytes, int]]:

@@ -31,7 +31,7 @@ def migrate(url: str, progress: Progress | None, lock_timeout: float) -> Migrati
     """Convert the store at `url` to this release's format, in one transaction (see above);
     `lock_timeout`: seconds to wait for its tables while a process of the older release uses
     them, before giving up with `StoreBusy`, nothing changed."""
-    from ._store import redact_url
+    from ._connect import redact_url
 
     try:
         import psycopg

@@ -211,12 +211,13 @@ def inserted_keys(result: list[tuple[Any, ...]]) -> set[bytes]:
 class PgTxn(Txn):
     """A transaction of the rules on one cursor: each key read or written as its row."""
 
-    __slots__ = ("_cur", "notify", "_write", "leases")
+    __slots__ = ("_cur", "notify", "_write", "leases", "redo")
 
-    def __init__(self, cursor: Any, *, write: bool = False) -> None:
+    def __init__(self, cursor: Any, *, write: bool = False, redo: bool = False) -> None:
         self._cur = cursor
         self.notify = False
         self._write = write
+        self.redo = redo  # a transaction done again after its connection was lost: it may have committed
         self.leases: dict[bytes, bytes] = {}  # lease rows written: what `append_fast` may check against
 
     def get(self, table: str, key: bytes) -> bytes | None:

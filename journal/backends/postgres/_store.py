@@ -44,16 +44,17 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..._codec import DEFAULT_MAX_ENTRY_BYTES
 from ..._ids import validate_id
 from ..._records import InvocationRecord, Lease
 from ..._store import Acquire, Append, Capability, Create, Op, Renew
-from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreError
+from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreError, StoreUnavailable
 from ...kv._listing import BUILT as LISTING_BUILT
 from ...kv._rules import Txn, _lease_dec, _owned_id, check_lease, entry_key, lease_is_live
 from ...kv._store import KVStore
+from ._connect import Connector, Session, conninfo, default_patience, redact_url
 from ._owners import OwnerSession
 from ._rows import (
     DDL,
@@ -68,8 +69,6 @@ from ._tables import PostgresTables
 
 if TYPE_CHECKING:
     import asyncio
-
-    import psycopg
 
     from ._live import PostgresChannel
     from ._loop import LoopWriter
@@ -92,9 +91,14 @@ class PostgresStore(PostgresTables, KVStore):
     blocking = True
     path: str
     capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LEASE_AT_CREATE, Capability.LOOP_COMMITS,
-                              Capability.WAKE_ON_WORK, Capability.TABLES})
+                              Capability.WAKE_ON_WORK, Capability.TABLES, Capability.RECONNECTS})
 
-    def __init__(self, url: str, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES) -> None:
+    def __init__(self, url: str, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
+                 reconnect_for: float | None | Literal["default"] = "default") -> None:
+        """`reconnect_for`: how many seconds a call waits for the server when it cannot be
+        reached (reconnecting with backoff meanwhile), before raising `StoreUnavailable`;
+        None waits as long as it takes (`_connect.py`). By default `$JOURNAL_RECONNECT_FOR`,
+        else 30."""
         try:
             import psycopg
         except ImportError:
@@ -109,10 +113,13 @@ class PostgresStore(PostgresTables, KVStore):
         self._read_lock = threading.Lock()
         self._fenced: dict[bytes, tuple[int, bytes]] = {}  # id -> (epoch, lease bytes) that gave it ownership
         self._sync_commit: bool | None = None
-        self._writer = self._connect(autocommit=True)  # transactions are explicit: see `_write`
-        self._reader = self._connect(autocommit=True)
-        self._lives = OwnerSession(lambda: self._connect(autocommit=True), psycopg.Error, self._guard)
-        self._listener: psycopg.Connection[Any] | None = None
+        self._connector = Connector(url, default_patience() if isinstance(reconnect_for, str) else reconnect_for)
+        self._format_seen = False
+        # Each opened on first use, and again whenever its server went away (`_connect.py`).
+        self._writer: Session | None = None  # transactions are explicit: see `_write`
+        self._reader: Session | None = None
+        self._listener: Session | None = None
+        self._lives = OwnerSession(self._connector)
         self._aio: LoopWriter | None = None  # the connection of `apply_async`
         self._live: PostgresChannel | None = None
         try:
@@ -121,107 +128,166 @@ class PostgresStore(PostgresTables, KVStore):
             self.close()
             raise
 
+    def outage(self) -> StoreUnavailable | None:
+        return self._connector.outage.error()
+
+    def wait_for_server(self, seconds: float | None) -> None:
+        self._connector.outage.patience = seconds
+
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.path)!r})"
-
-    def _connect(self, *, autocommit: bool) -> psycopg.Connection[Any]:
-        try:
-            conn = self._psycopg.connect(self.path, autocommit=autocommit)
-        except self._psycopg.Error as exc:
-            raise StoreError(f"cannot connect to the journal store at {redact_url(self.path)}: {exc}") from None
-        return conn
 
     def _create_schema(self) -> None:
         """Create the schema on first use; refuse one of another format untouched (its version
         is read before any table is created, so an older layout is never half-upgraded)."""
-        with self._write_lock, self._guard(), self._writer.transaction():
-            conn = self._writer
-            conn.execute("SELECT pg_advisory_xact_lock(%s::int, 0)", (LOCK_CLASS,))  # one creator at a time
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.meta (k bytea PRIMARY KEY, v bytea NOT NULL)")
-            row = conn.execute(f"SELECT v FROM {SCHEMA}.meta WHERE k = 'format'").fetchone()
+
+        def work(txn: PgTxn) -> bytes | None:
+            cur = txn._cur
+            cur.execute("SELECT pg_advisory_xact_lock(%s::int, 0)", (LOCK_CLASS,))  # one creator at a time
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.meta (k bytea PRIMARY KEY, v bytea NOT NULL)")
+            row = cur.execute(f"SELECT v FROM {SCHEMA}.meta WHERE k = 'format'").fetchone()
             found = bytes(row[0]) if row is not None else None
             if found is None:
                 for statement in DDL:
-                    conn.execute(statement)
-                conn.execute(CREATE_TABLES)
-                conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES ('format', %s)", (str(FORMAT_VERSION).encode(),))
+                    cur.execute(statement)
+                cur.execute(CREATE_TABLES)
+                cur.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES ('format', %s)", (str(FORMAT_VERSION).encode(),))
                 # Nothing to index yet: the listing index is complete from the start.
-                conn.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES (%s, '1')", (LISTING_BUILT,))
+                cur.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES (%s, '1')", (LISTING_BUILT,))
             elif found == str(FORMAT_VERSION).encode():
                 # A table added within the format (the listing index, filled on the first
                 # page: journal/kv/_listing.py); every other table exists already.
-                conn.execute(LAYOUTS["listing"].ddl[0])
-        if found is not None and found != str(FORMAT_VERSION).encode():
-            version = found.decode(errors="replace")
-            older = version.isdigit() and int(version) < FORMAT_VERSION
-            where = redact_url(self.path)
-            raise FormatVersionError(
-                f"the PostgreSQL store at {where} has format version {version}, but this version of journal "
-                f"reads PostgreSQL format {FORMAT_VERSION} (nothing was changed); "
-                + (f"convert it, with every worker stopped, in one transaction: journal migrate --db {shlex.quote(where)}"
-                   if older else "open it with the journal release that wrote it")
-            )
+                cur.execute(LAYOUTS["listing"].ddl[0])
+            return found
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
-        try:
-            yield
-        except self._psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
+        self._check_format(self._write(work, durable=True))
+        self._format_seen = True
+
+    def _check_format(self, found: bytes | None) -> None:
+        if found is None or found == str(FORMAT_VERSION).encode():
+            return
+        version = found.decode(errors="replace")
+        older = version.isdigit() and int(version) < FORMAT_VERSION
+        where = redact_url(self.path)
+        raise FormatVersionError(
+            f"the PostgreSQL store at {where} has format version {version}, but this version of journal "
+            f"reads PostgreSQL format {FORMAT_VERSION} (nothing was changed); "
+            + (f"convert it, with every worker stopped, in one transaction: journal migrate --db {shlex.quote(where)}"
+               if older else "open it with the journal release that wrote it")
+        )
+
+    def _open_writer(self) -> Session:
+        session = self._connector.open("writer")
+        self._sync_commit = None  # a new session has the server's default
+        if self._format_seen:
+            # Another server may answer now (a standby promoted): it must hold this same store.
+            try:
+                row = session.conn.execute(f"SELECT v FROM {SCHEMA}.meta WHERE k = 'format'").fetchone()
+            except self._psycopg.Error as exc:
+                self._connector.lost(session, exc)
+                raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
+            if row is None:
+                self._connector.forget(session)
+                raise FormatVersionError(f"the database at {redact_url(self.path)} holds no journal store any more "
+                                         "(its journal.meta has no format): is this the database the store was in?")
+            self._check_format(bytes(row[0]))
+        self._writer = session
+        return session
 
     @contextmanager
     def _read(self) -> Iterator[PgTxn]:
-        with self._read_lock, self._guard():
-            with self._reader.cursor() as cur:
-                yield PgTxn(cur)
+        with self._read_lock:
+            yield PgTxn(_Reads(self))
+
+    def _reading(self, sql: Any, args: Any) -> Any:
+        """One statement on the reader's connection, its rows fetched; on a new connection if
+        the server went away (reads run outside a transaction, each statement on its own, so
+        running one again is as good as the first time)."""
+        attempt, since = 0, None
+        while True:
+            session = self._reader
+            if session is None:
+                if self._closed:
+                    raise StoreError(f"the store at {redact_url(self.path)} is closed")
+                session = self._reader = self._connector.open("reader")
+            try:
+                rows = session.conn.execute(sql, args)
+            except self._psycopg.Error as exc:
+                if not self._connector.is_fault(exc, session.conn):
+                    raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
+                self._reader = None
+                self._connector.lost(session, exc)
+                since = since or time.monotonic()
+                if attempt:  # a new session failed at once again: not in a tight loop
+                    self._connector.outage.pause(attempt - 1, since=since)
+                attempt += 1
+                continue
+            if self._connector.outage.down:  # another connection failed, but this server answers
+                self._connector.outage.reached()
+            return rows
 
     def _transact(self, work: Callable[[Txn], T]) -> T:
         return self._write(work, durable=True)
 
     def _write(self, work: Callable[[PgTxn], T], *, durable: bool, block: bool = True) -> T:
-        """`work` in a write transaction, retried whole on a deadlock. `block=False`: `work` is
-        one statement, which the server runs as a transaction of its own, so no `BEGIN` and
-        `COMMIT` round trips (the writer is in autocommit mode)."""
+        """`work` in a write transaction, retried whole on a deadlock, and on a new connection
+        if the server went away, whether or not the lost one had committed: the rules find
+        what a commit whose answer was lost did (an append of the same bytes, a lease or a
+        status already written) and count it as done (`KVStore._apply_append`), so doing
+        `work` again is safe. `block=False`: `work` is one statement, which the server runs
+        as a transaction of its own, so no `BEGIN` and `COMMIT` round trips (the writer is
+        in autocommit mode)."""
         errors = self._psycopg.errors
-        if self._closed:
-            raise StoreError(f"the store at {redact_url(self.path)} is closed")
         with self._write_lock:
-            conn = self._writer
-            for attempt in range(_RETRIES):
+            conflicts, faults, since = 0, 0, None
+            while True:
+                if self._closed:
+                    raise StoreError(f"the store at {redact_url(self.path)} is closed")
+                session = self._writer or self._open_writer()
+                conn = session.conn
                 try:
-                    with self._guard_retryable():
-                        if self._sync_commit is not durable:
-                            conn.execute("SET synchronous_commit = " + ("on" if durable else "off"))
-                            self._sync_commit = durable
-                        with conn.cursor() as cur:
-                            txn = PgTxn(cur, write=True)
-                            if not block:
-                                return work(txn)
-                            cur.execute("BEGIN")
+                    if self._connector.unsettled:  # a lost session of the loop's (`apply_async`)
+                        self._connector.settle(conn)
+                    if self._sync_commit is not durable:
+                        conn.execute("SET synchronous_commit = " + ("on" if durable else "off"))
+                        self._sync_commit = durable
+                    with conn.cursor() as cur:
+                        txn = PgTxn(cur, write=True, redo=faults > 0)
+                        if not block:
                             result = work(txn)
-                            if txn.notify:
-                                cur.execute(f"NOTIFY {CHANNEL}")
-                            cur.execute("COMMIT")
-                        self._remember_leases(txn.leases)
-                        return result
+                            if self._connector.outage.down:
+                                self._connector.outage.reached()
+                            return result
+                        cur.execute("BEGIN")
+                        result = work(txn)
+                        if txn.notify:
+                            cur.execute(f"NOTIFY {CHANNEL}")
+                        cur.execute("COMMIT")
+                    self._remember_leases(txn.leases)
+                    if self._connector.outage.down:  # another connection failed, but this server answers
+                        self._connector.outage.reached()
+                    return result
                 except (errors.SerializationFailure, errors.DeadlockDetected):
                     _rollback(conn)
-                    time.sleep(0.001 * (attempt + 1))  # back off: the other transaction is finishing
+                    conflicts += 1
+                    if conflicts >= _RETRIES:
+                        raise StoreError(f"PostgreSQL kept refusing a transaction as conflicting after {_RETRIES} "
+                                         "attempts") from None
+                    time.sleep(0.001 * conflicts)  # back off: the other transaction is finishing
+                except self._psycopg.Error as exc:
+                    if not self._connector.is_fault(exc, conn):
+                        _rollback(conn)
+                        raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
+                    self._writer = None
+                    self._connector.lost(session, exc)
+                    since = since or time.monotonic()
+                    if faults:  # a new session failed at once again: not in a tight loop
+                        self._connector.outage.pause(faults - 1, since=since)
+                    faults += 1
                 except BaseException:
                     _rollback(conn)
                     raise
-            raise StoreError(f"PostgreSQL kept refusing a transaction as conflicting after {_RETRIES} attempts")
-
-    @contextmanager
-    def _guard_retryable(self) -> Iterator[None]:
-        errors = self._psycopg.errors
-        try:
-            yield
-        except (errors.SerializationFailure, errors.DeadlockDetected):
-            raise
-        except self._psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]:
         renews = False
@@ -279,9 +345,11 @@ class PostgresStore(PostgresTables, KVStore):
         """A batch of plain steps on the event loop: the one statement of `PgTxn.append_fast`
         on a connection of this store's that the loop drives (`_postgres_loop.py`), so the
         step waits for its commit without a thread hop each way (measured: 60-80 us a step
-        on a small VM). None (nothing done) for
-        any other batch, under another event loop than the first, or when the statement
-        conflicted: the caller runs `apply` on a thread then. With `deferred`, a native
+        on a small VM). None for any other batch, under another event loop than the first,
+        when the statement conflicted, or when its connection failed (the server went away,
+        the statement's outcome maybe lost with it): the caller runs `apply` on a thread
+        then, which waits for the server and finds what the statement did, if anything
+        (`_write`). With `deferred`, a native
         cancellation is kept there (`Store.apply_async`): the statement, once sent, is seen
         out, so that the other steps of the batch get their answers and the connection no
         reply left unread."""
@@ -302,7 +370,11 @@ class PostgresStore(PostgresTables, KVStore):
         except (errors.SerializationFailure, errors.DeadlockDetected):
             return None  # rolled back; the thread's path retries it
         except self._psycopg.Error as exc:
+            fault = self._connector.is_fault(exc, writer.conn)
             self._drop_loop_writer(writer)
+            if fault:
+                self._connector.outage.failed(writer.generation, exc)
+                return None  # in doubt: the thread's path does it again, finding what it did
             raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
         except BaseException:  # a cancellation not deferred: its reply would meet the next statement
             self._drop_loop_writer(writer)
@@ -323,8 +395,9 @@ class PostgresStore(PostgresTables, KVStore):
         return results
 
     async def _loop_writer(self) -> LoopWriter | None:
-        """This store's connection for the event loop, opened on first use; None off asyncio
-        or under another loop than the one it was opened on (a connection belongs to one loop)."""
+        """This store's connection for the event loop, opened on first use; None off asyncio,
+        under another loop than the one it was opened on (a connection belongs to one loop),
+        or while the server cannot be reached (the thread's path waits for it: the loop never does)."""
         import asyncio
 
         try:
@@ -337,13 +410,21 @@ class PostgresStore(PostgresTables, KVStore):
             return self._aio if self._aio.loop is loop else None
         from ._loop import LoopWriter
 
+        outage = self._connector.outage
+        if outage.down:
+            return None
+        generation = outage.generation
         try:
-            writer = await LoopWriter.open(self.path)
+            writer = await LoopWriter.open(conninfo(self.path, "steps"), generation)
         except self._psycopg.Error as exc:
-            raise StoreError(f"cannot connect to the journal store at {redact_url(self.path)}: {exc}") from None
+            if not self._connector.is_fault(exc):
+                raise StoreError(f"cannot connect to the journal store at {redact_url(self.path)}: {exc}") from None
+            outage.failed(None, exc)
+            return None
         if self._aio is not None or self._closed:  # another task connected meanwhile, or the store closed
             writer.close()
             return await self._loop_writer()
+        outage.reached()
         self._aio = writer
         return writer
 
@@ -354,6 +435,8 @@ class PostgresStore(PostgresTables, KVStore):
             writer, self._aio = self._aio, None
         if writer is not None:
             writer.close()
+            if writer.identity is not None:  # its session may live on at the server: ended by the next `settle`
+                self._connector.forget_identity(writer.identity)
 
     def _fast_rows(self, ops: Sequence[Op]) -> tuple[list[tuple[bytes, bytes, bytes, bytes]], list[int]]:
         """The steps of a batch that one statement can append (instead of a lease read and an
@@ -373,6 +456,13 @@ class PostgresStore(PostgresTables, KVStore):
             rows.append((entry_key(id_bytes, seq), data, id_bytes, fenced[1]))
             where.append(i)
         return rows, where
+
+    def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
+        record, created = super()._apply_create(txn, op)
+        return record, created or _created_by_lost_attempt(txn, record, op.record)
+
+    def create(self, record: InvocationRecord, started: bytes) -> tuple[InvocationRecord, bool]:
+        return self._write(lambda txn: self._apply_create(txn, Create(record, started)), durable=True)
 
     def _apply_acquire(self, txn: Txn, op: Acquire) -> tuple[int, InvocationRecord]:
         """Claiming is `FOR UPDATE SKIP LOCKED`: an invocation whose rows another transaction
@@ -436,26 +526,41 @@ class PostgresStore(PostgresTables, KVStore):
         return txn.owner_alive(lease.owner)
 
     def wait_for_work(self, timeout: float) -> None:
-        """Block until an invocation may have become runnable (a NOTIFY) or `timeout` passes."""
-        listener = self._listener
-        if listener is None:
-            with self._guard():
-                self._listener = listener = self._connect(autocommit=True)
-                listener.execute(f"LISTEN {CHANNEL}")
+        """Block until an invocation may have become runnable (a NOTIFY) or `timeout` passes.
+
+        Returns early if the listening connection was lost (a NOTIFY may have been missed
+        meanwhile: the caller looks again), and gives up waiting for the server at the
+        timeout. Meanwhile it checks, without a round trip, that the owners' lock session
+        still stands, and takes the locks again at once if the server ended it."""
+        ends = time.monotonic() + timeout
         try:
-            for _ in listener.notifies(timeout=timeout, stop_after=1):
+            self._lives.check(until=ends)
+            listener = self._listener
+            if listener is None:
+                listener = self._listener = self._connector.open("listen", until=ends, setup=(f"LISTEN {CHANNEL}",))
+        except StoreUnavailable:
+            return
+        except StoreError:
+            if self._closed:
+                return
+            raise
+        try:
+            for _ in listener.conn.notifies(timeout=max(0.0, ends - time.monotonic()), stop_after=1):
                 pass
         except self._psycopg.Error as exc:
             if self._closed:  # closed from another thread while this one waited: nothing to wait for
                 return
-            raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
+            if not self._connector.is_fault(exc, listener.conn):
+                raise StoreError(f"PostgreSQL error in {redact_url(self.path)}: {exc}") from None
+            self._listener = None
+            self._connector.lost(listener, exc)
 
     def live(self) -> PostgresChannel:
         with self._read_lock:
             if self._live is None:
                 from ._live import PostgresChannel  # (a store that never streams imports nothing of it)
 
-                self._live = PostgresChannel(lambda: self._connect(autocommit=True))
+                self._live = PostgresChannel(lambda: self._connector.open("live").conn)
             return self._live
 
     def close(self) -> None:
@@ -464,11 +569,12 @@ class PostgresStore(PostgresTables, KVStore):
         self._closed = True
         if self._live is not None:
             self._live.close()
+        self._connector.close()  # calls waiting for the server stop waiting
         self._drop_loop_writer()
-        for conn in (self._writer, self._reader, self._lives.conn, self._listener):
-            if conn is not None:
+        for session in (self._writer, self._reader, self._lives.session, self._listener):
+            if session is not None:
                 try:
-                    conn.close()
+                    session.conn.close()
                 except Exception:  # noqa: BLE001 - closing a broken connection: nothing to save
                     pass
 
@@ -479,20 +585,31 @@ class PostgresStore(PostgresTables, KVStore):
         self.close()
 
 
+def _created_by_lost_attempt(txn: Txn, found: InvocationRecord, asked: InvocationRecord) -> bool:
+    """Whether the record a creation done again found is the one its first attempt wrote
+    (its answer lost with the connection): same creation instant, handler and input."""
+    return (isinstance(txn, PgTxn) and txn.redo and found.created_at == asked.created_at
+            and found.handler == asked.handler and found.input_digest == asked.input_digest)
+
+
+class _Reads:
+    """The reader's connection as `PgTxn` uses a cursor: `execute` runs one statement and
+    returns its fetched rows, on a new connection if the server went away."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    def execute(self, sql: Any, args: Any = None) -> Any:
+        return self._store._reading(sql, args)
+
+
 def _rollback(conn: Any) -> None:
     try:
         conn.rollback()
     except Exception:  # noqa: BLE001 - the connection is broken; the transaction is gone with it
         pass
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    head, sep, tail = url.partition("@")
-    if not sep or ":" not in head.split("//", 1)[-1]:
-        return url
-    scheme, _, userinfo = head.partition("//")
-    return f"{scheme}//{userinfo.split(':', 1)[0]}:***@{tail}"
 
 
 async def _or_nothing(step: Awaitable[T], deferred: list[BaseException] | None) -> T | None:
