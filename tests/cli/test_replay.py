@@ -191,10 +191,14 @@ async def test_the_check_of_an_unfinished_task_group_stops_once_every_branch_sto
     # Recorded: three branches, each one step, then the process died in the middle of the
     # second round. Replayed: every branch stops where it would go live, so the check ends
     # there (at once, without waiting for a quiet spell) and reports what it checked.
-    armed = {"crash": True}
+    # Branch b's second step dies only once the other two have journaled theirs, so the
+    # journal holds five entries whichever order the branches ran in.
+    others = {name: anyio.Event() for name in "ac"}
 
-    def second(name):
-        if armed["crash"] and name == "b":
+    async def second(name):
+        if name == "b":
+            for done in others.values():
+                await done.wait()
             raise _Crash()
         return name
 
@@ -202,6 +206,8 @@ async def test_the_check_of_an_unfinished_task_group_stops_once_every_branch_sto
         async def branch(name):
             await ctx.run(name, lambda: name)
             await ctx.run(name + "-2", second, name)
+            if name in others:
+                others[name].set()
 
         async with anyio.create_task_group() as tg:
             for name in "abc":
