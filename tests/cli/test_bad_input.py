@@ -24,6 +24,7 @@ from click.testing import CliRunner
 
 from cli import cli
 
+from ..tmpfs import small_tmpfs
 from ..waiting import wait_until
 from .conftest import HERE, target
 
@@ -584,12 +585,7 @@ def test_a_result_too_large_to_journal_fails_the_invocation(earlier, db, tmp_pat
 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 def test_a_full_disk_leaves_the_invocation_pending(durability, sh, tmp_path):
-    small = tmp_path / "small"
-    small.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
-    try:
+    with small_tmpfs(tmp_path / "small", "2m") as small:
         (tmp_path / "fill.py").write_text(
             "async def fill(ctx, n):\n"
             "    for i in range(1000):\n"
@@ -605,8 +601,6 @@ def test_a_full_disk_leaves_the_invocation_pending(durability, sh, tmp_path):
         checked = subprocess.run([sys.executable, "-m", "cli", "check", "--db", store], capture_output=True,
                                  text=True, cwd=tmp_path, env=sh.env, timeout=60)
         assert checked.returncode == 0, checked.stdout + checked.stderr
-    finally:
-        subprocess.run(["umount", str(small)], capture_output=True)
 
 
 @pytest.mark.parametrize("attempt", range(10))

@@ -2,12 +2,12 @@
 and what to do, and a worker waits for room and goes on by itself once there is some."""
 
 import json
-import os
 import signal
 import subprocess
 
 import pytest
 
+from ..tmpfs import small_tmpfs
 from ..waiting import Lines, wait_until
 
 FILL = (
@@ -23,21 +23,11 @@ STEPS = 50  # 5 MB of results: more than is left beside the ballast, less than t
 @pytest.fixture
 def small_disk(tmp_path):
     """A 10 MB tmpfs holding a 7 MB ballast file (`ballast.unlink()` makes room) and the store."""
-    disk = tmp_path / "small-disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=10m", "tmpfs", str(disk)], capture_output=True,
-                             text=True)
-    if mounted.returncode != 0:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI=true but a tmpfs cannot be mounted here: {mounted.stderr.strip()}", pytrace=False)
-        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
-    try:
+    with small_tmpfs(tmp_path / "small-disk", "10m") as disk:
         ballast = disk / "ballast"
         ballast.write_bytes(b"\1" * (7 * 1024 * 1024))
         (tmp_path / "fill.py").write_text(FILL)
         yield str(disk / "db"), ballast, f"{tmp_path / 'fill.py'}:fill"
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def _status(sh, db: str, invocation_id: str) -> str:

@@ -15,6 +15,7 @@ from journal import LmdbStore, Status, check, decode_entry, decode_value, export
 from journal.errors import DiskFull, FormatVersionError
 from journal.kv._store import entry_key
 
+from ..tmpfs import small_tmpfs
 from .helpers import T0, acquire, append, create, step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -171,16 +172,9 @@ def test_undecodable_bytes_are_reported_by_id_and_seq_and_do_not_hide_others(tmp
 
 @contextlib.contextmanager
 def _small_disk(tmp_path, size="3m"):
-    """A store path on a tmpfs of `size`, unmounted afterwards (skips where it cannot mount)."""
-    where = tmp_path / "small"
-    os.makedirs(where, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root and mount permission)")
-    try:
+    """A store path on a tmpfs of `size`, unmounted afterwards."""
+    with small_tmpfs(tmp_path / "small", size) as where:
         yield where / "db"
-    finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
 def test_a_full_disk_is_a_clear_error_and_loses_nothing_committed(tmp_path):
