@@ -11,6 +11,7 @@ import click
 from journal import encode_value
 from journal import fork as fork_invocation
 from journal.errors import JournalError
+from runtime import is_handler_name
 from runtime.errors import HandlerNotFound, NondeterminismError
 from runtime.testing import replay_journal
 
@@ -31,9 +32,8 @@ from ._common import (
     store_path,
     suggest,
 )
+from ._handlers import Spec, handler_option, importable_cwd, load_handlers, lone_target
 from ._inspect import require
-from ._run import importable_cwd
-from ._workers import is_name, lone_target, parse_handlers
 
 # -- replay -------------------------------------------------------------------------------------
 
@@ -65,7 +65,7 @@ def _replay_named(store: Any, invocation_id: str, handlers: dict[str, Any]) -> d
         return {"id": invocation_id, "status": "error", "seq": None, "checked": 0, "finished": False,
                 "message": f"it records the handler {record.handler!r}, which no --handler names (given: "
                            f"{', '.join(sorted(handlers))}): add --handler "
-                           + (f"{record.handler}=TARGET" if is_name(record.handler) else "TARGET, its code")}
+                           + (f"{record.handler}=TARGET" if is_handler_name(record.handler) else "TARGET, its code")}
     return _replay_one(store, invocation_id, fn)
 
 
@@ -108,15 +108,14 @@ def _replay_line(r: dict[str, Any]) -> str:
 @click.command()
 @click.argument("invocation_ids", metavar="[ID]...", nargs=-1)
 @click.option("--all", "every", is_flag=True, help="Replay every invocation that has a journal.")
-@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
-              help="Check against this code (path/to/file.py:function or package.module:function) instead of "
+@handler_option("Check against this code (path/to/file.py:function or package.module:function) instead of "
                    "the handler the journal names; NAME=TARGET gives the code for invocations recorded as NAME "
                    "(repeatable), as for resume and worker. Required on PostgreSQL, unless `journal run` "
                    "started the invocation from this host.")
 @db_option
 @json_option
 @edge
-def replay(invocation_ids: tuple[str, ...], every: bool, handler_specs: tuple[str, ...], db: str | None,
+def replay(invocation_ids: tuple[str, ...], every: bool, handler_specs: tuple[Spec, ...], db: str | None,
            as_json: bool) -> None:
     """Check journals against the current code, calling no step function.
 
@@ -140,7 +139,7 @@ def replay(invocation_ids: tuple[str, ...], every: bool, handler_specs: tuple[st
         raise fail("name the invocations to replay, or pass --all (not both)")
     importable_cwd()
     target = lone_target(handler_specs)
-    handlers = parse_handlers(handler_specs) if handler_specs and target is None else None
+    handlers = load_handlers(handler_specs) if handler_specs and target is None else None
     with open_store(db) as store:
         ids = [r.id for r in store.list()] if every else [require(store, i).id for i in invocation_ids]
         if handlers is not None:

@@ -6,7 +6,6 @@ suspended invocation) is in `_outcome.py`."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -16,8 +15,7 @@ import click
 
 from journal import InvocationRecord, Status, UnencodableValue, encode_value
 from journal.errors import DiskFull
-from runtime import Engine, Outcome, load_handler
-from runtime.errors import HandlerNotFound
+from runtime import Engine, Outcome
 
 from . import _render as render
 from ._common import (
@@ -40,27 +38,11 @@ from ._common import (
     suggest,
     warn_store,
 )
+from ._handlers import Spec, handler_option, importable_cwd, load
 from ._outcome import Progress, disk_full_help, interrupted_help, outcome_json, queued_exit, report
 from ._state import unblock_hint
 
 # -- pieces ----------------------------------------------------------------------------------------
-
-
-def importable_cwd() -> None:
-    """`package.module:function` targets resolve from the current directory, as with `python -m`."""
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-
-
-def load(target: str) -> Any:
-    importable_cwd()
-    try:
-        return load_handler(target)
-    except HandlerNotFound:
-        raise
-    except Exception as exc:  # the handler's own module failed to import (SyntaxError, NameError, ...)
-        raise fail(f"cannot load handler {target!r}: importing it raised {type(exc).__name__}: {exc}") from None
 
 
 def read_input(input_json: str | None, input_file: str | None, *, name: str = "--input") -> tuple[Any, bool]:
@@ -239,13 +221,12 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
               help="How steps run from here on are made durable.")
 @click.option("--progress/--no-progress", default=None,
               help="Show each step as it finishes (default: when stderr is a terminal).")
-@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
-              help="Run this code (path/to/file.py:function or package.module:function) instead of the handler "
+@handler_option("Run this code (path/to/file.py:function or package.module:function) instead of the handler "
                    "the journal names; NAME=TARGET gives the code for invocations recorded as NAME (repeatable). "
                    "Required on PostgreSQL, unless `journal run` started it from this host.")
 @json_option
 @edge
-def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, handler_specs: tuple[str, ...],
+def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, handler_specs: tuple[Spec, ...],
            as_json: bool) -> None:
     """Continue an invocation: replay, then run the rest live.
 
@@ -262,16 +243,16 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
         journal resume 3f2a9c
         journal resume 3f2a9c --handler agents/triage.py:triage
     """
-    from ._workers import lone_target, parse_handlers
+    from ._handlers import load_handlers, lone_target
 
     noted = None
     if not runs_recorded_handlers(db) and not handler_specs:
         from ._started_here import required
 
         noted = required(store_path(db), invocation_id)
-        handler_specs = (noted,)  # the code this user's `journal run` imported here
+        handler_specs = (Spec(None, noted),)  # the code this user's `journal run` imported here
     importable_cwd()
-    handlers = parse_handlers(handler_specs) if handler_specs else None
+    handlers = load_handlers(handler_specs) if handler_specs else None
     # A lone TARGET is the code to run, whatever name the journal records; NAME=TARGET pairs
     # are looked up by the recorded name.
     fn = next(iter(handlers.values())) if handlers and lone_target(handler_specs) else None
@@ -360,8 +341,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 @click.option("--no-wait", is_flag=True, help="Only record the request; the next run of the invocation receives it.")
 @click.option("--rollback", is_flag=True,
               help="Also undo the ctx.state changes it made to its key, atomically with its `cancelled` entry.")
-@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
-              help="The code to run it with here if nobody runs it, as for resume. On PostgreSQL, without it "
+@handler_option("The code to run it with here if nobody runs it, as for resume. On PostgreSQL, without it "
                    "(and unless `journal run` started it from this host) a worker that has its handler "
                    "delivers the cancellation, and this command waits for that.")
 @db_option
@@ -369,7 +349,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
               help="Show each compensating step as it finishes (default: when stderr is a terminal).")
 @json_option
 @edge
-def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tuple[str, ...], db: str | None,
+def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tuple[Spec, ...], db: str | None,
            progress: bool | None, as_json: bool) -> None:
     """Cancel an invocation: its handler gets `Cancelled`.
 
@@ -393,7 +373,7 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tup
         journal cancel 3f2a9c --rollback
         journal cancel 3f2a9c --db postgresql:///jobs --handler summarize=agents/summary.py:run
     """
-    from ._workers import lone_target, parse_handlers
+    from ._handlers import load_handlers, lone_target
 
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
@@ -403,8 +383,8 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tup
 
         noted = handler_for(store_path(db), invocation_id)
         if noted is not None and refusal(noted) is None:
-            handler_specs = (noted,)
-    handlers = parse_handlers(handler_specs) if handler_specs else None
+            handler_specs = (Spec(None, noted),)
+    handlers = load_handlers(handler_specs) if handler_specs else None
     lone = next(iter(handlers.values())) if handlers and lone_target(handler_specs) else None
     # Without code to run it here, on PostgreSQL, a worker that has its handler delivers the cancellation.
     by_a_worker = handlers is None and not runs_recorded_handlers(db)

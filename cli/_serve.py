@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -28,8 +28,8 @@ from ._common import (
     stopped_message,
     store_path,
 )
+from ._handlers import Spec, handler_option, importable_cwd, load_handlers
 from ._outcome import Progress
-from ._run import importable_cwd, load
 from ._workers import serving_engine, stop_waiting
 
 DEFAULT_HTTP = "127.0.0.1:8420"
@@ -40,19 +40,6 @@ def _split_address(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise fail(f"--http {text!r} is not HOST:PORT (for example 127.0.0.1:8420, or [::1]:8420)")
     return host.strip("[]"), int(port)
-
-
-def _handlers(specs: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
-    importable_cwd()
-    out: dict[str, Callable[..., Any]] = {}
-    for spec in specs:
-        name, sep, target = spec.partition("=")
-        if not sep or not name or not target:
-            raise fail(f"--handler {spec!r} is not NAME=TARGET (for example approve=examples/approval.py:approval)")
-        if name in out:
-            raise fail(f"--handler {name!r} is given twice; each NAME names one handler")
-        out[name] = load(target)
-    return out
 
 
 def _token(token_file: str | None) -> str | None:
@@ -105,9 +92,8 @@ def _listen(host: str, port: int) -> socket.socket:
 @db_option
 @click.option("--http", "address", metavar="HOST:PORT", default=DEFAULT_HTTP, show_default=True,
               help="Where to listen. Anything but loopback needs a token. Port 0 picks a free port.")
-@click.option("--handler", "handler_specs", metavar="NAME=TARGET", multiple=True,
-              help="A handler requests may start, by NAME (repeat for several). TARGET is "
-                   "path/to/file.py:function or package.module:function.")
+@handler_option("A handler requests may start, by NAME (repeat for several). TARGET is "
+                   "path/to/file.py:function or package.module:function.", names_required=True)
 @click.option("--token-file", metavar="PATH", type=click.Path(dir_okay=False),
               help="A file holding the bearer token every request must carry (default: $JOURNAL_TOKEN).")
 @click.option("--allow-host", "allow_hosts", metavar="NAME", multiple=True,
@@ -120,7 +106,7 @@ def _listen(host: str, port: int) -> socket.socket:
               help="The largest request body accepted; larger ones get 413.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
-def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_file: str | None,
+def serve(db: str | None, address: str, handler_specs: tuple[Spec, ...], token_file: str | None,
           allow_hosts: tuple[str, ...], workers: int, durability: str, max_body: int, quiet: bool) -> None:
     """Serve the HTTP API and web UI, and run invocations (until SIGTERM or Ctrl-C).
 
@@ -153,7 +139,8 @@ def serve(db: str | None, address: str, handler_specs: tuple[str, ...], token_fi
             "handlers and read every journal. Give one with --token-file PATH or JOURNAL_TOKEN, or listen "
             "on loopback (--http 127.0.0.1:8420)"
         )
-    handlers = _handlers(handler_specs)
+    importable_cwd()
+    handlers = load_handlers(handler_specs)
     hosts = _allowed_hosts(host, allow_hosts, token)
     path = store_path(db)
     steps = Progress(not quiet, prefix_ids=True)

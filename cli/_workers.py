@@ -12,7 +12,7 @@ import click
 
 from journal import Capability, Store, UnencodableValue, open_store
 from journal.backends import describe
-from runtime import Engine
+from runtime import Engine, is_handler_name
 
 from . import _render as render
 from ._common import (
@@ -34,8 +34,9 @@ from ._common import (
     tell_store_events,
     warn_store,
 )
+from ._handlers import Spec, handler_option, importable_cwd, load, load_handlers
 from ._outcome import Progress
-from ._run import importable_cwd, load, read_input
+from ._run import read_input
 
 # How long a long-running command, once asked to stop, still waits for a database that is
 # away, to give its invocations back (their leases run out by themselves otherwise).
@@ -67,32 +68,6 @@ def stop_waiting(store: Store | None) -> None:
         store.wait_for_server(STOP_PATIENCE)
 
 
-def parse_handlers(specs: tuple[str, ...]) -> dict[str, Any]:
-    """`--handler [NAME=]TARGET`: the functions this process may run, by the name invocations record.
-
-    A bare TARGET is recorded (and so looked up) by its canonical path, as `journal run` records it.
-    """
-    handlers: dict[str, Any] = {}
-    for spec in specs:
-        name, sep, target = spec.partition("=")
-        if not sep:
-            name, target = "", spec
-        elif not name or ":" in name or "/" in name:
-            raise fail(f"--handler {spec!r}: expected NAME=TARGET or TARGET (a NAME has no ':' or '/')")
-        fn = load(target)
-        key = name or fn.__journal_path__
-        if key in handlers and handlers[key] is not fn:
-            raise fail(f"--handler {spec!r}: the name {key!r} is given twice, for different functions")
-        handlers[key] = fn
-    return handlers
-
-
-def lone_target(specs: tuple[str, ...]) -> str | None:
-    """The TARGET of a `--handler` given once and bare: the code to run whatever name the journal
-    records (`resume`, `replay`). NAME=TARGET pairs, or several, are looked up by recorded name."""
-    return specs[0] if len(specs) == 1 and "=" not in specs[0] else None
-
-
 @click.command()
 @click.argument("handler", metavar="TARGET|NAME")
 @click.option("--input", "input_json", metavar="JSON", help="The handler's input as JSON (`-` reads stdin).")
@@ -122,7 +97,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
     value, _ = read_input(input_json, input_file)
     path = store_path(db)
     warn_store(path)
-    target: Any = handler if is_name(handler) else load(handler)
+    target: Any = handler if is_handler_name(handler) else load(handler)
 
     async def main() -> Any:
         async with Engine.open(path) as engine:
@@ -140,14 +115,9 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
         out(record.id)
 
 
-def is_name(handler: str) -> bool:
-    return ":" not in handler and "/" not in handler and os.sep not in handler
-
-
 @click.command()
 @db_option
-@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
-              help="A handler this worker runs (repeatable). With any given, it runs only invocations of "
+@handler_option("A handler this worker runs (repeatable). With any given, it runs only invocations of "
               "these and never imports a path read from the store. Required on PostgreSQL.")
 @click.option("--concurrency", type=click.IntRange(1), default=16, show_default=True,
               help="How many invocations run at once.")
@@ -160,7 +130,7 @@ def is_name(handler: str) -> bool:
               "takes them over.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
-def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, until_idle: bool, durability: str,
+def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, until_idle: bool, durability: str,
            lease_ttl: float, quiet: bool) -> None:
     """Run invocations as they become runnable, until Ctrl-C or SIGTERM.
 
@@ -190,7 +160,7 @@ def worker(db: str | None, handler_specs: tuple[str, ...], concurrency: int, unt
                    "(repeatable), e.g. --handler summarize=agents.summary:run")
     importable_cwd()
     warn_store(path)
-    handlers = parse_handlers(handler_specs) if handler_specs else None
+    handlers = load_handlers(handler_specs) if handler_specs else None
     steps = Progress(not quiet, prefix_ids=True)
     own_the_collector()  # the worker's process is the engine's
 

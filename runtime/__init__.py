@@ -11,6 +11,7 @@ from ._context import Context as Context
 from ._engine import Engine as Engine
 from ._handlers import check_recorded as check_recorded
 from ._handlers import handler_path as handler_path
+from ._handlers import is_handler_name as is_handler_name
 from ._handlers import load_handler as load_handler
 from ._memory import Memory as Memory
 from ._memory_table import MemoryArgumentError as MemoryArgumentError
@@ -45,7 +46,7 @@ __all__ = (
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
     "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
     "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path",
-    "idempotency_key", "load_handler", "pause",
+    "idempotency_key", "is_handler_name", "load_handler", "pause",
 )
 
 # Imported on first use: a process that neither streams nor follows live output needs none of it.

@@ -19,7 +19,7 @@ from journal.errors import InvocationBusy
 from ._branches import _ORIGIN, _branch
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
-from ._handlers import is_name, load_handler, prepare_input, register
+from ._handlers import is_handler_name, load_handler, prepare_input, register
 from .errors import TerminalError
 from .hooks import Observers
 
@@ -29,7 +29,7 @@ def child_input(target: Callable[..., Any] | str, input: Any) -> tuple[str, Any]
     input does not fit. A NAME is recorded as is, its input encoded but not checked, as
     `Engine.start` records one: the worker that has the handler checks it when it runs the
     child. (The same bytes wherever the parent runs, so its replay digests the same call.)"""
-    if isinstance(target, str) and is_name(target):
+    if isinstance(target, str) and is_handler_name(target):
         try:
             return target, encode_value(input)
         except UnencodableValue as exc:

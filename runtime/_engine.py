@@ -37,7 +37,7 @@ from journal.errors import InvocationBusy, JournalError
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
-from ._handlers import is_name, load_handler, load_recorded, prepare_input, register
+from ._handlers import is_handler_name, load_handler, load_recorded, prepare_input, register
 from ._outcome import Event, Outcome
 from ._requests import check_rollback, refuse_child_promise, refuse_unknown_promise, waiting_for
 from ._step_threads import DEFAULT_LIMIT as DEFAULT_STEP_THREADS
@@ -121,7 +121,7 @@ class Engine:
         """The handler an invocation records by `name`: one this engine was given, or (without
         `handlers`) the function at that import path, if `load_recorded`'s rule lets it be imported."""
         if self.handlers is None:
-            if is_name(name):
+            if is_handler_name(name):
                 raise HandlerNotFound(
                     f"handler {name!r} is a name, not code to import: the process that runs it must be "
                     f"given its code, with --handler {name}=path/to/file.py:function (or package.module:function)")
@@ -156,7 +156,7 @@ class Engine:
         must go on to execute it (`Executor.execute` gives the lease back however that ends)."""
         if isinstance(handler, str) and self.handlers is not None and handler in self.handlers:
             fn, path = self.handlers[handler], handler  # recorded by its name
-        elif isinstance(handler, str) and is_name(handler):
+        elif isinstance(handler, str) and is_handler_name(handler):
             fn, path = None, handler  # a worker given `--handler NAME=TARGET` runs it and checks its input
         else:
             fn = load_handler(handler) if isinstance(handler, str) else handler

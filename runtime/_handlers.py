@@ -39,7 +39,7 @@ def handler_path(fn: Callable[..., Any]) -> str:
     return path
 
 
-def is_name(handler: str) -> bool:
+def is_handler_name(handler: str) -> bool:
     """A handler name (`summarize`), as opposed to a TARGET (`pkg.mod:fn`, `path/file.py:fn`)."""
     return ":" not in handler and "/" not in handler and os.sep not in handler
 

@@ -41,4 +41,3 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
-NO_RETRY = RetryPolicy(max_attempts=1)

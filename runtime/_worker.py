@@ -19,7 +19,7 @@ from journal.errors import CorruptEntry, DiskFull, InvocationBusy, LeaseLost
 from ._clock import now_us
 from ._executor import Executor
 from ._first_of import first_of
-from ._handlers import is_name
+from ._handlers import is_handler_name
 from ._outcome import Outcome
 
 _PAUSE_FIRST, _PAUSE_MAX = 0.5, 5.0  # seconds a worker waits before trying a full disk again
@@ -70,7 +70,7 @@ class Worker:
             if self.handlers is not None:
                 if record.handler in self.handlers:  # others are left for a worker given their handler
                     out.append(invocation_id)
-            elif is_name(record.handler):
+            elif is_handler_name(record.handler):
                 self._skip(invocation_id, (
                     f"it records the handler name {record.handler!r}, and this worker was given no code for "
                     f"it; it stays pending for a worker started with --handler {record.handler}=path/to/file.py:"

@@ -1,4 +1,4 @@
-"""The PostgreSQL store: the same rules as LMDB (`_kvstore`), for workers on many hosts.
+"""The PostgreSQL store: the same rules as LMDB (`journal/kv`), for workers on many hosts.
 
 Every rule lives in `KVStore`; this module only opens transactions. The tables, where
 every row of one invocation is keyed by its `invocation_id` first, and the transaction
