@@ -318,6 +318,12 @@ class Engine:
             record = await self._read(self.store.require, invocation_id)
             busy = record.status == Status.RUNNING and (
                 await self._read(self.store.live_lease, invocation_id, now_us()) is not None)
+            if record.status == Status.RUNNING and not busy:
+                # The owner may have finished and let go between the two reads: only a record
+                # that still says running once its lease is gone is one nobody runs.
+                again = await self._read(self.store.require, invocation_id)
+                if again.status != record.status or again.updated_at != record.updated_at:
+                    continue
             if until_settled:
                 busy = busy or record.status == Status.PENDING
             if not busy:
