@@ -1,7 +1,7 @@
 """Commands that run handlers or reach running ones: run, resume, resolve, cancel.
 
 What they print when a run ends (the outcome, its exit status, how to continue a
-suspended invocation) is in `_outcome.py`."""
+suspended invocation) is in `_report.py`."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ from ._common import (
     warn_store,
 )
 from ._handlers import Spec, handler_option, importable_cwd, load
-from ._outcome import Progress, disk_full_help, interrupted_help, outcome_json, queued_exit, report
-from ._state import unblock_hint
+from ._report import Progress, disk_full_help, interrupted_help, outcome_json, queued_exit, report
+from ._thread_view import unblock_hint
 
 # -- pieces ----------------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from ._common import (
     store_path,
 )
 from ._handlers import Spec, handler_option, importable_cwd, load_handlers
-from ._outcome import Progress
+from ._report import Progress
 from ._workers import serving_engine, stop_waiting
 
 DEFAULT_HTTP = "127.0.0.1:8420"

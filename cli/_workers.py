@@ -35,7 +35,7 @@ from ._common import (
     warn_store,
 )
 from ._handlers import Spec, handler_option, importable_cwd, load, load_handlers
-from ._outcome import Progress
+from ._report import Progress
 from ._run import read_input
 
 # How long a long-running command, once asked to stop, still waits for a database that is

@@ -72,11 +72,11 @@ from ._time import iso_from_us as iso_from_us
 from .backends import FORMAT_VERSIONS as FORMAT_VERSIONS
 from .backends import Migration as Migration
 from .backends import open_store as open_store
+from .backends.in_memory import MemoryStore as MemoryStore
 from .backends.lmdb import FORMAT_VERSION as FORMAT_VERSION
 from .backends.lmdb import LmdbStore as LmdbStore
 from .backends.lmdb import check_store_dir as check_store_dir
 from .backends.lmdb import default_path as default_path
-from .backends.memory import MemoryStore as MemoryStore
 from .backends.postgres import PostgresStore as PostgresStore
 from .backends.postgres import is_postgres_url as is_postgres_url
 from .backends.postgres import redact_url as redact_url

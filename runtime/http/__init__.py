@@ -4,6 +4,6 @@ your own server, or `journal serve` to run it with workers. docs/http.md has eve
 
 from ._app import create_app as create_app
 from ._app import stop_streams as stop_streams
-from ._guard import is_loopback as is_loopback
+from ._request_checks import is_loopback as is_loopback
 
 __all__ = ("create_app", "is_loopback", "stop_streams")

@@ -18,8 +18,8 @@ from journal.errors import JournalError
 
 from .. import Engine
 from ._errors import ApiError, api_error, error_response, journal_error
-from ._guard import DEFAULT_MAX_BODY
 from ._middleware import BearerToken, KnownHosts, SameOrigin, SlashesInIds, StoreWait
+from ._request_checks import DEFAULT_MAX_BODY
 from ._service import Service
 from .routes import all_routes
 

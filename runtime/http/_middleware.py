@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from journal import Store, store_patience
 
 from ._errors import error_response, unavailable
-from ._guard import authorized
+from ._request_checks import authorized
 
 # How long a request waits for a store whose server went away, before it answers 503 (the
 # workers beside it wait without limit).

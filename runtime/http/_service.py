@@ -12,7 +12,7 @@ from starlette.requests import Request
 from .. import Engine
 from ..hooks import Observer, StepEvent
 from ._errors import ApiError
-from ._guard import DEFAULT_MAX_BODY, checked_id
+from ._request_checks import DEFAULT_MAX_BODY, checked_id
 
 if TYPE_CHECKING:
     from journal import LiveFeed

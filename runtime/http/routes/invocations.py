@@ -18,8 +18,8 @@ from journal.views import detail, export, result_json
 
 from .. import _views
 from .._errors import ApiError, JSONResponse, error_response
-from .._guard import checked_id, read_json
 from .._params import convert, number, param
+from .._request_checks import checked_id, read_json
 from .._service import service
 
 _MAX_WAIT = 300.0

@@ -9,8 +9,8 @@ from starlette.routing import Route
 from journal.views import state_json
 
 from .._errors import JSONResponse
-from .._guard import checked_id
 from .._params import param
+from .._request_checks import checked_id
 from .._service import service
 
 

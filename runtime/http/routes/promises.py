@@ -10,8 +10,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import ApiError, JSONResponse
-from .._guard import checked_id, read_json
 from .._params import convert, param
+from .._request_checks import checked_id, read_json
 from .._service import service
 
 
