@@ -67,7 +67,11 @@ class Leases:
     def __init__(self, committer: Committer, lease_ttl: float, poll_interval: float) -> None:
         self.committer = committer
         self.lease_ttl = lease_ttl
-        self.poll_interval = poll_interval
+        # Woken at least six times per lease: a renewal falls due a third of the way in, and
+        # `_expire` stops an execution a poll before its lease ends, so a poll as long as the
+        # lease (a short `lease_ttl` beside the default 0.25 s) would stop every execution
+        # at its first wake-up, its lease still live.
+        self.poll_interval = min(poll_interval, lease_ttl / 6)
         self._live: dict[str, _Watched] = {}
         self._loop: Any = None  # the event loop whose task is watching, if one is
         self._cancels: int | None = None  # the store's cancel request count at the last look

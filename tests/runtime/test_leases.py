@@ -2,6 +2,7 @@
 process reach the executions it watches, including one it starts to watch mid-look."""
 
 import threading
+import time
 
 import anyio
 import pytest
@@ -171,3 +172,36 @@ async def test_a_watcher_started_again_reads_no_record_until_the_count_changes(t
         assert reads == ["y"]
     finally:
         store.close()
+
+
+async def test_a_lease_shorter_than_the_poll_interval_is_renewed_and_kept(tmp_path):
+    # lease_ttl 0.3 s beside the default 0.25 s poll: the watcher must wake often enough to
+    # renew it, and must not take a lease it has renewed in time for one that ran out.
+    renewals = []
+
+    async def outlive_the_first_lease(ctx) -> str:
+        async def watch() -> int:
+            store = ctx_store["store"]
+            first = store.live_lease("long", _now_us()).expires_at
+            while True:  # until the lease has been renewed past twice its first term
+                lease = store.live_lease("long", _now_us())
+                assert lease is not None, "the lease lapsed while its owner was running"
+                if lease.expires_at >= first + 2 * 300_000:
+                    renewals.append(lease.expires_at - first)
+                    return lease.epoch
+                await anyio.sleep(0.01)
+
+        with anyio.fail_after(DEADLINE):
+            await ctx.run("watch", watch)
+        return await ctx.run("after", lambda: "still the owner")
+
+    ctx_store = {}
+    async with Engine.open(tmp_path / "db", lease_ttl=0.3) as engine:
+        ctx_store["store"] = engine.store
+        outcome = await engine.run(outlive_the_first_lease, id="long")
+    assert outcome.status == Status.COMPLETED, outcome
+    assert outcome.result == "still the owner" and renewals
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000

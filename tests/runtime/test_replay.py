@@ -17,7 +17,10 @@ class Crash(BaseException):
 
 async def _crash_then_resume(open_engine, first, second, *, id="inv", input=None, key=None):
     """Run `first` until it crashes, then resume the same invocation with `second`."""
-    async with open_engine(lease_ttl=0.05) as engine:
+    # A lease short enough that the resume need not wait long for it to lapse, and long
+    # enough to be renewed in time on a loaded machine (at 0.05 s a PostgreSQL renewal was
+    # sometimes late, and the run, taken over, ended before its crash).
+    async with open_engine(lease_ttl=0.5) as engine:
         with pytest.raises(Crash):
             await engine.run(first, input, id=id, key=key)
         await leases_lapsed(engine.store)
