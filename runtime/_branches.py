@@ -28,17 +28,24 @@ import sys
 import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._step_info import _current
 
-# (context serial, seq claimed last, position token, legacy token, tasks spawned here).
-# The serial tells one invocation context's branches from another's (a child invocation
-# run from inside a parent's branch inherits the parent's value). The legacy token is
-# the parent's position for a spawned task that has claimed nothing yet: journals
-# recorded before spawned tasks had tokens of their own recorded that instead.
-Position = tuple[int, int, int, "int | None", int]
-_ORIGIN: Position = (0, 0, 0, None, 0)
+
+class Position(NamedTuple):
+    """Where a branch (a task of the handler) stands in its invocation's journal."""
+
+    serial: int  # tells one invocation context's branches from another's (a child invocation
+    # run from inside a parent's branch inherits the parent's value)
+    seq: int  # the seq it claimed last
+    token: int  # its position token: what step keys and replay matching are built from
+    legacy: int | None  # for a spawned task that has claimed nothing yet, the parent's token:
+    # journals recorded before spawned tasks had tokens of their own recorded that instead
+    spawned: int  # how many tasks it has spawned at this position
+
+
+_ORIGIN = Position(0, 0, 0, None, 0)
 _branch: ContextVar[Position] = ContextVar("journal_branch", default=_ORIGIN)
 
 
@@ -77,8 +84,8 @@ def _spawned(inherited: Position | None) -> Position | None:
     serial, seq, token, legacy, spawned = parent
     if not serial or inherited != parent or _current.get() is not None:
         return None
-    _branch.set((serial, seq, token, legacy, spawned + 1))
-    return (serial, seq, spawn_token(token, spawned), token if legacy is None else legacy, 0)
+    _branch.set(Position(serial, seq, token, legacy, spawned + 1))
+    return Position(serial, seq, spawn_token(token, spawned), token if legacy is None else legacy, 0)
 
 
 # -- asyncio: a task factory -------------------------------------------------------------------

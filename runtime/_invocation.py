@@ -48,7 +48,7 @@ from ._machine import EndOfJournal, Machine
 from ._replayer import R, Replayer
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._state import State
-from ._step_info import _current
+from ._step_info import Running, _current
 from ._step_threads import StepThreads, runs_on_loop
 from ._steps import (
     PLAIN,
@@ -181,7 +181,7 @@ class InvocationContext(Composition, Context):
         try:
             # The key is built from the branch's position, not the seq: after a crash,
             # concurrent branches may be handed other seqs, but each step keeps its key.
-            step = (self._id, seq, name, 1, machine.token(), self)  # the position the claim moved to
+            step = Running(self._id, seq, name, 1, machine.token(), self)  # the position the claim moved to
             if timeout is None and retry is None:
                 # The hot path: one attempt, no deadline, and no coroutine call on the way, which
                 # is `attempts`'s first round written out (a failure goes on to its retries):

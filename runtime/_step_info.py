@@ -56,18 +56,27 @@ class StepInfo(NamedTuple):
         keeps. Costs the step about a microsecond; a replayed step runs nothing and emits nothing.
         Call it from the step function this `StepInfo` describes, while it runs."""
         info = _current.get()
-        if info is None or info[1] != self.seq or info[0] != self.invocation_id:
+        if info is None or info.seq != self.seq or info.invocation_id != self.invocation_id:
             raise LookupError(
                 f"emit() of step {self.name!r} (seq {self.seq}) was called outside that step; "
                 "call current_step().emit(...) from the step function while it runs"
             )
-        info[5].emit_chunk(self.seq, info[3], chunk)
+        info.ctx.emit_chunk(self.seq, info.attempt, chunk)
 
 
-# While a step function runs: (invocation id, seq, name, attempt, position token, context).
-# A plain tuple, so that a step pays for a `StepInfo` and its key only if it asks for them;
-# the context is what `StepInfo.emit` sends through.
-_current: ContextVar[tuple[str, int, str, int, int, Any] | None] = ContextVar("journal_current_step", default=None)
+class Running(NamedTuple):
+    """The step whose function runs now: a tuple, so that a step pays for a `StepInfo` and its
+    key only if it asks for them."""
+
+    invocation_id: str
+    seq: int
+    name: str
+    attempt: int
+    token: int  # the branch's position token, which the idempotency key is built from
+    ctx: Any  # the invocation context, which `StepInfo.emit` sends through
+
+
+_current: ContextVar[Running | None] = ContextVar("journal_current_step", default=None)
 
 
 def current_step() -> StepInfo:

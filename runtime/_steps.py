@@ -20,7 +20,7 @@ from ._branches import position_after
 from ._clock import now_us
 from ._handlers import type_text
 from ._retry import RetryPolicy
-from ._step_info import _current
+from ._step_info import Running, _current
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
 # Result types that are certainly not awaitable: a step returning one skips `inspect.isawaitable`.
@@ -110,7 +110,7 @@ def step_entry(name: str, call_digest: int, seq: int, prev: int, value: Any, err
 
 
 async def attempts(
-    step: tuple[str, int, str, int, int, Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+    step: Running, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     policy: RetryPolicy, timeout: float | None, failure: Exception | None = None,
 ) -> tuple[Any, ErrorInfo | None, int]:
     """Run the step's attempts under its policy and deadline: `(value, error, attempts)`.
@@ -118,7 +118,7 @@ async def attempts(
     invocation_id, seq, name, attempt, position, ctx = step
     while True:
         if failure is None:
-            published = _current.set((invocation_id, seq, name, attempt, position, ctx))
+            published = _current.set(Running(invocation_id, seq, name, attempt, position, ctx))
             try:
                 if timeout is None:
                     return await call(fn, args, kwargs), None, attempt
