@@ -8,7 +8,7 @@ import time
 
 import msgspec
 
-from runtime import Context
+from runtime import Context, RetryPolicy
 
 PAYLOAD = b"x" * 100
 
@@ -35,6 +35,18 @@ async def steps(ctx: Context, n: int) -> int:
     for _ in range(n):
         await ctx.run("step", noop, inline=True)
     loop_seconds[ctx.invocation_id] = time.perf_counter() - started
+    return n
+
+
+_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
+
+
+async def steps_through_attempts(ctx: Context, n: int) -> int:
+    """`steps`, each given a retry policy of one attempt: the same work through the general
+    attempts loop (`runtime/_steps.py::attempts`) instead of the first attempt inlined in
+    `ctx.run`, which is what that inlined copy saves."""
+    for _ in range(n):
+        await ctx.run("step", noop, inline=True, retry=_ONE_ATTEMPT)
     return n
 
 

@@ -12,6 +12,7 @@ import itertools
 import pytest
 
 from journal import Append, Committer
+from journal.kv import KVStore
 from runtime import Engine
 
 from . import _agents
@@ -61,6 +62,21 @@ def test_store_apply_one_append(benchmark, portal, store, report):
 
 
 @pytest.mark.benchmark(group=ASYNC)
+def test_store_apply_one_append_generic_path(benchmark, portal, store, report):
+    """`test_store_apply_one_append` without `LmdbStore._append_one`: what that copy of the
+    generic path saves each step (compare the two lines; if they meet, fold it back)."""
+    appender = Appender(store, "async", portal)
+
+    def generic(n: int) -> None:
+        for _ in range(n):
+            (result,) = KVStore.apply(store, [Append(appender.id, appender.epoch, [(next(appender.seqs), STEP_BYTES)])])
+            assert result is None, result
+
+    benchmark.pedantic(portal.call, (generic, ASYNC_OPS), rounds=ROUNDS_ASYNC, warmup_rounds=1)
+    report(benchmark, ASYNC_OPS)
+
+
+@pytest.mark.benchmark(group=ASYNC)
 def test_committer_submit_async(benchmark, portal, store, report):
     appender = Appender(store, "async", portal)
     benchmark.pedantic(portal.call, (appender.submit, ASYNC_OPS), rounds=ROUNDS_ASYNC, warmup_rounds=1)
@@ -74,6 +90,20 @@ def test_ctx_run_step_async(benchmark, portal, store, report):
 
     async def invocation() -> None:
         outcome = await engine.run(_agents.steps, ASYNC_OPS)
+        assert outcome.result == ASYNC_OPS
+
+    benchmark.pedantic(portal.call, (invocation,), rounds=ROUNDS_ASYNC, warmup_rounds=1)
+    report(benchmark, ASYNC_OPS)
+
+
+@pytest.mark.benchmark(group=ASYNC)
+def test_ctx_run_step_async_through_attempts(benchmark, portal, store, report):
+    """`test_ctx_run_step_async` with each step through the general attempts loop: what the
+    first attempt inlined in `ctx.run` saves (if the two lines meet, fold it back)."""
+    engine = portal.call(lambda: Engine(store, durability="async"))
+
+    async def invocation() -> None:
+        outcome = await engine.run(_agents.steps_through_attempts, ASYNC_OPS)
         assert outcome.result == ASYNC_OPS
 
     benchmark.pedantic(portal.call, (invocation,), rounds=ROUNDS_ASYNC, warmup_rounds=1)
