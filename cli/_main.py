@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ls": ("_inspect", "List invocations, oldest first."),
     "show": ("_inspect", "Show an invocation: status, input, result and every entry."),
     "tail": ("_inspect", "Print an invocation's entries; -f follows new ones live."),
-    "state": ("_state", "Show a key's durable state and its queue of unfinished invocations."),
+    "state": ("_thread_view", "Show a key's durable state and its queue of unfinished invocations."),
     "resolve": ("_run", "Resolve (or --reject) a promise an invocation waits for."),
     "cancel": ("_run", "Cancel an invocation: its handler gets `Cancelled`."),
     "fork": ("_history", "Copy a journal prefix into a new pending invocation."),
