@@ -15,6 +15,7 @@ from urllib.parse import quote
 import httpx
 
 from ..waiting import wait_until
+from .openapi_check import AnswerCheck
 
 HERE = Path(__file__).parent
 AGENTS = HERE / "serve_agents.py"
@@ -50,7 +51,9 @@ class Server:
         headers: dict[str, str | bytes] = {"Content-Type": "application/json"}
         if token:
             headers["Authorization"] = b"Bearer " + token.encode("utf-8")  # as a client sends a UTF-8 token
-        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        self.answers = AnswerCheck()  # every answer fits the server's /openapi.json
+        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=30,
+                                   event_hooks={"response": [self.answers]})
         if ready:  # (not: its store may not be open yet)
             wait_for(self._healthy, what="/healthz to answer")
 
