@@ -11,7 +11,7 @@
     │                              unseeded random source outside `ctx.run`
     ├── Cancelled              `cancel` reached the handler at its next context call
     ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict,
-    │   PromiseNotFound        (defined in journal.errors, re-exported here)
+    │   PromiseNotFound, PromiseValueRefused   (defined in journal.errors, re-exported here)
     ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand
     ├── RollbackImpossible     `cancel --rollback` lacks the values before some state changes
     └── HandlerNotFound        a handler path names no importable async function
@@ -39,6 +39,9 @@ from journal.errors import (
 )
 from journal.errors import (
     PromiseNotFound as PromiseNotFound,
+)
+from journal.errors import (
+    PromiseValueRefused as PromiseValueRefused,
 )
 
 

@@ -16,6 +16,7 @@ from journal.errors import (
     InvocationNotFound,
     PromiseConflict,
     PromiseNotFound,
+    PromiseValueRefused,
     StoreUnavailable,
 )
 
@@ -54,7 +55,7 @@ async def api_error(request: Request, exc: Exception) -> JSONResponse:
 # Library errors a request can cause, and the status each one answers with.
 _STATUS: dict[type[Exception], int] = {
     InvocationNotFound: 404, PromiseNotFound: 404, InvocationConflict: 409, PromiseConflict: 409,
-    PromiseNotSettable: 409, RollbackImpossible: 409, InvalidId: 400,
+    PromiseNotSettable: 409, RollbackImpossible: 409, InvalidId: 400, PromiseValueRefused: 422,
     # A damaged record: the request is fine, the invocation it names cannot be read.
     CorruptEntry: 409,
     StoreUnavailable: 503,
