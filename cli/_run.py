@@ -282,6 +282,8 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
         echo_err(f"resuming {invocation_id}")
 
     async def work(engine: Engine) -> Outcome:
+        # Refused while a live process runs it (a finished one reports how it ended).
+        await engine.check_resumable(invocation_id, finished_ok=True)
         record = await engine.committer.read(engine.store.require, invocation_id)
         if noted is not None and record.handler != noted:
             raise fail(f"invocation {invocation_id} now records handler {render.safe(record.handler)!r}, not "

@@ -14,6 +14,7 @@
     │   PromiseNotFound, PromiseValueRefused   (defined in journal.errors, re-exported here)
     ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand
     ├── RollbackImpossible     `cancel --rollback` lacks the values before some state changes
+    ├── NotResumable           a finished invocation has nothing left to resume
     └── HandlerNotFound        a handler path names no importable async function
 """
 
@@ -99,6 +100,11 @@ class PromiseNotSettable(JournalError, ValueError):
 
 class RollbackImpossible(JournalError, ValueError):
     """`cancel --rollback` cannot restore the state: the journal lacks the values before some changes."""
+
+
+class NotResumable(JournalError, ValueError):
+    """The invocation has finished: resuming it would run nothing (`journal retry` or `journal
+    fork` start a new invocation from its journal instead)."""
 
 
 class Cancelled(JournalError):
