@@ -10,8 +10,9 @@ import time
 from typing import Any
 
 import click
+import msgspec
 
-from journal import InvocationRecord, Status, iso_from_us
+from journal import InvocationRecord, PromiseType, Status, iso_from_us, promise_type, schema_example
 from journal.views import error_json
 from runtime import Outcome
 from runtime.hooks import Attempt, AttemptObserver, Observer, StepEvent
@@ -110,10 +111,13 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
     if waits_on is not None and waits_on.id != outcome.id:
         return _child_wait_help(outcome, waits_on, db)
     if outcome.waiting is not None:
+        wanted = promise_type(waits_on, outcome.waiting) if waits_on is not None else None
+        fits = fitting(wanted)
         return "\n".join([
             f"invocation {outcome.id} is suspended, waiting for promise {outcome.waiting!r}.",
-            "Deliver it (any JSON value) or reject it:",
-            *_resolve_commands(outcome.id, outcome.waiting, db),
+            render.safe(f"Deliver a {wanted.type} (for example {fits}) or reject it:") if wanted is not None
+            else "Deliver it (any JSON value) or reject it:",
+            *_resolve_commands(outcome.id, outcome.waiting, db, fits),
             "then continue it:",
             f"  {resume}",
         ])
@@ -127,9 +131,19 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
     ])
 
 
-def _resolve_commands(invocation_id: str, promise: str, db: str | None) -> list[str]:
+def fitting(wanted: PromiseType | None) -> str:
+    """A value to resolve a promise with, as JSON: one that fits its type, if it has one."""
+    if wanted is None:
+        return "true"
+    try:
+        return render.to_json(schema_example(msgspec.json.decode(wanted.schema)), pretty=False)
+    except (msgspec.DecodeError, TypeError):
+        return "true"
+
+
+def _resolve_commands(invocation_id: str, promise: str, db: str | None, value: str = "true") -> list[str]:
     """The two ways to settle `invocation_id`'s promise, as commands to copy."""
-    return [f"  {suggest(['resolve', invocation_id, promise, 'true'], db)}",
+    return [f"  {suggest(['resolve', invocation_id, promise, value], db)}",
             f"  {suggest(['resolve', invocation_id, promise, '--reject', 'reason'], db)}"]
 
 

@@ -143,7 +143,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
     async def work_and_wait(engine: Engine) -> tuple[Outcome, InvocationRecord | None, str | None]:
         outcome = await work(engine)
         waits_on = None
-        if outcome.status == Status.SUSPENDED and outcome.waiting and outcome.waiting.startswith("child:"):
+        if outcome.status == Status.SUSPENDED and outcome.waiting:  # (a typed promise's record says its type)
             waits_on = await engine.committer.read(engine.waiting_for, outcome.id)
         return outcome, waits_on, await _turn_note(engine, outcome, db)
 
