@@ -29,7 +29,6 @@ from journal.views import export as export_entries
 
 from . import _render as render
 from ._common import INTERRUPTED, OK, USAGE, Exit, db_option, echo_err, edge, json_option, open_store, out, suggest
-from ._outcome import fitting
 
 if TYPE_CHECKING:
     from journal import Chunk
@@ -228,7 +227,7 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
         out()
         if wanted is not None:
             out(render.safe(f"it expects a {wanted.type} for {record.waiting!r}"))
-        out(f"resolve it:  {suggest(['resolve', record.id, record.waiting, fitting(wanted)], db)}")
+        out(f"resolve it:  {suggest(['resolve', record.id, record.waiting, render.fitting(wanted)], db)}")
         out(f"then:        {suggest(['resume', record.id], db)}")
     elif owner is not None and not owner["alive"]:
         out()

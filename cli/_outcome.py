@@ -10,9 +10,8 @@ import time
 from typing import Any
 
 import click
-import msgspec
 
-from journal import InvocationRecord, PromiseType, Status, iso_from_us, promise_type, schema_example
+from journal import InvocationRecord, Status, iso_from_us, promise_type
 from journal.views import error_json
 from runtime import Outcome
 from runtime.hooks import Attempt, AttemptObserver, Observer, StepEvent
@@ -112,7 +111,7 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
         return _child_wait_help(outcome, waits_on, db)
     if outcome.waiting is not None:
         wanted = promise_type(waits_on, outcome.waiting) if waits_on is not None else None
-        fits = fitting(wanted)
+        fits = render.fitting(wanted)
         return "\n".join([
             f"invocation {outcome.id} is suspended, waiting for promise {outcome.waiting!r}.",
             render.safe(f"Deliver a {wanted.type} (for example {fits}) or reject it:") if wanted is not None
@@ -129,16 +128,6 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
         "Continue it after that time (or keep `journal worker` running):",
         f"  {resume}",
     ])
-
-
-def fitting(wanted: PromiseType | None) -> str:
-    """A value to resolve a promise with, as JSON: one that fits its type, if it has one."""
-    if wanted is None:
-        return "true"
-    try:
-        return render.to_json(schema_example(msgspec.json.decode(wanted.schema)), pretty=False)
-    except (msgspec.DecodeError, TypeError):
-        return "true"
 
 
 def _resolve_commands(invocation_id: str, promise: str, db: str | None, value: str = "true") -> list[str]:
