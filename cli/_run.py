@@ -252,6 +252,9 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     Use it after a crash, after `journal resolve`, when a timer is due, or after fixing
     the code of a diverged invocation. Exit status as for `journal run`.
 
+    A running invocation whose owner is gone (killed: `journal ls` shows it as `running
+    (owner gone)`) is taken over; one whose owner is alive is refused with exit 2.
+
     The handler the journal names is imported only if it is an ordinary handler of
     yours (a .py file you own that nobody else can write, or a module outside the
     standard library); --handler names the code to run yourself.
@@ -315,6 +318,9 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 
     A promise the invocation neither waits on nor has recorded is refused (exit 2), so
     that a typo in NAME does not vanish; --early delivers it ahead of the handler's asking.
+
+    A promise awaited with a type (`ctx.promise(NAME, type=T)`) refuses a value that
+    does not fit T (exit 2, naming the type): nothing is delivered, it stays pending.
 
     A parent suspended in ctx.call waits on `child:CHILD`, which only the child's result
     settles: resolve what the child waits for instead (`journal resume PARENT` says what).
