@@ -6,9 +6,9 @@ the handler's code, can refuse a value that `T` would not accept before it is de
 This checks the part of JSON Schema those two emit: `type`, `enum`, `const`,
 `properties`/`required`/`additionalProperties`, `items`/`prefixItems`, `anyOf`/`oneOf`/
 `allOf`, `$ref` into `$defs`, `nullable`, and the bounds of numbers, strings, arrays and
-objects. Keywords it does not know are ignored: a value they would refuse is still
-refused by the handler's own decoding, so the check never accepts less than `T` does in
-what it checks, and never refuses what `T` accepts.
+objects. Keywords it does not know are ignored, so it refuses only what `T` refuses; what
+the schema cannot say (msgspec describes a datetime as a plain string) is left to the
+handler's own decoding.
 """
 
 from __future__ import annotations
