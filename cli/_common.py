@@ -25,6 +25,7 @@ from journal.errors import (
     LeaseLost,
     PromiseConflict,
     PromiseNotFound,
+    PromiseValueRefused,
     StoreError,
     StoreUnavailable,
 )
@@ -36,8 +37,8 @@ T = TypeVar("T")
 # Exit codes (DESIGN.md, "The command line").
 OK, FAILED, USAGE, SUSPENDED, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4, 130
 
-_USAGE_ERRORS = (InvocationNotFound, InvocationConflict, InvocationBusy, PromiseConflict, PromiseNotFound, StoreError,
-                 ValueError)
+_USAGE_ERRORS = (InvocationNotFound, InvocationConflict, InvocationBusy, PromiseConflict, PromiseNotFound,
+                 PromiseValueRefused, StoreError, ValueError)
 
 
 class Exit(Exception):

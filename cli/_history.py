@@ -223,3 +223,58 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
         echo_err(f"forked {invocation_id} at seq {at} into {record.id} ({entries} entries copied"
                  + (f", {len(values)} value{'s' if len(values) > 1 else ''} replaced" if values else "") + ")")
         echo_err(f"continue it with: {suggest(['resume', record.id], db)}")
+
+
+# -- retry --------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("invocation_id", metavar="ID")
+@click.option("--new-id", metavar="NEW", help="The new invocation's id (default: ID-retry-N, the first N free).")
+@click.option("--no-run", is_flag=True, help="Only create it, pending: a worker that has its handler (or "
+              "`journal resume NEW`) runs it.")
+@click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
+              help="The code to run it with, as for resume (after fixing the cause of the failure, the fixed code). "
+                   "Required on PostgreSQL, unless `journal run` started the failed invocation from this host.")
+@db_option
+@json_option
+@click.pass_context
+@edge
+def retry(ctx: click.Context, invocation_id: str, new_id: str | None, no_run: bool, handler_specs: tuple[str, ...],
+          db: str | None, as_json: bool) -> None:
+    """Run a failed invocation again from before its failing step, as a new one.
+
+    The failed invocation ID is forked before the step whose error failed it (or before
+    its `failed` entry, when the handler itself raised): the steps that succeeded are
+    replayed, not run again, and the rest runs live with the current code. ID is
+    untouched. The new invocation's id is printed, then it runs here as `journal resume`
+    runs it (exit status as for `journal run`); with --no-run it is left pending.
+
+    Example:
+
+    \b
+        journal retry 3f2a9c
+        journal retry 3f2a9c --no-run --new-id 3f2a9c-again
+    """
+    from journal import retry_fork
+
+    with open_store(db, readonly=False) as store:
+        record = retry_fork(store, invocation_id, new_id=new_id)
+        store.sync()
+        at = store.entry_count(record.id)
+    if not (as_json and not no_run):
+        out(render.to_json({"id": record.id, "status": record.status.value, "retry_of": invocation_id, "at": at})
+            if as_json else record.id)
+    echo_err(f"retrying {invocation_id} as {record.id}: seqs 0 to {at - 1} copied, live from seq {at}")
+    if no_run:
+        raise Exit(OK, f"run it with: {suggest(['resume', record.id], db)}")
+    if not handler_specs and not runs_recorded_handlers(db):
+        from . import _started_here as here
+
+        noted = here.handler_for(store_path(db), invocation_id)
+        if noted is not None:
+            handler_specs = (noted,)  # the code `journal run` started the failed one with here
+    from ._run import resume
+
+    ctx.invoke(resume, invocation_id=record.id, db=db, durability="sync", progress=None,
+               handler_specs=handler_specs, as_json=as_json)

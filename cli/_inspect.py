@@ -15,14 +15,16 @@ from journal import (
     TERMINAL_KINDS,
     Damaged,
     Entry,
+    Failed,
     InvocationRecord,
     Query,
     Status,
     Store,
     kind_of,
+    promise_type,
 )
 from journal.errors import CorruptEntry, InvocationNotFound
-from journal.views import children_of, decoded, entry_view, forked_from, invocation_json, listed_json
+from journal.views import children_of, decoded, entry_view, forked_from, invocation_json, listed_json, owner_json
 from journal.views import export as export_entries
 
 from . import _render as render
@@ -94,7 +96,7 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
                  + (f" of key {key!r}" if key is not None else ""))
         return
     rows = [
-        [doc["id"], render.status(Status(doc["status"])) if doc["status"] != "damaged" else "damaged",
+        [doc["id"], _listed_status(doc),
          short_handler(doc["handler"]) if doc["handler"] else "?", str(doc["entries"]),
          render.age(item.updated_at) if isinstance(item, InvocationRecord) else "?"]
         for doc, item in zip(rows_json, items, strict=True)
@@ -104,6 +106,16 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
     if damaged:
         echo_err(f"{len(damaged)} record(s) do not decode: {', '.join(map(render.safe, damaged))}; "
                  f"{suggest(['check'], db)} says what is wrong")
+
+
+def _listed_status(doc: dict[str, Any]) -> str:
+    """The STATUS column: a running invocation whose owner is known dead says so."""
+    if doc["status"] == "damaged":
+        return "damaged"
+    shown = render.status(Status(doc["status"]))
+    if doc.get("owner") is not None and not doc["owner"]["alive"]:
+        return render.Styled(shown + click.style(" (owner gone)", fg="yellow"))
+    return shown
 
 
 def _instant(text: str | None, option: str) -> int | None:
@@ -144,13 +156,18 @@ def _links(store: Store, record: InvocationRecord, entries: list[tuple[int, Any]
 
 
 def _header(record: InvocationRecord, entries: list[tuple[int, Any]],
-            links: list[tuple[str, str]]) -> list[tuple[str, str]]:
+            links: list[tuple[str, str]], owner: dict[str, Any] | None) -> list[tuple[str, str]]:
     state = render.status(record.status)
+    if owner is not None and not owner["alive"]:
+        state = render.Styled(state + click.style(" (owner gone)", fg="yellow"))
     if record.waiting is not None:
         state = render.Styled(state + render.safe(f" (waiting for promise {record.waiting!r})"))
     elif record.wake_at is not None:
         state = render.Styled(state + f" (timer until {render.iso(record.wake_at)})")
     rows = [("invocation", record.id), ("handler", record.handler), ("status", state)]
+    if owner is not None:
+        rows.append(("owner", f"process {owner['pid']} on {owner['host']}, "
+                              + ("alive" if owner["alive"] else "gone (killed, or its lease expired)")))
     rows += links
     if record.key:
         rows.append(("key", record.key))
@@ -162,6 +179,10 @@ def _header(record: InvocationRecord, entries: list[tuple[int, Any]],
         rows.append(("result", render.raw_text(record.result)))
     if record.error is not None:
         rows.append(("error", render.Whole(f"{record.error.type}: {record.error.message}")))
+        failed = next((e for _, e in reversed(entries) if isinstance(e, Failed)), None)
+        for n, frame in enumerate(failed.traceback if failed is not None and record.status == Status.FAILED else ()):
+            rows.append(("traceback" if n == 0 else "", render.Whole(
+                f"{frame.file}:{frame.line} in {frame.function}")))
     if not entries and record.finished:
         rows.append(("entries", "none (the journal was trimmed)"))
     return rows
@@ -187,8 +208,9 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
             return
         entries = decoded(store, invocation_id)
         links = _links(store, record, entries)
+        owner = owner_json(store, record)
     width = render.terminal_width()
-    rows = _header(record, entries, links)
+    rows = _header(record, entries, links, owner)
     label_width = max(12, max(len(label) for label, _ in rows) + 2)
     for label, text in rows:
         styled = isinstance(text, render.Styled)  # the status line: short, keep its colour
@@ -201,9 +223,19 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
         out()
         out(record.divergence)
     elif record.status == Status.SUSPENDED and record.waiting is not None:
+        wanted = promise_type(record, record.waiting)
         out()
-        out(f"resolve it:  {suggest(['resolve', record.id, record.waiting, 'true'], db)}")
+        if wanted is not None:
+            out(render.safe(f"it expects a {wanted.type} for {record.waiting!r}"))
+        out(f"resolve it:  {suggest(['resolve', record.id, record.waiting, render.fitting(wanted)], db)}")
         out(f"then:        {suggest(['resume', record.id], db)}")
+    elif owner is not None and not owner["alive"]:
+        out()
+        out(f"its owner is gone; take it over with:  {suggest(['resume', record.id], db)}")
+    elif record.status == Status.FAILED:
+        out()
+        out(f"after fixing the cause, run it again from before its failing step:  "
+            f"{suggest(['retry', record.id], db)}")
 
 
 def _entries_table(entries: list[tuple[int, Any]], start_us: int, width: int) -> str:

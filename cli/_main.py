@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resolve": ("_run", "Resolve (or --reject) a promise an invocation waits for."),
     "cancel": ("_run", "Cancel an invocation: its handler gets `Cancelled`."),
     "fork": ("_history", "Copy a journal prefix into a new pending invocation."),
+    "retry": ("_history", "Run a failed invocation again from before its failing step, as a new one."),
     "replay": ("_history", "Check journals against the current code, calling no step function."),
     "trim": ("_maintain", "Remove the journals of finished invocations."),
     "compact": ("_maintain", "Shrink the store file by dropping its free pages."),

@@ -15,12 +15,14 @@ import msgspec
 
 from journal import (
     Entry,
+    PromiseType,
     Status,
     decode_value,
     from_us,
     iso_from_us,
     kind_of,
     name_of,
+    schema_example,
 )
 
 MIN_WIDTH = 80  # without COLUMNS, when stdout is not a terminal
@@ -283,3 +285,13 @@ def entry_row(seq: int, entry: Entry, *, start_us: int | None) -> list[str]:
 
 
 ENTRY_HEADERS = ("SEQ", "AT", "KIND", "NAME", "DETAIL")
+
+
+def fitting(wanted: PromiseType | None) -> str:
+    """A value to resolve a promise with, as JSON: one that fits its type, if it has one."""
+    if wanted is None:
+        return "true"
+    try:
+        return to_json(schema_example(msgspec.json.decode(wanted.schema)), pretty=False)
+    except (msgspec.DecodeError, TypeError):
+        return "true"

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from journal import InvocationRecord, Status, iso_from_us
+from journal import InvocationRecord, Status, iso_from_us, promise_type
 from journal.views import error_json
 from runtime import Outcome
 from runtime.hooks import Attempt, AttemptObserver, Observer, StepEvent
@@ -110,10 +110,13 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
     if waits_on is not None and waits_on.id != outcome.id:
         return _child_wait_help(outcome, waits_on, db)
     if outcome.waiting is not None:
+        wanted = promise_type(waits_on, outcome.waiting) if waits_on is not None else None
+        fits = render.fitting(wanted)
         return "\n".join([
             f"invocation {outcome.id} is suspended, waiting for promise {outcome.waiting!r}.",
-            "Deliver it (any JSON value) or reject it:",
-            *_resolve_commands(outcome.id, outcome.waiting, db),
+            render.safe(f"Deliver a {wanted.type} (for example {fits}) or reject it:") if wanted is not None
+            else "Deliver it (any JSON value) or reject it:",
+            *_resolve_commands(outcome.id, outcome.waiting, db, fits),
             "then continue it:",
             f"  {resume}",
         ])
@@ -127,9 +130,9 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
     ])
 
 
-def _resolve_commands(invocation_id: str, promise: str, db: str | None) -> list[str]:
+def _resolve_commands(invocation_id: str, promise: str, db: str | None, value: str = "true") -> list[str]:
     """The two ways to settle `invocation_id`'s promise, as commands to copy."""
-    return [f"  {suggest(['resolve', invocation_id, promise, 'true'], db)}",
+    return [f"  {suggest(['resolve', invocation_id, promise, value], db)}",
             f"  {suggest(['resolve', invocation_id, promise, '--reject', 'reason'], db)}"]
 
 

@@ -125,7 +125,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
     async def work_and_wait(engine: Engine) -> tuple[Outcome, InvocationRecord | None, str | None]:
         outcome = await work(engine)
         waits_on = None
-        if outcome.status == Status.SUSPENDED and outcome.waiting and outcome.waiting.startswith("child:"):
+        if outcome.status == Status.SUSPENDED and outcome.waiting:  # (a typed promise's record says its type)
             waits_on = await engine.committer.read(engine.waiting_for, outcome.id)
         return outcome, waits_on, await _turn_note(engine, outcome, db)
 
@@ -233,6 +233,9 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     Use it after a crash, after `journal resolve`, when a timer is due, or after fixing
     the code of a diverged invocation. Exit status as for `journal run`.
 
+    A running invocation whose owner is gone (killed: `journal ls` shows it as `running
+    (owner gone)`) is taken over; one whose owner is alive is refused with exit 2.
+
     The handler the journal names is imported only if it is an ordinary handler of
     yours (a .py file you own that nobody else can write, or a module outside the
     standard library); --handler names the code to run yourself.
@@ -263,6 +266,8 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
         echo_err(f"resuming {invocation_id}")
 
     async def work(engine: Engine) -> Outcome:
+        # Refused while a live process runs it (a finished one reports how it ended).
+        await engine.check_resumable(invocation_id, finished_ok=True)
         record = await engine.committer.read(engine.store.require, invocation_id)
         if noted is not None and record.handler != noted:
             raise fail(f"invocation {invocation_id} now records handler {render.safe(record.handler)!r}, not "
@@ -294,6 +299,9 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 
     A promise the invocation neither waits on nor has recorded is refused (exit 2), so
     that a typo in NAME does not vanish; --early delivers it ahead of the handler's asking.
+
+    A promise awaited with a type (`ctx.promise(NAME, type=T)`) refuses a value that
+    does not fit T (exit 2, naming the type): nothing is delivered, it stays pending.
 
     A parent suspended in ctx.call waits on `child:CHILD`, which only the child's result
     settles: resolve what the child waits for instead (`journal resume PARENT` says what).

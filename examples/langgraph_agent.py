@@ -23,7 +23,7 @@ graph's store is the journal's: `$JOURNAL_DB`, or `./.journal`, as for `journal 
 from __future__ import annotations
 
 import os
-from typing import Any, TypedDict
+from typing import Any, Required, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
@@ -39,6 +39,13 @@ class State(TypedDict, total=False):
     question: str
     recalled: list[str]
     answer: str
+    note: str
+
+
+class Review(TypedDict, total=False):
+    """A reviewer's answer to the graph's interrupt: `journal resolve ID review '{"approved": true}'`."""
+
+    approved: Required[bool]
     note: str
 
 
@@ -100,7 +107,9 @@ async def agent(ctx: Context, request: dict[str, str]) -> dict[str, Any]:
     thread = f"graph-{ctx.invocation_id}"
     result = await ctx.run("graph", run_graph, thread, {"user": request["user"], "question": request["question"]})
     if result["waiting"] is not None:
-        decision = await ctx.promise("review")  # `journal resolve ID review '{"approved": true}'`
+        # Typed: a value that is not a Review (`journal resolve ID review true`) is refused
+        # when it is resolved, and the promise stays pending, instead of failing the graph.
+        decision = await ctx.promise("review", type=Review)
         result = await ctx.run("graph-resume", run_graph, thread, None, decision)
     state = result["state"]
     if state.get("answer"):

@@ -26,6 +26,7 @@ from ._entries import Emitted as Emitted
 from ._entries import Entry as Entry
 from ._entries import ErrorInfo as ErrorInfo
 from ._entries import Failed as Failed
+from ._entries import Frame as Frame
 from ._entries import Now as Now
 from ._entries import Patched as Patched
 from ._entries import Promise as Promise
@@ -40,6 +41,8 @@ from ._entries import kind_of as kind_of
 from ._entries import name_of as name_of
 from ._fork import ForkError as ForkError
 from ._fork import fork as fork
+from ._fork import retry_fork as retry_fork
+from ._fork import retry_point as retry_point
 from ._ids import validate_id as validate_id
 from ._listing import Cursor as Cursor
 from ._listing import Damaged as Damaged
@@ -49,8 +52,12 @@ from ._records import FINISHED as FINISHED
 from ._records import HOST as HOST
 from ._records import InvocationRecord as InvocationRecord
 from ._records import Lease as Lease
+from ._records import PromiseType as PromiseType
 from ._records import Resolution as Resolution
 from ._records import Status as Status
+from ._schema import check as check_schema
+from ._schema import example as schema_example
+from ._schema import promise_type as promise_type
 from ._store import Acquire as Acquire
 from ._store import Append as Append
 from ._store import Capability as Capability
@@ -96,11 +103,12 @@ __all__ = (
     "StateKeys", "StateSet", "Continue", "Create", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "store_patience", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
-    "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork",
+    "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork", "retry_fork", "retry_point",
     "Problem", "check", "compact", "entry_view", "export", "trim",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
     "lease_is_live", "name_of", "validate_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
-    "TableDelete", "TableDeletePrefix", "TablePut", "Tables",
+    "TableDelete", "TableDeletePrefix", "TablePut", "Tables", "Frame", "PromiseType", "check_schema",
+    "schema_example", "promise_type",
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
     "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent",
 )

@@ -26,6 +26,14 @@ class ErrorInfo(msgspec.Struct, array_like=True, frozen=True, gc=False):
     terminal: bool = True
 
 
+class Frame(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One frame of the user's code in a failure's traceback: where it was when it raised."""
+
+    file: str
+    line: int
+    function: str
+
+
 class Started(msgspec.Struct, tag="started", **_OPTS):
     """Entry 0: the invocation began with this handler and input."""
 
@@ -88,6 +96,8 @@ class Failed(msgspec.Struct, tag="failed", **_OPTS):
 
     at: int
     error: ErrorInfo
+    # The frames of the user's code that raised, outermost first (bounded: runtime/_frames.py).
+    traceback: list[Frame] = []
 
 
 class Cancelled(msgspec.Struct, tag="cancelled", **_OPTS):

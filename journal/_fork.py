@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import msgspec
 
 from ._codec import decode_entry, encode_entry
-from ._entries import NIL, TERMINAL_KINDS, Entry, Promise, Started, Step, kind_of
+from ._entries import NIL, TERMINAL_KINDS, Entry, Failed, Promise, Started, Step, kind_of
 from ._records import HOST, InvocationRecord, Status
 from ._store import Acquire, Append, Store, Transition
 from .errors import InvocationConflict, InvocationNotFound, JournalError
@@ -110,6 +110,45 @@ def fork(
     return forked
 
 
+def retry_point(store: Store, invocation_id: str) -> int:
+    """Where `journal retry` forks a failed invocation: at its failing step (the step whose
+    error the invocation failed with, so that the fork runs it live again), else at its
+    `failed` entry (the handler itself raised: the fork replays every step and runs the
+    handler on from there). Raises `ForkError` for an invocation that has not failed."""
+    record = store.get(invocation_id)
+    if record is None:
+        raise InvocationNotFound(f"no invocation {invocation_id!r} to retry; `journal ls` lists the invocations")
+    if record.status != Status.FAILED:
+        raise ForkError(
+            f"invocation {invocation_id!r} is {record.status.value}, not failed: only a failed invocation is retried "
+            f"(`journal resume {invocation_id}` continues one that has not finished; `journal fork {invocation_id} "
+            "--at SEQ` copies any journal)"
+        )
+    entries = [(seq, decode_entry(data, invocation_id=invocation_id, seq=seq)) for seq, data in store.entries(invocation_id)]
+    failed = next(((seq, e) for seq, e in reversed(entries) if isinstance(e, Failed)), None)
+    if failed is None:
+        raise ForkError(f"invocation {invocation_id!r} has no `failed` entry (was its journal trimmed?); it cannot be retried")
+    end, entry = failed
+    for seq, step in reversed(entries[:end]):
+        if isinstance(step, Step) and step.error is not None and (step.error.type, step.error.message) == (
+                entry.error.type, entry.error.message):
+            return seq
+    return end
+
+
+def retry_fork(store: Store, invocation_id: str, *, new_id: str | None = None) -> InvocationRecord:
+    """A failed invocation forked at its `retry_point`, pending: resumed, it replays what
+    succeeded and runs the rest live. Its id defaults to `ID-retry-N`, the first N free."""
+    at = retry_point(store, invocation_id)
+    if new_id is None:
+        root = invocation_id.split("-retry-")[0][:180]
+        n = 1
+        while store.get(f"{root}-retry-{n}") is not None:
+            n += 1
+        new_id = f"{root}-retry-{n}"
+    return fork(store, invocation_id, at=at, new_id=new_id)
+
+
 def _replace_value(source_id: str, seq: int, entry: Entry, raw: bytes) -> Entry:
     if not isinstance(entry, _EDITABLE):
         raise ForkError(
@@ -119,4 +158,4 @@ def _replace_value(source_id: str, seq: int, entry: Entry, raw: bytes) -> Entry:
     return msgspec.structs.replace(entry, value=msgspec.Raw(raw) if raw is not None else NIL, error=None)
 
 
-__all__ = ("ForkError", "fork")
+__all__ = ("ForkError", "fork", "retry_fork", "retry_point")

@@ -10,6 +10,16 @@ import msgspec
 from ._entries import NIL, ErrorInfo
 
 
+class PromiseType(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """What a typed wait (`ctx.promise(name, type=T)`) accepts, recorded with the wait so that
+    a resolver without the handler's code can check a value: the type as the code spells it
+    and its JSON Schema (JSON text; `journal/_schema.py` checks values against it)."""
+
+    name: str
+    type: str
+    schema: str
+
+
 class Status(str, enum.Enum):
     PENDING = "pending"
     RUNNING = "running"
@@ -51,6 +61,7 @@ class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
     continued_as: str | None = None  # ... and the one that continues it
     waiting_any: list[str] = []  # more promise names that wake it (a select over several)
     cancel_rollback: bool = False  # the cancel asks to undo its state changes (stays once asked)
+    promise_types: list[PromiseType] = []  # the types its current wait accepts (typed promises only)
 
     @property
     def finished(self) -> bool:

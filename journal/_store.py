@@ -25,7 +25,7 @@ import msgspec
 
 from ._entries import ErrorInfo
 from ._listing import Page, Query
-from ._records import InvocationRecord, Lease, Resolution, Status
+from ._records import InvocationRecord, Lease, PromiseType, Resolution, Status
 
 if TYPE_CHECKING:
     from ._live import LiveChannel
@@ -67,8 +67,9 @@ class Transition(msgspec.Struct, gc=False):
     waiting: str | None = None
     wake_at: int | None = None
     divergence: str | None = None
-    release: bool = False
-    waiting_any: list[str] | None = None  # give the lease up (the invocation leaves this process)
+    release: bool = False  # give the lease up (the invocation leaves this process)
+    waiting_any: list[str] | None = None
+    promise_types: list[PromiseType] | None = None  # what its typed waits accept (with `waiting`)
 
 
 class Append(msgspec.Struct, gc=False):

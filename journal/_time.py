@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 
 
 def from_us(us: int) -> datetime.datetime:
@@ -13,3 +14,8 @@ def from_us(us: int) -> datetime.datetime:
 def iso_from_us(us: int | None) -> str | None:
     """A journal time as ISO 8601 UTC with a `Z` (the shape of every `--json` time), or None."""
     return None if us is None else from_us(us).isoformat().replace("+00:00", "Z")
+
+
+def now_us() -> int:
+    """The current time as the journal stores it."""
+    return time.time_ns() // 1000

@@ -17,6 +17,7 @@
     ├── InvocationConflict         the id exists with a different input
     ├── PromiseConflict            the promise was already resolved with another value
     ├── PromiseNotFound            the invocation neither waits on nor has recorded that promise
+    ├── PromiseValueRefused        the value does not fit the type the promise is awaited with
     └── (runtime.errors adds TerminalError, NondeterminismError, PromiseRejected, Cancelled)
 
 Each message says what happened, where, and what to do next.
@@ -95,3 +96,8 @@ class PromiseConflict(JournalError):
 class PromiseNotFound(JournalError, LookupError):
     """The invocation neither waits on nor has recorded the promise: most often a typo in its
     name. `Engine.resolve(..., early=True)` (`journal resolve --early`) delivers it ahead."""
+
+
+class PromiseValueRefused(JournalError, ValueError):
+    """The value does not fit the type the invocation awaits the promise with
+    (`ctx.promise(name, type=T)`): nothing was delivered, and the promise stays pending."""

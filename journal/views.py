@@ -7,26 +7,28 @@ are ISO 8601 UTC strings. Nothing here formats for a terminal or speaks HTTP.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
 
 from ._codec import decode_entry, decode_value
-from ._entries import Called, Entry, ErrorInfo, Started, kind_of, name_of
+from ._entries import Called, Entry, ErrorInfo, Failed, Frame, Started, kind_of, name_of
 from ._listing import Damaged
 from ._records import InvocationRecord, Status
+from ._schema import example
 from ._store import Store
-from ._time import iso_from_us
+from ._time import iso_from_us, now_us
 from .errors import CorruptEntry
 
 iso = iso_from_us
 _FORK = re.compile(r"`(journal fork \S+ --at \d+)`")
 
 
-def record_json(record: InvocationRecord, entries: int) -> dict[str, Any]:
-    """One invocation as `journal ls --json` and `GET /invocations` list it."""
-    return {
+def record_json(record: InvocationRecord, entries: int, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One invocation as `journal ls --json` and `GET /invocations` list it (`owner`: while
+    it is running, `owner_json`'s)."""
+    doc: dict[str, Any] = {
         "id": record.id,
         "handler": record.handler,
         "status": record.status.value,
@@ -35,6 +37,21 @@ def record_json(record: InvocationRecord, entries: int) -> dict[str, Any]:
         "updated_at": iso(record.updated_at),
         "entries": entries,
     }
+    if owner is not None:
+        doc["owner"] = owner
+    return doc
+
+
+def owner_json(store: Store, record: InvocationRecord, now: int | None = None) -> dict[str, Any] | None:
+    """Who runs a `running` invocation: `{"host", "pid", "alive"}`, where `alive` is false once
+    the owner is known dead (its pid gone on this host, its database session ended on
+    PostgreSQL, or its lease expired); None for any other status."""
+    if record.status != Status.RUNNING:
+        return None
+    lease = store.lease(record.id)
+    alive = lease is not None and store.live_lease(record.id, now_us() if now is None else now) is not None
+    return {"host": lease.host or None if lease else None, "pid": lease.pid or None if lease else None,
+            "alive": alive}
 
 
 def damaged_json(item: Damaged, entries: int) -> dict[str, Any]:
@@ -50,11 +67,24 @@ def damaged_json(item: Damaged, entries: int) -> dict[str, Any]:
 def listed_json(store: Store, item: InvocationRecord | Damaged) -> dict[str, Any]:
     """An item of `Store.page` as `journal ls --json` and `GET /invocations` list it."""
     entries = store.entry_count(item.id)
-    return record_json(item, entries) if isinstance(item, InvocationRecord) else damaged_json(item, entries)
+    if not isinstance(item, InvocationRecord):
+        return damaged_json(item, entries)
+    return record_json(item, entries, owner_json(store, item))
 
 
-def error_json(error: ErrorInfo | None) -> dict[str, Any] | None:
-    return None if error is None else msgspec.structs.asdict(error)
+def error_json(error: ErrorInfo | None, traceback: list[Frame] | None = None) -> dict[str, Any] | None:
+    """An error as plain data; with the frames its failure was journaled with, `traceback`."""
+    if error is None:
+        return None
+    doc = msgspec.structs.asdict(error)
+    if traceback:
+        doc["traceback"] = frames_json(traceback)
+    return doc
+
+
+def frames_json(frames: list[Frame]) -> list[dict[str, Any]]:
+    """A failure's traceback: `[{"file", "line", "function"}]`, outermost first."""
+    return [{"file": f.file, "line": f.line, "function": f.function} for f in frames]
 
 
 def invocation_json(store: Store, record: InvocationRecord) -> dict[str, Any]:
@@ -62,25 +92,33 @@ def invocation_json(store: Store, record: InvocationRecord) -> dict[str, Any]:
     entries = list(export(store, record.id))
     started = entries[0] if entries and entries[0]["kind"] == "started" else None
     children = [e["child"] for e in entries if e["kind"] == "called"]
-    return _invocation(store, record, started["input"] if started else None, children, entries)
+    failed = next((e for e in reversed(entries) if e["kind"] == "failed"), None)
+    frames = [Frame(f["file"], f["line"], f["function"]) for f in failed.get("traceback", ())] if failed else None
+    return _invocation(store, record, started["input"] if started else None, children, entries, frames)
 
 
-def detail(store: Store, record: InvocationRecord) -> dict[str, Any]:
+def detail(store: Store, record: InvocationRecord, runs: Callable[[str], bool] | None = None) -> dict[str, Any]:
     """`GET /invocations/{id}`: `journal show --json` without its entries, plus `waiting_on`,
-    the divergence and, once diverged, the command that forks it.
+    the divergence and, once diverged, the command that forks it. `runs` says whether a
+    handler name is one that the caller (a server's workers) can run: a pending invocation
+    whose handler it cannot run then waits on `{"kind": "handler", "name"}` as well.
 
     Decodes only the input and the entries' kinds, not every value as `invocation_json` does
     (158 µs for a three-entry journal, growing with it: a `GET` under load, bench/http_load.py).
     """
-    input_value, children = None, []
+    input_value, children, frames = None, [], None
     for seq, data in store.entries(record.id):
         entry = decode_entry(data, invocation_id=record.id, seq=seq)
         if isinstance(entry, Started):
             input_value = decode_value(entry.input)
         elif isinstance(entry, Called):
             children.append(entry.child)
-    doc = _invocation(store, record, input_value, children, None)
+        elif isinstance(entry, Failed):
+            frames = entry.traceback
+    doc = _invocation(store, record, input_value, children, None, frames)
     doc["waiting_on"] = waiting_on(record)
+    if runs is not None and record.status == Status.PENDING and not runs(record.handler):
+        doc["waiting_on"].append({"kind": "handler", "name": record.handler})
     doc["divergence"] = record.divergence
     found = _FORK.search(record.divergence or "")
     doc["fork_command"] = found.group(1) if found else None
@@ -88,8 +126,8 @@ def detail(store: Store, record: InvocationRecord) -> dict[str, Any]:
 
 
 def _invocation(store: Store, record: InvocationRecord, input_value: Any, children: list[str],
-                entries: list[dict[str, Any]] | None) -> dict[str, Any]:
-    error = error_json(record.error)
+                entries: list[dict[str, Any]] | None, frames: list[Frame] | None) -> dict[str, Any]:
+    error = error_json(record.error, frames if record.status == Status.FAILED else None)
     if record.status == Status.DIVERGED and record.divergence and error is None:
         error = {"type": "NondeterminismError", "message": record.divergence, "terminal": False}
     doc: dict[str, Any] = {
@@ -99,6 +137,9 @@ def _invocation(store: Store, record: InvocationRecord, input_value: Any, childr
         "result": decode_value(record.result) if record.status == Status.COMPLETED else None,
         "error": error, "waiting": record.waiting, "wake_at": iso(record.wake_at),
     }
+    owner = owner_json(store, record)
+    if owner is not None:
+        doc["owner"] = owner
     if entries is not None:
         doc["entries"] = entries
     doc["children"] = list(dict.fromkeys(children))
@@ -128,10 +169,25 @@ def waiting_on(record: InvocationRecord) -> list[dict[str, Any]]:
         if sep and kind in ("child", "turn"):
             out.append({"kind": kind, "id": rest})
         elif record.status == Status.SUSPENDED:
-            out.append({"kind": "promise", "name": name})
+            out.append(promise_json(record, name))
     if record.wake_at is not None and record.status == Status.SUSPENDED:
         out.append({"kind": "timer", "until": iso(record.wake_at)})
     return out
+
+
+def promise_json(record: InvocationRecord, name: str) -> dict[str, Any]:
+    """A promise a suspended invocation waits on: `{"kind": "promise", "name"}`, and for one
+    awaited with a type, the type (`"type"`, as the code spells it), its JSON Schema
+    (`"schema"`) and a value that fits it (`"example"`), for a form to start from."""
+    doc: dict[str, Any] = {"kind": "promise", "name": name}
+    typed = next((t for t in record.promise_types if t.name == name), None)
+    if typed is not None:
+        try:
+            schema = msgspec.json.decode(typed.schema)
+        except msgspec.DecodeError:
+            schema = None
+        doc.update(type=typed.type, schema=schema, example=example(schema) if isinstance(schema, dict) else None)
+    return doc
 
 
 def entry_view(entry: Entry, seq: int) -> dict[str, Any]:
@@ -149,6 +205,10 @@ def entry_view(entry: Entry, seq: int) -> dict[str, Any]:
             value = msgspec.to_builtins(value)
             if field == "error":
                 value = dict(zip(("type", "message", "terminal"), value, strict=False)) if isinstance(value, list) else value
+        elif field == "traceback":
+            if not value:
+                continue  # none recorded (a failure journaled before tracebacks were)
+            value = frames_json(value)
         elif field in ("until",):
             value = iso(value)
         elif field == "digest":
@@ -221,4 +281,5 @@ def forked_from(store: Store, record: InvocationRecord) -> str | None:
 
 
 __all__ = ("children_of", "corrupt_view", "damaged_json", "listed_json", "decoded", "detail", "entry_view", "error_json", "export", "forked_from",
-           "invocation_json", "iso", "record_json", "result_json", "state_json", "waiting_on")
+           "frames_json", "invocation_json", "iso", "owner_json", "promise_json", "record_json", "result_json",
+           "state_json", "waiting_on")

@@ -150,7 +150,8 @@ class Composition:
         if "index" not in outcome:
             names = list(dict.fromkeys(name for wait in waits for name in wait.names()))
             wakes = [wait.wake_at for wait in waits if wait.wake_at is not None]
-            raise Suspend(names[0] if names else None, min(wakes, default=None), tuple(names[1:]))
+            raise Suspend(names[0] if names else None, min(wakes, default=None), tuple(names[1:]),
+                          tuple(t for wait in waits for t in wait.types))
         if recorded is None:
             await self._commit(seq, Selected(now_us(), outcome["index"], prev))
         if "error" in outcome:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid as _uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -34,6 +34,7 @@ from journal import (
 )
 from journal.errors import InvocationBusy, JournalError
 
+from . import _actions
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
@@ -386,6 +387,31 @@ class Engine:
                 # Queued behind another invocation of its key: it receives the cancel on its turn.
                 return Outcome.of(record)
             return await self.wait(invocation_id)
+
+    # -- operator actions (runtime/_actions.py): the CLI's and the HTTP API's ------------------
+
+    async def check_resumable(self, invocation_id: str, *, finished_ok: bool = False) -> InvocationRecord:
+        """The record of an invocation that may be resumed (pending, suspended, diverged, or
+        running with its owner gone), in its latest generation; else `InvocationBusy` (its
+        owner is alive), `NotResumable` (finished, unless `finished_ok`) or `InvocationNotFound`."""
+        return await self._read(lambda: _actions.check_resumable(self.store, invocation_id, finished_ok=finished_ok))
+
+    async def fork(self, invocation_id: str, *, at: int, values: Mapping[int, Any] | None = None,
+                   new_id: str | None = None) -> InvocationRecord:
+        """Copy entries `0 … at-1` into a new pending invocation (`journal fork`), with the
+        recorded values of the steps or promises at the seqs of `values` replaced by these."""
+        return await self._read(lambda: _actions.fork_with(self.store, invocation_id, at=at, values=values,
+                                                           new_id=new_id))
+
+    async def retry(self, invocation_id: str, *, new_id: str | None = None) -> InvocationRecord:
+        """A failed invocation forked before its failing step, pending (`journal retry`): run it
+        with `resume` (a worker that has its handler takes it too). Its id is `ID-retry-N`."""
+        return await self._read(lambda: _actions.retry(self.store, invocation_id, new_id=new_id))
+
+    def runs(self, handler: str) -> bool:
+        """Whether this engine has code for invocations that record `handler`: one of its
+        `handlers`, or without them an import path (a NAME needs `--handler NAME=TARGET`)."""
+        return handler in self.handlers if self.handlers is not None else not is_name(handler)
 
     # -- streams ------------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
-import msgspec
 
 from journal import (
     NIL,
@@ -35,7 +34,6 @@ from journal import (
     Step,
     Transition,
     UnencodableValue,
-    decode_value,
     encode_value,
 )
 from journal.errors import LeaseLost, StoreError
@@ -45,6 +43,7 @@ from ._composition import Composition, _fence
 from ._context import Context
 from ._handlers import type_text
 from ._machine import EndOfJournal, Machine
+from ._promise_types import decode_promise_value, is_validation_error, promise_type
 from ._replayer import R, Replayer
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._state import State
@@ -196,11 +195,11 @@ class InvocationContext(Composition, Context):
                     raised = exc
                 finally:
                     _current.reset(published)
-                failure, attempt = None, 1
+                failure, attempt, cause = None, 1, None
                 if raised is not None:  # outside the `except`: later attempts must not see it in flight
-                    value, failure, attempt = await attempts(step, fn, args, kwargs, DEFAULT_RETRY, None, raised)
+                    value, failure, attempt, cause = await attempts(step, fn, args, kwargs, DEFAULT_RETRY, None, raised)
             else:
-                value, failure, attempt = await attempts(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
+                value, failure, attempt, cause = await attempts(step, fn, args, kwargs, retry or DEFAULT_RETRY, timeout)
             entry, result = step_entry(name, call_digest, seq, prev, value, failure, attempt, rtype)
             error = entry.error
             emitter = self._emitter
@@ -220,7 +219,8 @@ class InvocationContext(Composition, Context):
             if self.on_step is not None and (failure is not None or error is None):
                 self._report(name, "live" if failure is None else "failed", time.perf_counter() - started)
             if error is not None:
-                raise rebuild_error(error)
+                # Chained to what the step function raised: a failure's traceback shows its frames too.
+                raise rebuild_error(error) from cause
         finally:
             self._done_one()
         if self._always_replay and self._inflight == 0 and not self._exit_mode:
@@ -289,7 +289,8 @@ class InvocationContext(Composition, Context):
             action = self.machine.promise_wait(resolution is not None, deadline, now_us())
             if action == "suspend":
                 await self._flush_pending()
-                raise Suspend(waiting=name, wake_at=deadline)
+                typed = promise_type(name, type)
+                raise Suspend(waiting=name, wake_at=deadline, types=(typed,) if typed is not None else ())
             if action == "timed out":
                 recorded = Promise(name, now_us(), NIL, "timed out", prev, timed_out=True)
             else:
@@ -302,8 +303,10 @@ class InvocationContext(Composition, Context):
             rejected.reason = recorded.error
             raise rejected
         try:
-            return decode_value(recorded.value, type if type is not None else Any)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            return decode_promise_value(recorded.value, type)
+        except Exception as exc:
+            if not is_validation_error(exc):
+                raise
             raise TerminalError(
                 f"promise {name!r} of invocation {self._id!r} (seq {seq}) was resolved with a value that does not "
                 f"fit type={type_text(type)}: {exc}; resolve it with a matching value"

@@ -28,6 +28,7 @@ from journal import (
     Completed,
     ErrorInfo,
     Failed,
+    Frame,
     Patched,
     StateSet,
     Status,
@@ -40,6 +41,7 @@ from journal.errors import LeaseLost
 
 from ._branches import Position, _branch, branch_token, position_after, spawn_token
 from ._clock import now_us
+from ._frames import user_frames
 from ._groups import leaves as _leaves
 from ._replayer import R, Replayer
 from ._suspend import ContinueAsNew, Restart, Suspend
@@ -407,17 +409,20 @@ class Machine:
             # Branches may wait on different things (select over a promise and a timer): wake on any.
             names = list(dict.fromkeys(name for e in suspends for name in e.names()))
             wakes = [e.wake_at for e in suspends if e.wake_at is not None]
+            types = list({t.name: t for e in suspends for t in e.types}.values())
             return Ending("write", Status.SUSPENDED, None, {
-                "waiting": names[0] if names else None, "waiting_any": names[1:], "wake_at": min(wakes, default=None)})
+                "waiting": names[0] if names else None, "waiting_any": names[1:], "wake_at": min(wakes, default=None),
+                "promise_types": types})
         if self.cancel_delivered and all(isinstance(e, (Cancelled, Suspend)) for e in leaves):
             return self._cancelled(now)
-        return self._failed(now, _error_info(leaves))
+        error_info, failing = _error_info(leaves)
+        return self._failed(now, error_info, user_frames(failing))
 
     def _cancelled(self, now: int, reason: str | None = None) -> Ending:
         return Ending("write", Status.CANCELLED, CancelledEntry(now, reason or self.cancel_reason or ""))
 
-    def _failed(self, now: int, error: ErrorInfo) -> Ending:
-        return Ending("write", Status.FAILED, Failed(now, error), {"error": error})
+    def _failed(self, now: int, error: ErrorInfo, frames: list[Frame] | None = None) -> Ending:
+        return Ending("write", Status.FAILED, Failed(now, error, frames or []), {"error": error})
 
     # -- deterministic randomness ----------------------------------------------------------
 
@@ -446,8 +451,9 @@ def _describe(kind: type[R], name: str | None, call_digest: int | None) -> str:
     return text if call_digest is None else f"{text} (args digest {call_digest:016x})"
 
 
-def _error_info(leaves: list[BaseException]) -> ErrorInfo:
+def _error_info(leaves: list[BaseException]) -> tuple[ErrorInfo, BaseException]:
+    """The error the invocation fails with, and the exception it is (whose frames are journaled)."""
     exc = next((e for e in leaves if not isinstance(e, Suspend)), leaves[0])
     if isinstance(exc, TerminalError):
-        return ErrorInfo(exc.type_name, exc.message or str(exc), True)
-    return ErrorInfo(type(exc).__qualname__, str(exc) or type(exc).__qualname__, True)
+        return ErrorInfo(exc.type_name, exc.message or str(exc), True), exc
+    return ErrorInfo(type(exc).__qualname__, str(exc) or type(exc).__qualname__, True), exc

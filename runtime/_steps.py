@@ -112,38 +112,39 @@ def step_entry(name: str, call_digest: int, seq: int, prev: int, value: Any, err
 async def attempts(
     step: Running, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     policy: RetryPolicy, timeout: float | None, failure: Exception | None = None,
-) -> tuple[Any, ErrorInfo | None, int]:
-    """Run the step's attempts under its policy and deadline: `(value, error, attempts)`.
-    `failure` is how the first attempt already failed, when the caller made it."""
+) -> tuple[Any, ErrorInfo | None, int, Exception | None]:
+    """Run the step's attempts under its policy and deadline: `(value, error, attempts, raised)`,
+    where `raised` is what the step function raised last, if it failed. `failure` is how the
+    first attempt already failed, when the caller made it."""
     invocation_id, seq, name, attempt, position, ctx = step
     while True:
         if failure is None:
             published = _current.set(Running(invocation_id, seq, name, attempt, position, ctx))
             try:
                 if timeout is None:
-                    return await call(fn, args, kwargs), None, attempt
+                    return await call(fn, args, kwargs), None, attempt, None
                 # Only this deadline is a step timeout; a TimeoutError the function
                 # raises itself (a socket timeout) is an ordinary, retryable error.
                 with anyio.move_on_after(timeout) as deadline:
                     value = await call(fn, args, kwargs)
                 if not deadline.cancelled_caught:
-                    return value, None, attempt
+                    return value, None, attempt, None
                 failure = StepTimeout(f"step {name!r} (seq {seq}) did not finish within {timeout} s")
             except Exception as exc:
                 failure = exc
             finally:
                 _current.reset(published)
         if isinstance(failure, TerminalError) and not isinstance(failure, StepTimeout):
-            return None, ErrorInfo(failure.type_name, failure.message or str(failure), True), attempt
+            return None, ErrorInfo(failure.type_name, failure.message or str(failure), True), attempt, failure
         if policy.retries(failure, attempt):
             await anyio.sleep(policy.delay(attempt))  # the backoff between attempts
             attempt += 1
             failure = None
             continue
         if isinstance(failure, StepTimeout):
-            return None, ErrorInfo("StepTimeout", str(failure), True), attempt
+            return None, ErrorInfo("StepTimeout", str(failure), True), attempt, None
         message = f"step {name!r} failed after {attempt} attempt{'s' if attempt > 1 else ''}: {failure}"
-        return None, ErrorInfo(type(failure).__qualname__, message, True), attempt
+        return None, ErrorInfo(type(failure).__qualname__, message, True), attempt, failure
 
 
 async def call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

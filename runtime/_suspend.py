@@ -4,17 +4,22 @@ handler's `except Exception` does not catch them."""
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from journal import PromiseType
 
 
 class Suspend(BaseException):
     """Internal: unwinds the handler when it must wait (a BaseException so `except Exception` misses it)."""
 
-    def __init__(self, waiting: str | None = None, wake_at: int | None = None, also: tuple[str, ...] = ()) -> None:
+    def __init__(self, waiting: str | None = None, wake_at: int | None = None, also: tuple[str, ...] = (),
+                 types: tuple[PromiseType, ...] = ()) -> None:
         super().__init__(waiting or wake_at)
         self.waiting = waiting  # the promise it waits for
         self.wake_at = wake_at  # the timer that wakes it
         self.also = also  # more promises any of which wakes it (ctx.select over several)
+        self.types = types  # what its typed promises accept (`ctx.promise(name, type=T)`)
 
     def names(self) -> list[str]:
         return ([self.waiting] if self.waiting is not None else []) + list(self.also)

@@ -11,9 +11,10 @@
     │                              unseeded random source outside `ctx.run`
     ├── Cancelled              `cancel` reached the handler at its next context call
     ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict,
-    │   PromiseNotFound        (defined in journal.errors, re-exported here)
+    │   PromiseNotFound, PromiseValueRefused   (defined in journal.errors, re-exported here)
     ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand
     ├── RollbackImpossible     `cancel --rollback` lacks the values before some state changes
+    ├── NotResumable           a finished invocation has nothing left to resume
     └── HandlerNotFound        a handler path names no importable async function
 """
 
@@ -39,6 +40,9 @@ from journal.errors import (
 )
 from journal.errors import (
     PromiseNotFound as PromiseNotFound,
+)
+from journal.errors import (
+    PromiseValueRefused as PromiseValueRefused,
 )
 
 
@@ -96,6 +100,11 @@ class PromiseNotSettable(JournalError, ValueError):
 
 class RollbackImpossible(JournalError, ValueError):
     """`cancel --rollback` cannot restore the state: the journal lacks the values before some changes."""
+
+
+class NotResumable(JournalError, ValueError):
+    """The invocation has finished: resuming it would run nothing (`journal retry` or `journal
+    fork` start a new invocation from its journal instead)."""
 
 
 class Cancelled(JournalError):

@@ -383,6 +383,7 @@ def _transition(
     record.updated_at = change.at
     record.waiting = change.waiting
     record.waiting_any = list(change.waiting_any or ())
+    record.promise_types = list(change.promise_types or ()) if status == Status.SUSPENDED else []
     record.wake_at = change.wake_at
     record.divergence = change.divergence
     if change.result is not None:

@@ -24,6 +24,7 @@ from .._entries import NIL
 from .._ids import validate_id
 from .._listing import Page, Query
 from .._records import InvocationRecord, Lease, Resolution, Status
+from .._schema import refusal
 from .._store import (
     Acquire,
     Append,
@@ -445,6 +446,10 @@ class KVStore(abc.ABC):
             raise PromiseConflict(
                 f"invocation {op.id!r} is already {record.status}; promise {op.name!r} can no longer be delivered"
             )
+        if op.error is None and op.value is not None:
+            refused = refusal(record, op.name, op.value)
+            if refused is not None:
+                raise refused
         value = msgspec.Raw(op.value) if op.value is not None else NIL
         txn.put("promises", key, _enc.encode(Resolution(op.at, value, op.error)))
         if record.status == Status.SUSPENDED and (record.waiting == op.name or op.name in record.waiting_any):
@@ -466,6 +471,7 @@ class KVStore(abc.ABC):
             record.status = Status.PENDING
             record.waiting = None
             record.waiting_any = []
+            record.promise_types = []
             record.wake_at = None
         _put_record(txn, id_bytes, record, old)
         return record

@@ -19,6 +19,7 @@ from .. import (
     Continue,
     Cursor,
     InvocationRecord,
+    PromiseType,
     Query,
     Renew,
     RequestCancel,
@@ -42,6 +43,7 @@ from ..errors import (
     JournalError,
     LeaseLost,
     PromiseConflict,
+    PromiseValueRefused,
 )
 from ._builders import T0, acquire, append, create, creation_op, step
 
@@ -298,6 +300,22 @@ class StoreContract(abc.ABC):
             SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting="approval", release=True), epoch)
         )
         assert record.status == Status.PENDING
+
+    def test_a_value_that_does_not_fit_the_awaited_type_is_refused_and_the_promise_stays_pending(
+            self, store: Any) -> None:
+        create(store)
+        epoch, _ = acquire(store)
+        typed = PromiseType("ok", "bool", '{"type": "boolean"}')
+        record = store.apply_one(SetStatus("inv-1", Transition(
+            Status.SUSPENDED, T0, waiting="ok", release=True, promise_types=[typed]), epoch))
+        assert record.promise_types == [typed]
+        with pytest.raises(PromiseValueRefused, match="expects bool"):
+            store.apply_one(Resolve("inv-1", "ok", T0 + 1, b"\x01"))  # the integer 1
+        assert store.resolution("inv-1", "ok") is None
+        assert store.require("inv-1").status == Status.SUSPENDED
+        store.apply_one(Resolve("inv-1", "ok", T0 + 2, None, "a rejection is no value: never refused"))
+        assert store.require("inv-1").status == Status.PENDING
+        assert store.require("inv-1").promise_types == []  # the wait is over
 
     def test_a_promise_is_settled_once(self, store: Any) -> None:
         create(store)

@@ -9,17 +9,20 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse as _StarletteJSON
 
+from journal import ForkError
 from journal.errors import (
     CorruptEntry,
     InvalidId,
+    InvocationBusy,
     InvocationConflict,
     InvocationNotFound,
     PromiseConflict,
     PromiseNotFound,
+    PromiseValueRefused,
     StoreUnavailable,
 )
 
-from ..errors import PromiseNotSettable, RollbackImpossible
+from ..errors import NotResumable, PromiseNotSettable, RollbackImpossible
 
 _encoder = msgspec.json.Encoder(enc_hook=repr)
 
@@ -54,7 +57,8 @@ async def api_error(request: Request, exc: Exception) -> JSONResponse:
 # Library errors a request can cause, and the status each one answers with.
 _STATUS: dict[type[Exception], int] = {
     InvocationNotFound: 404, PromiseNotFound: 404, InvocationConflict: 409, PromiseConflict: 409,
-    PromiseNotSettable: 409, RollbackImpossible: 409, InvalidId: 400,
+    PromiseNotSettable: 409, RollbackImpossible: 409, InvalidId: 400, PromiseValueRefused: 422,
+    InvocationBusy: 409, NotResumable: 409, ForkError: 422,
     # A damaged record: the request is fine, the invocation it names cannot be read.
     CorruptEntry: 409,
     StoreUnavailable: 503,

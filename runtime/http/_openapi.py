@@ -28,8 +28,14 @@ def _errors(*codes: int) -> dict[str, Any]:
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 _STATUS = {"type": "string", "enum": ["pending", "running", "suspended", "diverged", "completed", "failed",
                                       "cancelled"]}
+_FRAME = {"type": "object", "properties": {"file": {"type": "string"}, "line": {"type": "integer"},
+                                           "function": {"type": "string"}}}
 _ERROR_INFO = {"type": ["object", "null"], "properties": {"type": {"type": "string"}, "message": {"type": "string"},
-                                                          "terminal": {"type": "boolean"}}}
+                                                          "terminal": {"type": "boolean"},
+                                                          "traceback": {"type": "array", "items": _FRAME}}}
+# Only while running: who holds the lease, and whether it is known to be alive.
+_OWNER = {"type": "object", "properties": {"host": {"type": ["string", "null"]}, "pid": {"type": ["integer", "null"]},
+                                           "alive": {"type": "boolean"}}}
 
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -49,15 +55,19 @@ OPENAPI: dict[str, Any] = {
             "Summary": {"type": "object", "properties": {
                 "id": {"type": "string"}, "handler": {"type": "string"}, "status": _STATUS,
                 "key": {"type": ["string", "null"]}, "created_at": {"type": "string", "format": "date-time"},
-                "updated_at": {"type": "string", "format": "date-time"}, "entries": {"type": "integer"}}},
+                "updated_at": {"type": "string", "format": "date-time"}, "entries": {"type": "integer"},
+                "owner": _OWNER}},
             "WaitingOn": {"type": "object", "required": ["kind"], "properties": {
-                "kind": {"type": "string", "enum": ["promise", "timer", "child", "turn"]},
+                "kind": {"type": "string", "enum": ["promise", "timer", "child", "turn", "handler"]},
                 "name": {"type": "string"}, "until": {"type": "string", "format": "date-time"},
-                "id": {"type": "string"}}},
+                "id": {"type": "string"},
+                "type": {"type": "string", "description": "a typed promise: its type, as the code spells it"},
+                "schema": {"type": "object", "description": "a typed promise: its JSON Schema"},
+                "example": {"description": "a typed promise: a value that fits its schema"}}},
             "Invocation": {"type": "object", "properties": {
                 "id": {"type": "string"}, "handler": {"type": "string"}, "status": _STATUS,
                 "key": {"type": ["string", "null"]}, "input": {}, "result": {}, "error": _ERROR_INFO,
-                "waiting_on": {"type": "array", "items": _ref("WaitingOn")},
+                "waiting_on": {"type": "array", "items": _ref("WaitingOn")}, "owner": _OWNER,
                 "divergence": {"type": ["string", "null"]}, "fork_command": {"type": ["string", "null"]}}},
             "Entry": {"type": "object", "required": ["seq", "kind"], "properties": {
                 "seq": {"type": "integer"}, "kind": {"type": "string"}, "name": {"type": ["string", "null"]},

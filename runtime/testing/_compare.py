@@ -71,7 +71,9 @@ def _paths(entries: dict[int, Entry]) -> dict[int, bytes]:
 
 
 _path_encoder = msgspec.msgpack.Encoder()
-_IGNORED_FIELDS = frozenset({"at", "attempts", "prev"})
+# `traceback`: where a failure was raised is diagnostic, and a step error replayed from the
+# journal no longer has the frames of the step function that raised it live.
+_IGNORED_FIELDS = frozenset({"at", "attempts", "prev", "traceback"})
 
 
 def _canonical(entry: Entry) -> tuple[Any, ...]:

@@ -58,7 +58,7 @@ def test_json_encodes_datetimes_bytes_and_anything_else():
     assert out["other"].startswith("<class")
 
 
-COMMANDS = ["run", "start", "resume", "worker", "serve", "ls", "show", "tail", "state", "resolve", "cancel", "fork", "replay", "trim",
+COMMANDS = ["run", "start", "resume", "worker", "serve", "ls", "show", "tail", "state", "resolve", "cancel", "fork", "retry", "replay", "trim",
             "compact", "check", "migrate", "export"]
 
 

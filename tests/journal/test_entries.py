@@ -17,6 +17,7 @@ from journal import (
     Emitted,
     ErrorInfo,
     Failed,
+    Frame,
     Now,
     Patched,
     Promise,
@@ -114,7 +115,9 @@ GOLDEN = [
     (Sleep(1, 2), "94a5736c656570010200"),
     (Promise("ok", 3, encode_value(True)), "97a770726f6d697365a26f6b03c3c000c2"),
     (Completed(4, encode_value("done")), "93a9636f6d706c6574656404a4646f6e65"),
-    (Failed(4, ErrorInfo("E", "m")), "93a66661696c65640493a145a16dc3"),
+    # `traceback` (the 3rd field, appended for the user's frames) changed these bytes deliberately: 0x93 -> 0x94 and [].
+    (Failed(4, ErrorInfo("E", "m")), "94a66661696c65640493a145a16dc390"),
+    (Failed(4, ErrorInfo("E", "m"), [Frame("a.py", 3, "agent")]), "94a66661696c65640493a145a16dc39193a4612e707903a56167656e74"),
     (Cancelled(6, "stop"), "94a963616e63656c6c656406a473746f7090"),
     (Emitted(7, encode_value(1)), "94a7656d6974746564070100"),
     (Patched("v2", 8), "94a770617463686564a276320800"),
@@ -141,6 +144,7 @@ def test_golden_bytes_of_each_kind(entry, golden):
 # Bytes written before a kind gained trailing fields (with defaults): they still decode.
 EARLIER = [
     ("93a963616e63656c6c656406a473746f70", Cancelled(6, "stop")),  # before `rolled_back`
+    ("93a66661696c65640493a145a16dc3", Failed(4, ErrorInfo("E", "m"))),  # before `traceback`
     ("96a973746174655f736574a56e6f746573019101c202", StateSet("notes", 1, encode_value([1]), False, 2)),  # before `prior`, `was`
 ]
 

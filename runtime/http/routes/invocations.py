@@ -107,7 +107,11 @@ def _instant(text: str | None, name: str) -> int | None:
 async def show(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
-    return JSONResponse({**await s.read(detail, s.store, record), "steps_here": s.steps_here(record.id)})
+    # A pending invocation whose handler this server's workers do not have waits on
+    # {"kind": "handler"}: what this server knows (a worker elsewhere may have it); a server
+    # that runs nothing (--workers 0) cannot tell.
+    runs = s.engine.runs if s.workers else None
+    return JSONResponse({**await s.read(detail, s.store, record, runs), "steps_here": s.steps_here(record.id)})
 
 
 async def entries(request: Request) -> Response:
