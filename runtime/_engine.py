@@ -411,7 +411,7 @@ class Engine:
     def runs(self, handler: str) -> bool:
         """Whether this engine has code for invocations that record `handler`: one of its
         `handlers`, or without them an import path (a NAME needs `--handler NAME=TARGET`)."""
-        return handler in self.handlers if self.handlers is not None else not is_name(handler)
+        return handler in self.handlers if self.handlers is not None else not is_handler_name(handler)
 
     # -- streams ------------------------------------------------------------------------
 
