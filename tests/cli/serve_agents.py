@@ -101,3 +101,29 @@ async def streaming(ctx: Context, args: dict) -> str:
         return "".join(args["words"])
 
     return await ctx.run("answer", answer)
+
+
+async def planned(ctx: Context, topic: str) -> str:
+    """Plans, then writes from the plan: a fork that edits the plan changes what is written."""
+    plan = await ctx.run("plan", _echo, f"plan for {topic}")
+    return await ctx.run("write", _echo, f"wrote from: {plan}")
+
+
+def _charge(marker: str) -> str:
+    if not os.path.exists(marker):
+        raise TerminalError("the card was declined")
+    return "charged"
+
+
+async def checkout(ctx: Context, marker: str) -> str:
+    """Reserves, then charges: the charge fails for good until `marker` exists (a retry after a fix)."""
+    reserved = await ctx.run("reserve", _echo, "reserved")
+    charged = await ctx.run("charge", _charge, marker)
+    return f"{reserved}, {charged}"
+
+
+async def drafting(ctx: Context, text: str) -> str:
+    """Drafts into its key's state, then waits for promise `go`: what a cancel with rollback undoes."""
+    ctx.state.set("draft", text)
+    await ctx.promise("go")
+    return text

@@ -18,7 +18,8 @@ from ..waiting import wait_until
 
 HERE = Path(__file__).parent
 AGENTS = HERE / "serve_agents.py"
-HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember", "drifting=drifting", "binary=binary", "flaky=flaky", "stream=streaming")
+HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember", "drifting=drifting", "binary=binary", "flaky=flaky", "stream=streaming", "planned=planned",
+            "checkout=checkout", "drafting=drafting")
 _URL = re.compile(r"serving on (http://\S+) ")
 
 
