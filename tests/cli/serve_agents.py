@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import anyio
+import msgspec
 
 from runtime import Context, TerminalError
 
@@ -127,3 +128,14 @@ async def drafting(ctx: Context, text: str) -> str:
     ctx.state.set("draft", text)
     await ctx.promise("go")
     return text
+
+
+class Decision(msgspec.Struct):
+    approved: bool
+    by: str
+
+
+async def typed_approval(ctx: Context, order: str) -> str:
+    """Waits for a typed decision: a value that is not a `Decision` is refused when it is resolved."""
+    decision = await ctx.promise("decision", type=Decision)
+    return f"{order}: {'approved' if decision.approved else 'refused'} by {decision.by}"

@@ -439,7 +439,8 @@ function cancelConfirmation(doc, confirm, dismiss) {
     h("p", {}, "Cancel ", h("span", { class: "mono" }, doc.id), "? Its handler gets Cancelled at its next context call ",
       "and may run compensating steps; it then ends cancelled."),
     doc.key ? h("label", {}, rollback, " Roll back the state of key ", h("span", { class: "mono" }, doc.key),
-      " (undo the ctx.state changes it made)") : null,
+      " (undo the ctx.state changes it made)")
+      : h("label", { class: "muted" }, (rollback.disabled = true, rollback), " Roll back its key's state (it has no key: nothing to roll back)"),
     h("div", { class: "row" },
       h("button", { type: "button", class: "danger", id: "confirm-cancel", onclick: () => confirm(rollback.checked) }, "Cancel it"),
       h("button", { type: "button", class: "link", id: "keep", onclick: dismiss }, "Keep it")));
@@ -455,8 +456,8 @@ function forkForm(doc, state, dismiss) {
   const atSelect = h("select", { id: "fork-at", "aria-label": "fork point" });
   for (let seq = 1; seq <= end; seq++) {
     const e = byseq.get(seq);
-    atSelect.append(h("option", { value: seq }, "at " + seq + ": run live from " +
-      (e ? e.kind + (e.name ? " " + e.name : "") : "the end of its journal")));
+    atSelect.append(h("option", { value: seq }, "seq " + seq + ": copy 0–" + (seq - 1) + ", run live from " +
+      (e ? (FINISHED.includes(e.kind) ? "its end (" + e.kind + ")" : e.kind + (e.name ? " " + e.name : "")) : "where its journal ends")));
   }
   const editSelect = h("select", { id: "fork-edit", "aria-label": "value to replace" });
   const value = h("textarea", { id: "fork-value", rows: 4, spellcheck: "false", class: "mono", "aria-label": "new value (JSON)" });
