@@ -535,15 +535,21 @@ function promiseCards(doc, refresh) {
   return cards;
 }
 
-// A value that fits a JSON Schema: what the approve box starts with.
-function defaultFor(schema, depth = 0) {
+// A value that fits a JSON Schema: what the approve box starts with when the server gives no
+// example. `$ref`s point into the root's `$defs`, as msgspec and Pydantic write them.
+function defaultFor(schema, depth = 0, root = schema) {
   if (!schema || typeof schema !== "object" || depth > 8) return true;
+  if (typeof schema.$ref === "string") {
+    const name = schema.$ref.split("/").pop();
+    const defs = (root && (root.$defs || root.definitions)) || {};
+    return defaultFor(defs[name], depth + 1, root);
+  }
   if ("default" in schema) return schema.default;
   if ("const" in schema) return schema.const;
   if (Array.isArray(schema.enum) && schema.enum.length) return schema.enum[0];
   const alternatives = schema.anyOf || schema.oneOf;
   if (Array.isArray(alternatives) && alternatives.length) {
-    return defaultFor(alternatives.find((s) => s && s.type !== "null") || alternatives[0], depth + 1);
+    return defaultFor(alternatives.find((s) => s && s.type !== "null") || alternatives[0], depth + 1, root);
   }
   const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== "null") || schema.type[0] : schema.type;
   switch (type) {
@@ -555,7 +561,7 @@ function defaultFor(schema, depth = 0) {
     case "object": {
       const out = {};
       const props = schema.properties || {};
-      for (const name of schema.required || Object.keys(props)) out[name] = defaultFor(props[name], depth + 1);
+      for (const name of schema.required || Object.keys(props)) out[name] = defaultFor(props[name], depth + 1, root);
       return out;
     }
     default: return true;
@@ -565,7 +571,7 @@ function defaultFor(schema, depth = 0) {
 function promiseRow(id, promise, refresh) {
   const name = promise.name;
   const schema = promise.schema || null;
-  const initial = JSON.stringify(defaultFor(schema));
+  const initial = JSON.stringify("example" in promise ? promise.example : defaultFor(schema));
   const value = h("input", { value: initial, "aria-label": "value of " + name, class: "mono value-input" });
   const reason = h("input", { placeholder: "reason for rejecting", "aria-label": "reason" });
   const note = h("span", { class: "note refusal", role: "alert" });
@@ -584,7 +590,8 @@ function promiseRow(id, promise, refresh) {
   };
   return h("div", { class: "promise", "data-promise": name },
     h("strong", { class: "mono" }, name),
-    schema ? h("code", { class: "schema muted", title: JSON.stringify(schema) }, schemaSummary(schema)) : null,
+    schema || promise.type ? h("code", { class: "schema muted", title: schema ? JSON.stringify(schema) : "" },
+      promise.type ? String(promise.type) : schemaSummary(schema)) : null,
     value,
     h("button", { class: "approve", onclick: approve }, "Approve"), reason,
     h("button", { class: "reject", onclick: () => send({ reject: reason.value || "rejected in the web UI" }) }, "Reject"),
