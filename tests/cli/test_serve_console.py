@@ -232,8 +232,8 @@ def test_retry_reruns_a_failed_run_from_its_failing_step(page, server, tmp_path)
 
 def test_a_failed_run_shows_its_traceback(page, server, tmp_path):
     server.client.post("/invocations", json={"handler": "checkout", "input": str(tmp_path / "never"), "id": "tb"})
-    doc = _finished(server, "tb")
-    if "traceback" not in (doc["error"] or {}):
+    assert _finished(server, "tb")["status"] == "failed"
+    if "traceback" not in (server.status("tb")["error"] or {}):
         pytest.skip("the store records no traceback with a failure yet (error.traceback)")
     page.goto(server.url + "/i/tb")
     frames = page.locator("#traceback li.frame")
