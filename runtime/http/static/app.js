@@ -40,7 +40,11 @@ function duration(ms) {
   if (ms === null || ms === undefined || ms < 0) return "";
   if (ms < 1000) return Math.round(ms) + " ms";
   if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
-  return Math.round(ms / 60000) + " min";
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return Math.floor(s / 60) + " min" + (s % 60 ? " " + (s % 60) + " s" : "");
+  const m = Math.round(s / 60);
+  if (m < 1440) return Math.floor(m / 60) + " h" + (m % 60 ? " " + (m % 60) + " min" : "");
+  return Math.floor(m / 1440) + " d" + (Math.floor(m / 60) % 24 ? " " + (Math.floor(m / 60) % 24) + " h" : "");
 }
 function invocationLink(id) { return h("a", { href: "/i/" + encodeURIComponent(id), class: "mono" }, id); }
 function keyLink(key) { return key === null || key === undefined ? "" : h("a", { href: "/k/" + encodeURIComponent(key), class: "mono" }, key); }
@@ -382,13 +386,12 @@ function drawWaterfall(box, state) {
     return h("div", { class: "lane", "data-seq": entry.seq, "data-step": entry.name },
       h("div", { class: "lane-name mono", title: entry.name }, entry.seq + " " + entry.name),
       h("div", { class: "track" },
-        h("div", { class: classes, style: null, "data-left": left.toFixed(2), "data-width": width.toFixed(2),
-          title: entry.name + ": committed " + when(entry.at) + (entry.error ? " with an error" : "") }),
-        h("span", { class: "bar-label" }, label.join(" · "),
-          entry.attempts > 1 ? h("span", { class: "tag retry" }, (entry.attempts - 1) + (entry.attempts > 2 ? " retries" : " retry")) : null,
-          isReplayed ? h("span", { class: "tag replayed" }, "replayed") : null)));
+        h("div", { class: classes, "data-left": left.toFixed(2), "data-width": width.toFixed(2),
+          title: entry.name + ": committed " + when(entry.at) + (entry.error ? " with an error" : "") })),
+      h("div", { class: "bar-label" }, label.join(" · ")));
   });
-  box.replaceChildren(h("div", { class: "scale muted" }, h("span", {}, "0"), h("span", {}, duration(total))), ...bars);
+  box.replaceChildren(h("div", { class: "lane scale muted" }, h("div", {}),
+    h("div", { class: "ticks" }, h("span", {}, "0"), h("span", {}, duration(total))), h("div", {})), ...bars);
   // Positions are set through the CSSOM: the page's policy allows no inline style attributes.
   for (const bar of box.querySelectorAll(".bar")) {
     bar.style.left = bar.dataset.left + "%";
