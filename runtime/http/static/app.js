@@ -390,7 +390,7 @@ function drawWaterfall(box, state) {
           title: entry.name + ": committed " + when(entry.at) + (entry.error ? " with an error" : "") })),
       h("div", { class: "bar-label" }, label.join(" · ")));
   });
-  box.replaceChildren(h("div", { class: "lane scale muted" }, h("div", {}),
+  box.replaceChildren(h("div", { class: "axis muted" }, h("div", {}),
     h("div", { class: "ticks" }, h("span", {}, "0"), h("span", {}, duration(total))), h("div", {})), ...bars);
   // Positions are set through the CSSOM: the page's policy allows no inline style attributes.
   for (const bar of box.querySelectorAll(".bar")) {
