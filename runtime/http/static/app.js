@@ -314,8 +314,13 @@ async function invocationPage(id) {
       doc.error ? [h("dt", {}, "error"), h("dd", {}, h("pre", { id: "error" }, doc.error.type + ": " + doc.error.message),
         tracebackOf(doc.error))] : null);
     facts.replaceChildren(list);
-    operator.replaceChildren(...operatorButtons(doc, state, panel, renderFacts));
-    actions.replaceChildren(...promiseCards(doc, renderFacts), ...divergenceCard(doc));
+    // Drawn again only when what they act on changed: an operator may be typing a value.
+    const acting = JSON.stringify([doc.status, doc.waiting_on, doc.divergence, doc.fork_command, ownerGone(doc)]);
+    if (acting !== state.acting) {
+      state.acting = acting;
+      operator.replaceChildren(...operatorButtons(doc, state, panel, renderFacts));
+      actions.replaceChildren(...promiseCards(doc, renderFacts), ...divergenceCard(doc));
+    }
     drawWaterfall(waterfall, state);
     return doc;
   };
