@@ -139,3 +139,8 @@ async def typed_approval(ctx: Context, order: str) -> str:
     """Waits for a typed decision: a value that is not a `Decision` is refused when it is resolved."""
     decision = await ctx.promise("decision", type=Decision)
     return f"{order}: {'approved' if decision.approved else 'refused'} by {decision.by}"
+
+
+async def named(ctx: Context, name: str) -> str:
+    """One step named by its input: what a step name full of markup looks like."""
+    return await ctx.run(name, _echo, name)

@@ -165,6 +165,20 @@ def test_the_waterfall_has_one_bar_per_step_with_retries_and_replays_marked(page
     expect(lanes.nth(1).locator(".bar.replayed")).to_have_count(0)  # and ran the refund live
 
 
+def test_markup_in_a_step_name_stays_text_in_the_waterfall_and_the_fork_form(page, server):
+    hostile = '<img src=x onerror="window.__pwned = 1">'
+    server.client.post("/invocations", json={"handler": "named", "input": hostile, "id": "named-1"})
+    _finished(server, "named-1")
+    page.goto(server.url + "/i/named-1")
+    expect(page.locator("#waterfall .lane .lane-name")).to_have_text("1 " + hostile)
+    page.click("#fork")
+    page.select_option("#fork-edit", "1")
+    expect(page.locator("#fork-edit option:checked")).to_have_text("replace step 1 " + hostile)
+    expect(page.locator("#fork-value")).to_have_value(json.dumps(hostile))
+    assert page.locator("img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+
 def test_cancel_asks_first_and_rolls_the_keys_state_back(page, server):
     server.client.post("/invocations", json={"handler": "drafting", "input": "draft one", "id": "cx", "key": "cx-key"})
     server.wait_status("cx", "suspended")

@@ -285,9 +285,11 @@ async function invocationPage(id) {
     place(entry.seq, row);
     seen.set(entry.seq, row);
     state.entries.push(entry);
-    state.entries.sort((a, b) => a.seq - b.seq);
     if (entry.kind === "emitted") events.append(h("li", { "data-seq": entry.seq }, h("pre", {}, text(entry.value))));
-    drawWaterfall(waterfall, state);
+    if (!state.loading) {  // (the first page of entries is drawn once, when all of it is in)
+      state.entries.sort((a, b) => a.seq - b.seq);
+      drawWaterfall(waterfall, state);
+    }
   };
 
   const renderFacts = async () => {
@@ -328,7 +330,10 @@ async function invocationPage(id) {
   try {
     const doc = await renderFacts();
     const first = await api(path + "/entries");
+    state.loading = true;
     first.entries.forEach((e) => addEntry(e, false));
+    state.loading = false;
+    state.entries.sort((a, b) => a.seq - b.seq);
     drawWaterfall(waterfall, state);
     if (!FINISHED.includes(doc.status)) follow(id, addEntry, addChunk, renderFacts, leaving.signal);
   } catch (error) { failure(error); }
