@@ -40,7 +40,7 @@ _OWNER = {"type": "object", "properties": {"host": {"type": ["string", "null"]},
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {"title": "journal serve", "version": "1",
-             "description": "Start, inspect, resolve and cancel durable invocations (docs/http.md)."},
+             "description": "Start, inspect, resolve, cancel, resume, fork and retry durable invocations (docs/http.md)."},
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         "schemas": {
@@ -77,6 +77,19 @@ OPENAPI: dict[str, Any] = {
             "PromiseRequest": {"type": "object", "additionalProperties": False,
                                "properties": {"value": {}, "reject": {"type": "string"},
                                               "early": {"type": "boolean", "default": False}}},
+            "CancelRequest": {"type": "object", "additionalProperties": False, "properties": {
+                "rollback": {"type": "boolean", "default": False,
+                             "description": "also undo the ctx.state changes it made to its key"}}},
+            "ForkRequest": {"type": "object", "required": ["at"], "additionalProperties": False, "properties": {
+                "at": {"type": "integer", "minimum": 1,
+                       "description": "the fork point: entries 0 to at-1 are copied, the fork runs live from at"},
+                "set": {"type": "object", "additionalProperties": {},
+                        "description": "new values for recorded steps or promises below at, by seq "
+                                       "(as a decimal string)"},
+                "new_id": {"type": "string", "description": "default: ID-fork-<6 hex digits>"}}},
+            "Forked": {"type": "object", "required": ["id", "status"], "properties": {
+                "id": {"type": "string"}, "status": _STATUS, "parent": {"type": "string"},
+                "at": {"type": "integer"}}},
         },
     },
     "security": [{"bearer": []}],
@@ -128,8 +141,26 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json(_ref("Started"), "delivered (or already delivered the same way)"),
                           **_errors(400, 401, 403, 404, 409, 413, 422)}}},
         "/invocations/{id}/cancel": {"post": {
-            "summary": "Ask the invocation to cancel; the workers deliver it", "parameters": [_ID],
-            "responses": {"202": _json(_ref("Started"), "recorded"), **_errors(400, 401, 403, 404)}}},
+            "summary": "Ask the invocation to cancel (with rollback: and undo its key's state changes); "
+                       "this server, or the worker that runs it, delivers it", "parameters": [_ID],
+            "requestBody": {"content": {"application/json": {"schema": _ref("CancelRequest")}}},
+            "responses": {"202": _json(_ref("Started"), "recorded"), **_errors(400, 401, 403, 404, 409, 413, 422)}}},
+        "/invocations/{id}/resume": {"post": {
+            "summary": "Run it in this server: a pending invocation, or a running one whose owner is gone",
+            "parameters": [_ID],
+            "responses": {"202": _json(_ref("Started"), "this server runs it"),
+                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
+        "/invocations/{id}/fork": {"post": {
+            "summary": "Copy entries 0 to at-1 into a new pending invocation (as journal fork), with edited values",
+            "parameters": [_ID],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("ForkRequest")}}},
+            "responses": {"201": _json(_ref("Forked"), "the fork, pending"),
+                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
+        "/invocations/{id}/retry": {"post": {
+            "summary": "Fork a failed invocation just before its failing step, and run the fork here",
+            "parameters": [_ID],
+            "responses": {"201": _json(_ref("Forked"), "the fork, started"),
+                          **_errors(400, 401, 403, 404, 409, 413)}}},
         "/keys/{key}/state": {"get": {
             "summary": "A key's durable state and the queue of its unfinished invocations",
             "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],

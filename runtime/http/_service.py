@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from starlette.requests import Request
+
+from journal.errors import InvocationBusy, JournalError, LeaseLost
 
 from .. import Engine
 from ..hooks import Observer, StepEvent
@@ -19,25 +22,35 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _REMEMBERED = 10_000
+_log = logging.getLogger("journal")
 
 
 class StepCounts(Observer):
     """The steps this process ran live or replayed, per invocation (the UI shows replays),
-    for the most recent invocations."""
+    for the most recent invocations; and how many its latest run replayed before going live
+    (replay feeds the recorded steps first, in program order: the UI marks that many)."""
 
     def __init__(self) -> None:
+        # id -> [live, replayed, replayed by the latest run, whether that run went live yet]
         self._steps: OrderedDict[str, list[int]] = OrderedDict()
 
     def step(self, event: StepEvent) -> None:
-        counts = self._steps.pop(event.invocation_id, None) or [0, 0]
-        counts[event.how == "replayed"] += 1
+        counts = self._steps.pop(event.invocation_id, None) or [0, 0, 0, 0]
+        replayed = event.how == "replayed"
+        counts[replayed] += 1
+        if replayed:
+            if counts[3]:  # a replay after live steps: another run began
+                counts[2], counts[3] = 0, 0
+            counts[2] += 1
+        else:
+            counts[3] = 1
         self._steps[event.invocation_id] = counts
         if len(self._steps) > _REMEMBERED:
             self._steps.popitem(last=False)
 
     def of(self, invocation_id: str) -> dict[str, int] | None:
         counts = self._steps.get(invocation_id)
-        return None if counts is None else {"live": counts[0], "replayed": counts[1]}
+        return None if counts is None else {"live": counts[0], "replayed": counts[1], "replayed_latest": counts[2]}
 
 
 class Service:
@@ -76,6 +89,24 @@ class Service:
             await feed.wait_async(self.poll if timeout is None else timeout)
             tg.cancel_scope.cancel()
         return not self.stopping.is_set()
+
+    async def run_here(self, invocation_id: str) -> None:
+        """Run the invocation in this server (replay, then live) until it ends or suspends, or
+        until the server stops: then it gives its lease back and stays pending, as a worker's do."""
+        async with anyio.create_task_group() as tg:
+
+            async def stop() -> None:
+                await self.stopping.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop)
+            try:
+                await self.engine.resume(invocation_id)
+            except (InvocationBusy, LeaseLost):
+                pass  # a worker took it meanwhile: it runs there
+            except JournalError as exc:  # what it ran into is in its record; the server goes on
+                _log.warning("running %s here stopped: %s", invocation_id, exc)
+            tg.cancel_scope.cancel()
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)`, which reads the store: off the event loop when the store waits on the

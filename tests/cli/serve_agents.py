@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import anyio
+import msgspec
 
 from runtime import Context, TerminalError
 
@@ -101,3 +102,45 @@ async def streaming(ctx: Context, args: dict) -> str:
         return "".join(args["words"])
 
     return await ctx.run("answer", answer)
+
+
+async def planned(ctx: Context, topic: str) -> str:
+    """Plans, then writes from the plan: a fork that edits the plan changes what is written."""
+    plan = await ctx.run("plan", _echo, f"plan for {topic}")
+    return await ctx.run("write", _echo, f"wrote from: {plan}")
+
+
+def _charge(marker: str) -> str:
+    if not os.path.exists(marker):
+        raise TerminalError("the card was declined")
+    return "charged"
+
+
+async def checkout(ctx: Context, marker: str) -> str:
+    """Reserves, then charges: the charge fails for good until `marker` exists (a retry after a fix)."""
+    reserved = await ctx.run("reserve", _echo, "reserved")
+    charged = await ctx.run("charge", _charge, marker)
+    return f"{reserved}, {charged}"
+
+
+async def drafting(ctx: Context, text: str) -> str:
+    """Drafts into its key's state, then waits for promise `go`: what a cancel with rollback undoes."""
+    ctx.state.set("draft", text)
+    await ctx.promise("go")
+    return text
+
+
+class Decision(msgspec.Struct):
+    approved: bool
+    by: str
+
+
+async def typed_approval(ctx: Context, order: str) -> str:
+    """Waits for a typed decision: a value that is not a `Decision` is refused when it is resolved."""
+    decision = await ctx.promise("decision", type=Decision)
+    return f"{order}: {'approved' if decision.approved else 'refused'} by {decision.by}"
+
+
+async def named(ctx: Context, name: str) -> str:
+    """One step named by its input: what a step name full of markup looks like."""
+    return await ctx.run(name, _echo, name)

@@ -19,7 +19,8 @@ from .openapi_check import AnswerCheck
 
 HERE = Path(__file__).parent
 AGENTS = HERE / "serve_agents.py"
-HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember", "drifting=drifting", "binary=binary", "flaky=flaky", "stream=streaming")
+HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember", "drifting=drifting", "binary=binary", "flaky=flaky", "stream=streaming", "planned=planned",
+            "checkout=checkout", "drafting=drafting", "typed=typed_approval", "named=named")
 _URL = re.compile(r"serving on (http://\S+) ")
 
 

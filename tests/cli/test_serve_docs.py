@@ -58,6 +58,13 @@ def test_every_curl_example_of_the_http_page_runs_in_order(server, tmp_path):
     assert result["status"] == "completed" and result["result"]["by"] == "dana"
     assert "event: end" in outputs["curl -sN $URL/invocations/refund-1001/events"]
     assert server.client.get("/invocations/refund-1002/result", params={"wait": 20}).json()["status"] == "failed"
+    # The fork with an edited approval runs from it; the retry of the rejected one asks again.
+    forked = server.client.get("/invocations/refund-1001-lee/result", params={"wait": 20}).json()
+    assert forked["status"] == "completed" and forked["result"]["by"] == "lee"
+    (retried,) = [json.loads(out)["id"] for line, out in outputs.items() if "/refund-1002/retry" in line]
+    assert retried.startswith("refund-1002-retry-")
+    waiting = server.wait_status(retried, "suspended")["waiting_on"]
+    assert [(w["kind"], w["name"]) for w in waiting] == [("promise", "approval")]
 
 
 def _documents(text: str) -> list:

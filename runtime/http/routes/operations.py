@@ -1,21 +1,130 @@
-"""What an operator does to an invocation: cancel it."""
+"""What an operator does to an invocation: cancel it, resume it here, fork it, retry it.
+
+Each is also a `journal` command, with the same rules: the checks are the engine's
+(`Engine.check_resumable`, `Engine.fork`, `Engine.retry`), and so are the messages.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._errors import JSONResponse
-from .._params import param
+from journal import ForkError, InvocationRecord, Status
+
+from ...errors import HandlerNotFound, NotResumable
+from .. import _service
+from .._errors import ApiError, JSONResponse
+from .._params import convert, param
+from .._request_checks import checked_id, read_json
 from .._service import service
+
+
+class CancelRequest(msgspec.Struct, forbid_unknown_fields=True):
+    rollback: bool = False
+
+
+class ForkRequest(msgspec.Struct, forbid_unknown_fields=True):
+    at: int
+    values: dict[str, Any] = msgspec.field(default_factory=dict, name="set")
+    new_id: str | None = None
+
+
+def _body(data: Any) -> Any:
+    """An action's body: an empty one is the same as `{}`."""
+    return {} if data is None else data
+
+
+def _runs_here(s: _service.Service, record: InvocationRecord) -> bool:
+    """Whether this server has the code of `record`'s handler (else another worker must run it)."""
+    try:
+        s.engine.handler_for(record.handler)
+    except HandlerNotFound:
+        return False
+    return True
 
 
 async def cancel(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
-    outcome = await s.engine.cancel(record.id, run=False)  # the workers deliver it
-    return JSONResponse({"id": outcome.id, "status": outcome.status.value}, status_code=202)
+    body = convert(_body(await read_json(request, s.max_body)), CancelRequest)
+    outcome = await s.engine.cancel(record.id, run=False, rollback=body.rollback)
+    task = None
+    after = await s.require(outcome.id)
+    if not after.finished and _runs_here(s, after):
+        # Unowned (pending, or it was suspended): this server delivers the cancellation.
+        task = BackgroundTask(s.run_here, after.id)
+    return JSONResponse({"id": outcome.id, "status": outcome.status.value}, status_code=202, background=task)
 
 
-routes = [Route("/invocations/{id}/cancel", cancel, methods=["POST"])]
+async def resume(request: Request) -> Response:
+    s = service(request)
+    record = await s.require(param(request, "id"))
+    await read_json(request, s.max_body)  # nothing is expected, but a body is still bounded
+    # The engine's rule (InvocationBusy while its owner lives, NotResumable once finished: 409),
+    # and this API's narrower one: a suspended or diverged run is not resumed by a click, since
+    # it would stop where it stopped (resolve its promise, or fork it).
+    record = await s.engine.check_resumable(record.id)
+    if record.status in (Status.SUSPENDED, Status.DIVERGED):
+        what = ("resolve the promise it waits on" if record.status == Status.SUSPENDED
+                else f"fork it before the step that diverged (`journal fork {record.id} --at SEQ`)")
+        raise NotResumable(f"invocation {record.id!r} is {record.status.value}: resuming it would stop where it "
+                           f"stopped; {what}")
+    if not _runs_here(s, record):
+        raise ApiError(422, "HandlerNotRegistered",
+                       f"invocation {record.id!r} records handler {record.handler!r}, which this server was not "
+                       f"given; start it with --handler {record.handler}=TARGET, or run `journal resume` where "
+                       "its code is")
+    return JSONResponse({"id": record.id, "status": record.status.value}, status_code=202,
+                        background=BackgroundTask(s.run_here, record.id))
+
+
+async def fork_route(request: Request) -> Response:
+    s = service(request)
+    record = await s.require(param(request, "id"))
+    body = convert(_body(await read_json(request, s.max_body)), ForkRequest)
+    if body.new_id is not None:
+        checked_id(body.new_id, "new invocation id")
+    values: dict[int, Any] = {}
+    for text, value in body.values.items():
+        if not text.isdigit():
+            raise ApiError(422, "InvalidBody", f'"set" maps a seq to a value; {text!r} is not a seq '
+                           '(for example {"set": {"2": "a better plan"}})')
+        values[int(text)] = value
+    forked = await _forking(s.engine.fork(record.id, at=body.at, new_id=body.new_id, values=values))
+    return JSONResponse({"id": forked.id, "status": forked.status.value, "parent": record.id, "at": body.at},
+                        status_code=201)
+
+
+async def retry_route(request: Request) -> Response:
+    s = service(request)
+    record = await s.require(param(request, "id"))
+    await read_json(request, s.max_body)
+    if record.status != Status.FAILED:
+        raise ApiError(409, "NotRetryable", f"invocation {record.id!r} is {record.status.value}: only a failed "
+                       f"invocation is retried; `journal fork {record.id} --at SEQ` starts a new one from its journal")
+    forked = await _forking(s.engine.retry(record.id))
+    task = BackgroundTask(s.run_here, forked.id) if _runs_here(s, forked) else None
+    return JSONResponse({"id": forked.id, "status": forked.status.value, "parent": record.id}, status_code=201,
+                        background=task)
+
+
+async def _forking(making: Any) -> InvocationRecord:
+    """A fork point or a value that does not fit the journal is 422, as `journal fork` exits 2."""
+    try:
+        made: InvocationRecord = await making
+    except (ForkError, ValueError) as exc:
+        raise ApiError(422, "ForkError", str(exc)) from None
+    return made
+
+
+routes = [
+    Route("/invocations/{id}/cancel", cancel, methods=["POST"]),
+    Route("/invocations/{id}/resume", resume, methods=["POST"]),
+    Route("/invocations/{id}/fork", fork_route, methods=["POST"]),
+    Route("/invocations/{id}/retry", retry_route, methods=["POST"]),
+]

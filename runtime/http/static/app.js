@@ -40,7 +40,11 @@ function duration(ms) {
   if (ms === null || ms === undefined || ms < 0) return "";
   if (ms < 1000) return Math.round(ms) + " ms";
   if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
-  return Math.round(ms / 60000) + " min";
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return Math.floor(s / 60) + " min" + (s % 60 ? " " + (s % 60) + " s" : "");
+  const m = Math.round(s / 60);
+  if (m < 1440) return Math.floor(m / 60) + " h" + (m % 60 ? " " + (m % 60) + " min" : "");
+  return Math.floor(m / 1440) + " d" + (Math.floor(m / 60) % 24 ? " " + (Math.floor(m / 60) % 24) + " h" : "");
 }
 function invocationLink(id) { return h("a", { href: "/i/" + encodeURIComponent(id), class: "mono" }, id); }
 function keyLink(key) { return key === null || key === undefined ? "" : h("a", { href: "/k/" + encodeURIComponent(key), class: "mono" }, key); }
@@ -83,38 +87,119 @@ function failure(error) {
 
 // -- the list -------------------------------------------------------------------------------
 
+const LIST_FIELDS = ["q", "status", "handler", "key", "since", "until"];
+
+// A datetime-local value is the browser's local time; the API takes ISO 8601 (UTC here).
+function localToIso(value) { return value ? new Date(value).toISOString() : ""; }
+function isoToLocal(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  if (isNaN(d)) return "";
+  const pad = (n) => String(n).padStart(2, "0");
+  return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" + pad(d.getMinutes());
+}
+
 async function listPage() {
   const params = new URLSearchParams(location.search);
   const chosen = params.get("status");
   where.replaceChildren("invocations");
-  const filters = h("div", { class: "filters", role: "toolbar" },
+  const navigate = (next) => {
+    history.replaceState(null, "", "/" + (next.toString() ? "?" + next : ""));
+    listPage();
+  };
+  const filters = h("div", { class: "filters", role: "toolbar", "aria-label": "status" },
     [null, ...STATUSES].map((status) => h("button", {
-      class: status === chosen ? "on" : null, "data-filter": status || "all",
+      type: "button", class: status === chosen ? "on" : null, "data-filter": status || "all",
       onclick: () => {
         const next = new URLSearchParams(location.search);
         if (status) next.set("status", status); else next.delete("status");
-        history.replaceState(null, "", "/" + (next.toString() ? "?" + next : ""));
-        listPage();
+        next.delete("cursor");
+        listPage.back = [];
+        navigate(next);
       },
     }, status || "all")));
+  const field = (name, attrs) => h("input", { name, id: "filter-" + name, ...attrs });
+  const q = field("q", { type: "search", placeholder: "search id, handler, key or error", "aria-label": "search",
+    value: params.get("q") || "", class: "grow" });
+  const handler = field("handler", { placeholder: "handler", "aria-label": "handler", value: params.get("handler") || "",
+    list: "handlers" });
+  const key = field("key", { placeholder: "key", "aria-label": "key", value: params.get("key") || "" });
+  const since = field("since", { type: "datetime-local", "aria-label": "since", value: isoToLocal(params.get("since")) });
+  const until = field("until", { type: "datetime-local", "aria-label": "until", value: isoToLocal(params.get("until")) });
+  const handlers = h("datalist", { id: "handlers" });
+  const search = h("form", { class: "search", id: "search", role: "search",
+    onsubmit: (e) => {
+      e.preventDefault();
+      const next = new URLSearchParams();
+      if (chosen) next.set("status", chosen);
+      for (const [name, input] of [["q", q], ["handler", handler], ["key", key]]) {
+        if (input.value.trim()) next.set(name, input.value.trim());
+      }
+      if (since.value) next.set("since", localToIso(since.value));
+      if (until.value) next.set("until", localToIso(until.value));
+      if (params.get("limit")) next.set("limit", params.get("limit"));
+      listPage.back = [];
+      navigate(next);
+    } },
+    q, handler, key, h("label", { class: "muted" }, "since ", since), h("label", { class: "muted" }, "until ", until),
+    h("button", { type: "submit", class: "plain" }, "Search"),
+    h("button", { type: "button", class: "link", onclick: () => { listPage.back = []; navigate(new URLSearchParams()); } }, "Clear"),
+    handlers);
   const body = h("tbody");
   const table = h("table", { id: "invocations" },
     h("thead", {}, h("tr", {}, ["id", "status", "handler", "key", "entries", "updated"].map((t) => h("th", {}, t)))),
     body);
-  show(h("h1", {}, "Invocations"), filters, table);
+  const newer = h("button", { type: "button", class: "plain", id: "prev-page" }, "← Newer");
+  const older = h("button", { type: "button", class: "plain", id: "next-page" }, "Older →");
+  const pageNote = h("span", { class: "muted", id: "page-number" });
+  const pager = h("div", { class: "pager" }, newer, pageNote, older);
+  show(h("h1", {}, "Invocations"), search, filters, table, pager);
+
+  // Cursors of the pages before this one, to go back: the API pages forward only.
+  const back = listPage.back || [];
+  listPage.back = back;
+  const cursor = params.get("cursor");
+  newer.disabled = !cursor;
+  newer.addEventListener("click", () => {
+    const next = new URLSearchParams(location.search);
+    const previous = back.pop();
+    if (previous) next.set("cursor", previous); else next.delete("cursor");
+    navigate(next);
+  });
+  pageNote.textContent = "page " + (back.length + 1);
+
   const token = Symbol();
   listPage.current = token;
+  const leaving = pageLeft();
+  let nextCursor = null;
+  older.addEventListener("click", () => {
+    if (!nextCursor) return;
+    const next = new URLSearchParams(location.search);
+    back.push(cursor || "");
+    next.set("cursor", nextCursor);
+    navigate(next);
+  });
+  const query = new URLSearchParams();
+  for (const name of LIST_FIELDS) if (params.get(name)) query.set(name, params.get(name));
+  if (cursor) query.set("cursor", cursor);
+  query.set("limit", params.get("limit") || "50");
   const refresh = async () => {
-    if (listPage.current !== token) return;
+    if (listPage.current !== token || leaving.signal.aborted) return;
     try {
-      const query = chosen ? "?status=" + encodeURIComponent(chosen) + "&limit=200" : "?limit=200";
-      const page = await api("/invocations" + query);
+      const page = await api("/invocations?" + query);
+      if (listPage.current !== token || leaving.signal.aborted) return;
+      nextCursor = page.next_cursor;
+      older.disabled = !nextCursor;
       body.replaceChildren(...page.invocations.map((inv) => h("tr", { "data-id": inv.id },
         h("td", {}, invocationLink(inv.id)), h("td", {}, badge(inv.status)),
-        h("td", { class: "mono" }, shortHandler(inv.handler)), h("td", {}, keyLink(inv.key)),
+        h("td", { class: "mono", title: inv.handler }, shortHandler(inv.handler)), h("td", {}, keyLink(inv.key)),
         h("td", { class: "num" }, inv.entries), h("td", { title: when(inv.updated_at) }, ago(inv.updated_at)))));
+      const names = [...new Set(page.invocations.map((inv) => inv.handler))].sort();
+      handlers.replaceChildren(...names.map((n) => h("option", { value: n })));
       if (!page.invocations.length) {
-        body.append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No invocations" + (chosen ? " " + chosen : "") + " yet.")));
+        const filtered = LIST_FIELDS.some((name) => params.get(name));
+        body.append(h("tr", {}, h("td", { colspan: 6, class: "muted" },
+          filtered ? "No invocations match." : "No invocations yet.")));
       }
     } catch (error) { failure(error); return; }
     setTimeout(refresh, 1500);
@@ -132,17 +217,28 @@ function shortHandler(handler) {
 
 // -- one invocation ---------------------------------------------------------------------------
 
+const FINISHED = ["completed", "failed", "cancelled"];
+const EDITABLE = ["step", "promise"];  // the entries whose value a fork may replace
+
+function at(entry) { return entry && entry.at ? new Date(entry.at).getTime() : null; }
+
 async function invocationPage(id) {
+  const leaving = pageLeft();
   where.replaceChildren("invocation ", h("span", { class: "mono" }, id));
+  const path = "/invocations/" + encodeURIComponent(id);
   const facts = h("div", { class: "card", id: "facts" });
+  const operator = h("div", { class: "operator", id: "operator", role: "toolbar", "aria-label": "actions" });
+  const panel = h("div", { id: "panel" });  // the open confirmation or form: kept across refreshes
   const actions = h("div", { id: "actions" });
+  const waterfall = h("div", { class: "card waterfall", id: "waterfall" });
   const rows = h("tbody");
   const timeline = h("table", { class: "timeline", id: "timeline" },
     h("thead", {}, h("tr", {}, ["seq", "kind", "name", "at", "after", "value"].map((t) => h("th", {}, t)))), rows);
   const events = h("ol", { class: "events", id: "events" });
-  show(h("h1", {}, id), facts, actions, h("h2", {}, "Timeline"), timeline,
-    h("h2", {}, "Emitted events"), events);
+  show(h("h1", {}, id), facts, operator, panel, actions, h("h2", {}, "Waterfall"), waterfall,
+    h("h2", {}, "Timeline"), timeline, h("h2", {}, "Emitted events"), events);
 
+  const state = { doc: null, entries: [] };
   const seen = new Map();
   const running = new Map();  // seq -> the row of a step that streams live output and has not committed
   const place = (seq, row) => {  // rows stay in seq order, committed or running
@@ -174,7 +270,7 @@ async function invocationPage(id) {
     if (seen.has(entry.seq)) return;
     const streamed = running.get(entry.seq);
     if (streamed) { streamed.row.remove(); running.delete(entry.seq); }
-    const at = entry.at ? new Date(entry.at).getTime() : null;
+    const when_ = at(entry);
     const tags = [];
     if (entry.attempts > 1) tags.push(h("span", { class: "tag retry" }, (entry.attempts - 1) + (entry.attempts > 2 ? " retries" : " retry")));
     if (entry.error) tags.push(h("span", { class: "tag error" }, "error"));
@@ -183,22 +279,33 @@ async function invocationPage(id) {
     const row = h("tr", { "data-seq": entry.seq, "data-kind": entry.kind },
       h("td", { class: "num" }, entry.seq), h("td", { class: "kind" }, entry.kind, tags),
       h("td", { class: "mono" }, entry.name ?? ""), h("td", { title: entry.at || "" }, when(entry.at)),
-      h("td", { class: "num", title: "time since the previous entry" }, previousAt !== null && at !== null ? duration(at - previousAt) : ""),
+      h("td", { class: "num", title: "time since the previous entry" }, previousAt !== null && when_ !== null ? duration(when_ - previousAt) : ""),
       h("td", {}, h("pre", { class: "value" }, text(value))));
-    if (at !== null) previousAt = at;
+    if (when_ !== null) previousAt = when_;
     place(entry.seq, row);
     seen.set(entry.seq, row);
+    state.entries.push(entry);
     if (entry.kind === "emitted") events.append(h("li", { "data-seq": entry.seq }, h("pre", {}, text(entry.value))));
+    if (!state.loading) {  // (the first page of entries is drawn once, when all of it is in)
+      state.entries.sort((a, b) => a.seq - b.seq);
+      drawWaterfall(waterfall, state);
+    }
   };
 
   const renderFacts = async () => {
-    const doc = await api("/invocations/" + encodeURIComponent(id));
+    const doc = await api(path);
+    state.doc = doc;
+    const gone = ownerGone(doc);
     const list = h("dl", { class: "facts" },
-      h("dt", {}, "status"), h("dd", { id: "status" }, badge(doc.status)),
+      h("dt", {}, "status"), h("dd", { id: "status" }, badge(doc.status),
+        gone ? h("span", { class: "tag error", id: "owner-gone", title: "its owner's process or session ended, or its lease expired: resume it here" }, "owner gone") : null),
       h("dt", {}, "handler"), h("dd", { class: "mono", title: doc.handler }, shortHandler(doc.handler)),
+      doc.owner ? [h("dt", {}, "owner"), h("dd", { class: "mono", id: "owner" },
+        doc.owner.host + " pid " + doc.owner.pid + (doc.owner.alive === false ? " (gone)" : ""))] : null,
       doc.key ? [h("dt", {}, "key"), h("dd", {}, keyLink(doc.key))] : null,
       doc.parent ? [h("dt", {}, "parent"), h("dd", {}, invocationLink(doc.parent))] : null,
-      doc.children.length ? [h("dt", {}, "children"), h("dd", {}, doc.children.map((c) => [invocationLink(c), " "]))] : null,
+      doc.forked_from ? [h("dt", {}, "forked from"), h("dd", { id: "forked-from" }, invocationLink(doc.forked_from))] : null,
+      doc.children && doc.children.length ? [h("dt", {}, "children"), h("dd", {}, doc.children.map((c) => [invocationLink(c), " "]))] : null,
       doc.continued_as ? [h("dt", {}, "continued as"), h("dd", {}, invocationLink(doc.continued_as))] : null,
       h("dt", {}, "created"), h("dd", {}, when(doc.created_at)),
       h("dt", {}, "updated"), h("dd", {}, when(doc.updated_at)),
@@ -206,19 +313,223 @@ async function invocationPage(id) {
         plural(doc.steps_here.live, "step") + " run live, " + doc.steps_here.replayed + " replayed")] : null,
       h("dt", {}, "input"), h("dd", {}, h("pre", { id: "input" }, text(doc.input))),
       doc.status === "completed" ? [h("dt", {}, "result"), h("dd", {}, h("pre", { id: "result" }, text(doc.result)))] : null,
-      doc.error ? [h("dt", {}, "error"), h("dd", {}, h("pre", { id: "error" }, doc.error.type + ": " + doc.error.message))] : null);
+      doc.error ? [h("dt", {}, "error"), h("dd", {}, h("pre", { id: "error" }, doc.error.type + ": " + doc.error.message),
+        tracebackOf(doc.error))] : null);
     facts.replaceChildren(list);
-    actions.replaceChildren(...promiseCards(doc, renderFacts), ...divergenceCard(doc));
+    // Drawn again only when what they act on changed: an operator may be typing a value.
+    const acting = JSON.stringify([doc.status, doc.waiting_on, doc.divergence, doc.fork_command, ownerGone(doc)]);
+    if (acting !== state.acting) {
+      state.acting = acting;
+      operator.replaceChildren(...operatorButtons(doc, state, panel, renderFacts));
+      actions.replaceChildren(...promiseCards(doc, renderFacts), ...divergenceCard(doc));
+    }
+    drawWaterfall(waterfall, state);
     return doc;
   };
 
   try {
     const doc = await renderFacts();
-    const first = await api("/invocations/" + encodeURIComponent(id) + "/entries");
+    const first = await api(path + "/entries");
+    state.loading = true;
     first.entries.forEach((e) => addEntry(e, false));
-    if (!["completed", "failed", "cancelled"].includes(doc.status)) follow(id, addEntry, addChunk, renderFacts);
+    state.loading = false;
+    state.entries.sort((a, b) => a.seq - b.seq);
+    drawWaterfall(waterfall, state);
+    if (!FINISHED.includes(doc.status)) follow(id, addEntry, addChunk, renderFacts, leaving.signal);
   } catch (error) { failure(error); }
 }
+
+function ownerGone(doc) { return doc.status === "running" && !!doc.owner && doc.owner.alive === false; }
+
+// A failure's traceback: the frames of the user's code, innermost last, as text.
+function tracebackOf(error) {
+  const frames = Array.isArray(error.traceback) ? error.traceback : [];
+  if (!frames.length) return null;
+  return h("div", { class: "traceback", id: "traceback" },
+    h("div", { class: "muted" }, "Traceback (most recent call last):"),
+    h("ol", {}, frames.map((f) => h("li", { class: "frame" },
+      h("span", { class: "mono file" }, String(f.file ?? "?")), ":", h("span", { class: "mono" }, String(f.line ?? "?")),
+      " in ", h("span", { class: "mono function" }, String(f.function ?? "?"))))));
+}
+
+// -- the waterfall ------------------------------------------------------------------------------
+// Entries record when they committed, not when their step began. A bar starts where the entry
+// before it (in seq order) committed, or the invocation began; when that entry committed after
+// this one (they ran concurrently), the bar starts where that entry's own bar starts.
+
+function stepSpans(entries) {
+  const spans = [];
+  const starts = new Map();
+  let origin = null;
+  let previous = null;
+  for (const entry of entries) {
+    const end = at(entry);
+    if (end === null) continue;
+    if (origin === null) origin = end;
+    let start = previous === null ? end : at(previous);
+    if (previous !== null && start > end) start = Math.min(starts.get(previous.seq), end);
+    starts.set(entry.seq, start);
+    if (entry.kind === "step") spans.push({ entry, start, end });
+    previous = entry;
+  }
+  return { origin, spans };
+}
+
+function drawWaterfall(box, state) {
+  const { origin, spans } = stepSpans(state.entries);
+  if (!spans.length) {
+    box.replaceChildren(h("p", { class: "muted" }, "No steps yet."));
+    return;
+  }
+  const last = Math.max(...state.entries.map((e) => at(e) || 0));
+  const total = Math.max(1, last - origin);
+  // The steps the latest run in this server replayed come first in program order.
+  let replayed = state.doc && state.doc.steps_here ? state.doc.steps_here.replayed_latest || 0 : 0;
+  const bars = spans.map(({ entry, start, end }) => {
+    const isReplayed = replayed-- > 0;
+    const left = ((start - origin) / total) * 100;
+    const width = Math.max(0.4, ((end - start) / total) * 100);
+    const classes = ["bar", entry.error ? "failed" : "ok", isReplayed ? "replayed" : null].filter(Boolean).join(" ");
+    const label = [duration(end - start)];
+    if (entry.attempts > 1) label.push(entry.attempts + " attempts");
+    if (isReplayed) label.push("replayed");
+    return h("div", { class: "lane", "data-seq": entry.seq, "data-step": entry.name },
+      h("div", { class: "lane-name mono", title: entry.name }, entry.seq + " " + entry.name),
+      h("div", { class: "track" },
+        h("div", { class: classes, "data-left": left.toFixed(2), "data-width": width.toFixed(2),
+          title: entry.name + ": committed " + when(entry.at) + (entry.error ? " with an error" : "") })),
+      h("div", { class: "bar-label" }, label.join(" · ")));
+  });
+  box.replaceChildren(h("div", { class: "axis muted" }, h("div", {}),
+    h("div", { class: "ticks" }, h("span", {}, "0"), h("span", {}, duration(total))), h("div", {})), ...bars);
+  // Positions are set through the CSSOM: the page's policy allows no inline style attributes.
+  for (const bar of box.querySelectorAll(".bar")) {
+    bar.style.left = bar.dataset.left + "%";
+    bar.style.width = bar.dataset.width + "%";
+  }
+}
+
+// -- acting on it -------------------------------------------------------------------------------
+
+function operatorButtons(doc, state, panel, refresh) {
+  const finished = FINISHED.includes(doc.status);
+  const note = h("span", { class: "note", id: "action-note", role: "status" });
+  const act = async (label, route, body, then) => {
+    note.textContent = label + "…";
+    try {
+      const answer = await api("/invocations/" + encodeURIComponent(doc.id) + "/" + route, { method: "POST", body });
+      note.textContent = "";
+      if (then) then(answer);
+    } catch (error) { if (!(error instanceof Unauthorized)) note.textContent = String(error.message); }
+  };
+  const buttons = [];
+  if (!finished) {
+    buttons.push(h("button", { type: "button", class: "danger", id: "cancel", onclick: () => panel.replaceChildren(
+      cancelConfirmation(doc, (rollback) => act("Cancelling", "cancel", { rollback }, () => {
+        panel.replaceChildren(); note.textContent = "cancellation requested"; refresh();
+      }), () => panel.replaceChildren())) }, "Cancel…"));
+  }
+  if (doc.status === "pending" || (doc.status === "running" && (!doc.owner || doc.owner.alive === false))) {
+    buttons.push(h("button", { type: "button", class: "plain", id: "resume",
+      title: "run it in this server: pending, or running with its owner gone",
+      onclick: () => act("Resuming", "resume", {}, () => { note.textContent = "resumed here"; refresh(); }) }, "Resume"));
+  }
+  buttons.push(h("button", { type: "button", class: "plain", id: "fork",
+    onclick: () => panel.replaceChildren(forkForm(doc, state, () => panel.replaceChildren())) }, "Fork…"));
+  if (doc.status === "failed") {
+    buttons.push(h("button", { type: "button", class: "approve", id: "retry",
+      title: "fork it just before its failing step, and run the fork",
+      onclick: () => act("Retrying", "retry", {}, (answer) => go("/i/" + encodeURIComponent(answer.id))) }, "Retry"));
+  }
+  return [...buttons, note];
+}
+
+function go(path) { history.pushState(null, "", path); route(); }
+
+function cancelConfirmation(doc, confirm, dismiss) {
+  const rollback = h("input", { type: "checkbox", id: "rollback" });
+  return h("div", { class: "card confirm", id: "cancel-confirm", role: "dialog", "aria-label": "cancel" },
+    h("p", {}, "Cancel ", h("span", { class: "mono" }, doc.id), "? Its handler gets Cancelled at its next context call ",
+      "and may run compensating steps; it then ends cancelled."),
+    doc.key ? h("label", {}, rollback, " Roll back the state of key ", h("span", { class: "mono" }, doc.key),
+      " (undo the ctx.state changes it made)")
+      : h("label", { class: "muted" }, (rollback.disabled = true, rollback), " Roll back its key's state (it has no key: nothing to roll back)"),
+    h("div", { class: "row" },
+      h("button", { type: "button", class: "danger", id: "confirm-cancel", onclick: () => confirm(rollback.checked) }, "Cancel it"),
+      h("button", { type: "button", class: "link", id: "keep", onclick: dismiss }, "Keep it")));
+}
+
+// The fork form: pick the fork point, optionally replace one recorded value (JSON, checked here
+// before it is sent; the server checks again).
+function forkForm(doc, state, dismiss) {
+  const entries = state.entries;
+  const terminal = entries.find((e) => FINISHED.includes(e.kind) || e.kind === "continued_as_new");
+  const end = terminal ? terminal.seq : (entries.length ? entries[entries.length - 1].seq + 1 : 1);
+  const byseq = new Map(entries.map((e) => [e.seq, e]));
+  const atSelect = h("select", { id: "fork-at", "aria-label": "fork point" });
+  for (let seq = 1; seq <= end; seq++) {
+    const e = byseq.get(seq);
+    atSelect.append(h("option", { value: seq }, "seq " + seq + ": copy 0–" + (seq - 1) + ", run live from " +
+      (e ? (FINISHED.includes(e.kind) ? "its end (" + e.kind + ")" : e.kind + (e.name ? " " + e.name : "")) : "where its journal ends")));
+  }
+  const editSelect = h("select", { id: "fork-edit", "aria-label": "value to replace" });
+  const value = h("textarea", { id: "fork-value", rows: 4, spellcheck: "false", class: "mono", "aria-label": "new value (JSON)" });
+  const newId = h("input", { id: "fork-new-id", placeholder: "new id (optional)", "aria-label": "new id", class: "mono" });
+  const problem = h("div", { class: "problem", id: "fork-problem", role: "alert" });
+  const submit = h("button", { type: "submit", class: "approve", id: "fork-submit" }, "Fork");
+  const editable = () => entries.filter((e) => EDITABLE.includes(e.kind) && e.seq < Number(atSelect.value));
+  const fillEdits = () => {
+    const chosen = editSelect.value;
+    editSelect.replaceChildren(h("option", { value: "" }, "keep every recorded value"),
+      ...editable().map((e) => h("option", { value: e.seq }, "replace " + e.kind + " " + e.seq + (e.name ? " " + e.name : ""))));
+    if ([...editSelect.options].some((o) => o.value === chosen)) editSelect.value = chosen;
+    fillValue();
+  };
+  const fillValue = () => {
+    const e = byseq.get(Number(editSelect.value));
+    value.disabled = !editSelect.value;
+    if (e && value.dataset.seq !== String(e.seq)) {
+      value.value = JSON.stringify(e.error ? null : (e.value === undefined ? null : e.value), null, 2);
+      value.dataset.seq = String(e.seq);
+    }
+    if (!e) { value.value = ""; delete value.dataset.seq; }
+    check();
+  };
+  const check = () => {
+    problem.textContent = "";
+    if (editSelect.value) {
+      try { JSON.parse(value.value); } catch (error) { problem.textContent = "The new value is not JSON: " + error.message; }
+    }
+    submit.disabled = problem.textContent !== "";
+    return !submit.disabled;
+  };
+  atSelect.addEventListener("change", fillEdits);
+  editSelect.addEventListener("change", fillValue);
+  value.addEventListener("input", check);
+  const form = h("form", { class: "card fork-form", id: "fork-form",
+    onsubmit: async (e) => {
+      e.preventDefault();
+      if (!check()) return;
+      const body = { at: Number(atSelect.value) };
+      if (editSelect.value) body.set = { [editSelect.value]: JSON.parse(value.value) };
+      if (newId.value.trim()) body.new_id = newId.value.trim();
+      try {
+        const answer = await api("/invocations/" + encodeURIComponent(doc.id) + "/fork", { method: "POST", body });
+        go("/i/" + encodeURIComponent(answer.id));
+      } catch (error) { if (!(error instanceof Unauthorized)) problem.textContent = String(error.message); }
+    } },
+    h("h2", {}, "Fork ", h("span", { class: "mono" }, doc.id)),
+    h("p", { class: "muted" }, "Entries before the fork point are copied into a new invocation, which replays them and runs live from there; this one is left as it is."),
+    h("label", {}, "Fork point ", atSelect), h("label", {}, "Value ", editSelect), value, newId, problem,
+    h("div", { class: "row" }, submit, h("button", { type: "button", class: "link", onclick: dismiss }, "Close")));
+  // Default: before the failing step of a failed run, else at the end.
+  const failing = [...entries].reverse().find((e) => e.kind === "step" && e.error);
+  atSelect.value = String(failing ? failing.seq : end);
+  fillEdits();
+  return form;
+}
+
+// -- promises -----------------------------------------------------------------------------------
 
 function promiseCards(doc, refresh) {
   const promises = doc.waiting_on.filter((w) => w.kind === "promise");
@@ -226,20 +537,59 @@ function promiseCards(doc, refresh) {
   const cards = [];
   if (promises.length) {
     cards.push(h("div", { class: "card", id: "promises" }, h("h2", {}, "Waiting for"),
-      promises.map((p) => promiseRow(doc.id, p.name, refresh))));
+      promises.map((p) => promiseRow(doc.id, p, refresh))));
   }
   if (others.length) {
     cards.push(h("div", { class: "card" }, h("h2", {}, "Waiting on"), h("ul", {}, others.map((w) =>
-      h("li", {}, w.kind === "timer" ? "a timer until " + when(w.until) : [w.kind + " ", invocationLink(w.id)])))));
+      h("li", {}, w.kind === "timer" ? "a timer until " + when(w.until)
+        : w.kind === "handler" ? "a worker that has handler " + (w.name ?? w.handler ?? "")
+          : [w.kind + " ", w.id ? invocationLink(w.id) : text(w.name ?? "")])))));
   }
   return cards;
 }
 
-function promiseRow(id, name, refresh) {
-  const value = h("input", { value: "true", "aria-label": "value of " + name, class: "mono" });
+// A value that fits a JSON Schema: what the approve box starts with when the server gives no
+// example. `$ref`s point into the root's `$defs`, as msgspec and Pydantic write them.
+function defaultFor(schema, depth = 0, root = schema) {
+  if (!schema || typeof schema !== "object" || depth > 8) return true;
+  if (typeof schema.$ref === "string") {
+    const name = schema.$ref.split("/").pop();
+    const defs = (root && (root.$defs || root.definitions)) || {};
+    return defaultFor(defs[name], depth + 1, root);
+  }
+  if ("default" in schema) return schema.default;
+  if ("const" in schema) return schema.const;
+  if (Array.isArray(schema.enum) && schema.enum.length) return schema.enum[0];
+  const alternatives = schema.anyOf || schema.oneOf;
+  if (Array.isArray(alternatives) && alternatives.length) {
+    return defaultFor(alternatives.find((s) => s && s.type !== "null") || alternatives[0], depth + 1, root);
+  }
+  const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== "null") || schema.type[0] : schema.type;
+  switch (type) {
+    case "boolean": return true;
+    case "integer": case "number": return typeof schema.minimum === "number" ? schema.minimum : 0;
+    case "string": return schema.format === "date-time" ? new Date().toISOString() : "";
+    case "array": return [];
+    case "null": return null;
+    case "object": {
+      const out = {};
+      const props = schema.properties || {};
+      for (const name of schema.required || Object.keys(props)) out[name] = defaultFor(props[name], depth + 1, root);
+      return out;
+    }
+    default: return true;
+  }
+}
+
+function promiseRow(id, promise, refresh) {
+  const name = promise.name;
+  const schema = promise.schema || null;
+  const initial = JSON.stringify("example" in promise ? promise.example : defaultFor(schema));
+  const value = h("input", { value: initial, "aria-label": "value of " + name, class: "mono value-input" });
   const reason = h("input", { placeholder: "reason for rejecting", "aria-label": "reason" });
-  const note = h("span", { class: "muted" });
+  const note = h("span", { class: "note refusal", role: "alert" });
   const send = async (body) => {
+    note.textContent = "";
     try {
       await api("/invocations/" + encodeURIComponent(id) + "/promises/" + encodeURIComponent(name), { method: "POST", body });
       note.textContent = "sent";
@@ -252,10 +602,21 @@ function promiseRow(id, name, refresh) {
     send({ value: parsed });
   };
   return h("div", { class: "promise", "data-promise": name },
-    h("strong", { class: "mono" }, name), value,
+    h("strong", { class: "mono" }, name),
+    schema || promise.type ? h("code", { class: "schema muted", title: schema ? JSON.stringify(schema) : "" },
+      promise.type ? String(promise.type) : schemaSummary(schema)) : null,
+    value,
     h("button", { class: "approve", onclick: approve }, "Approve"), reason,
     h("button", { class: "reject", onclick: () => send({ reject: reason.value || "rejected in the web UI" }) }, "Reject"),
     note);
+}
+
+function schemaSummary(schema) {
+  if (schema.title) return schema.title;
+  if (schema.type === "object" && schema.properties) {
+    return "{" + Object.entries(schema.properties).map(([k, v]) => k + ": " + (v && v.type ? [].concat(v.type).join("|") : "any")).join(", ") + "}";
+  }
+  return schema.type ? [].concat(schema.type).join("|") : "a value";
 }
 
 function divergenceCard(doc) {
@@ -270,11 +631,11 @@ function divergenceCard(doc) {
 }
 
 // Server-Sent Events read with fetch, so the bearer token can go with them.
-async function follow(id, addEntry, addChunk, refresh) {
-  for (;;) {
+async function follow(id, addEntry, addChunk, refresh, signal) {
+  while (!signal.aborted) {
     let finished = false;
     try {
-      const response = await api("/invocations/" + encodeURIComponent(id) + "/events", { raw: true });
+      const response = await api("/invocations/" + encodeURIComponent(id) + "/events", { raw: true, signal });
       if (!response.ok) return;
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
@@ -299,9 +660,9 @@ async function follow(id, addEntry, addChunk, refresh) {
         }
       }
     } catch (error) {
-      if (error instanceof Unauthorized) return;
+      if (error instanceof Unauthorized || signal.aborted) return;
     }
-    if (finished) return;
+    if (finished || signal.aborted) return;
     await new Promise((resolve) => setTimeout(resolve, 1000));  // the server restarted: follow again
   }
 }
@@ -326,11 +687,18 @@ async function keyPage(key) {
 
 // -- routing ---------------------------------------------------------------------------------
 
+// Aborted when the page is left for another (its event stream ends with it).
+let leave = new AbortController();
+function pageLeft() { return leave; }
+
 function route() {
+  leave.abort();
+  leave = new AbortController();
   const path = location.pathname;
   if (path.startsWith("/i/")) return invocationPage(decodeURIComponent(path.slice(3)));
   if (path.startsWith("/k/")) return keyPage(decodeURIComponent(path.slice(3)));
   return listPage();
 }
 
+window.addEventListener("popstate", route);
 route();
