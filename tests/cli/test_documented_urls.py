@@ -57,18 +57,23 @@ def test_every_documented_url_is_one_journal_takes(page, url):
 
 
 def _aimed(url: str, database: str, ports: list[int]) -> str:
-    """`url` as written in the docs, its hosts db1, db2, ... (port 5432) replaced by
-    127.0.0.1 on `ports`, its user by the test servers' and its database by `database`."""
+    """`url` as written in the docs, its hosts db1, db2, ... replaced by 127.0.0.1 on
+    `ports` (in the form the docs wrote), its user by the test servers' and its database
+    by `database`."""
     hosts = _hosts(url)
     assert hosts == [f"db{i}" for i in range(1, len(hosts) + 1)], (
         f"{url}: a multi-host example in the docs names its hosts db1, db2, ... so that this test can aim it")
     assert len(hosts) == len(ports), f"{url}: {len(hosts)} hosts, the test has {len(ports)} servers for them"
-    aimed = url.replace("journal_app", "journal").replace("/jobs", f"/{database}")
-    for i, port in enumerate(ports, 1):
-        aimed = aimed.replace(f"db{i}:5432", f"127.0.0.1:{port}")
-    aimed = aimed.replace("host=" + ",".join(hosts), "host=" + ",".join(["127.0.0.1"] * len(hosts)))
-    aimed = aimed.replace("port=" + ",".join(["5432"] * len(hosts)), "port=" + ",".join(map(str, ports)))
-    assert "db1" not in aimed and "5432" not in aimed, f"could not aim {url} at the test's servers: {aimed}"
+    base, _, query = url.partition("?")
+    if "host=" in query:  # ?host=db1,db2&port=5432,5432
+        params = [p for p in query.split("&") if not p.startswith(("host=", "port="))]
+        query = "&".join([f"host={','.join(['127.0.0.1'] * len(ports))}", f"port={','.join(map(str, ports))}",
+                          *params])
+    else:  # db1:5432,db2:5432 (or db1,db2) before the database
+        base = re.sub(r"\bdb(\d+)(?::\d+)?", lambda m: f"127.0.0.1:{ports[int(m.group(1)) - 1]}", base)
+    base = base.replace("journal_app@", "journal@").replace("/jobs", f"/{database}")
+    aimed = f"{base}?{query}" if query else base
+    assert _hosts(aimed) == ["127.0.0.1"] * len(ports), f"could not aim {url} at the test's servers: {aimed}"
     return aimed
 
 
