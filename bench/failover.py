@@ -278,7 +278,7 @@ def patroni(synchronous: bool, failovers: int) -> dict[str, Any]:
         report = analyse(load, faults, url, statuses, stderr)
         logs = [Path(node.dir, f).read_text(errors="replace") for node in cluster.nodes for f in os.listdir(node.dir)
                 if f.startswith("patroni.log")]
-        report["rewinds"] = {"run": sum(t.count("running pg_rewind from") for t in logs),
+        report["rewinds"] = {"run": sum(t.count("pg_rewind exit code=") for t in logs),  # (one per rewind: "in progress" repeats)
                              "succeeded": sum(t.count("pg_rewind exit code=0") for t in logs)}
         return report
     finally:
