@@ -179,6 +179,7 @@ def analyse(load: Load, faults: list[dict[str, float]], url: str, statuses: dict
             first_ack.setdefault(token, at)
             acked_at[key] = min(at, acked_at.get(key, at))
     held = _journal_tokens(url)
+    checked = _check(url)
     lost = [t for t in first_ack if t not in held]
     in_flight = 0
     for fault in faults:
@@ -209,10 +210,23 @@ def analyse(load: Load, faults: list[dict[str, float]], url: str, statuses: dict
         "statuses": statuses,
         "server_seconds": _spread(server),
         "journal_first_commit_seconds": _spread(ours),
+        "check_ok": checked.get("ok"),
+        "check_problems": len(checked.get("problems", [])),
         "tracebacks": sum(text.count("Traceback") for text in stderr),
         "store_lines": sum(text.count("cannot be reached") + text.count("reachable again") for text in stderr),
         "per_fault": faults,
     }
+
+
+def _check(url: str) -> dict[str, Any]:
+    """`journal check --json` on the store, once every invocation has finished."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "cli", "check", "--db", url, "--json"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    try:
+        return dict(json.loads(done.stdout))
+    except ValueError:
+        return {"ok": False, "problems": [done.stderr.strip() or f"exit status {done.returncode}"]}
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:
@@ -264,7 +278,7 @@ def patroni(synchronous: bool, failovers: int) -> dict[str, Any]:
         report = analyse(load, faults, url, statuses, stderr)
         logs = [Path(node.dir, f).read_text(errors="replace") for node in cluster.nodes for f in os.listdir(node.dir)
                 if f.startswith("patroni.log")]
-        report["rewinds"] = {"run": sum(t.count("running pg_rewind from") for t in logs),
+        report["rewinds"] = {"run": sum(t.count("pg_rewind exit code=") for t in logs),  # (one per rewind: "in progress" repeats)
                              "succeeded": sum(t.count("pg_rewind exit code=0") for t in logs)}
         return report
     finally:
@@ -414,6 +428,8 @@ def _summary(name: str, r: dict[str, Any]) -> str:
                 "first_commit_after_0.5s_down", "first_commit_after_5s_down"):
         if key in r:
             lines.append(f"  {key}: {r[key]}")
+    lines.append(f"  journal check: {'clean' if r.get('check_ok') else 'PROBLEMS'} "
+                 f"({r.get('check_problems', 0)} problems)")
     lines.append(f"  worker stderr: {r['tracebacks']} tracebacks, {r['store_lines']} lines about the store")
     return "\n".join(lines)
 

@@ -114,8 +114,8 @@ def servers(pg_server):  # (pg_server: the machine has PostgreSQL, or CI fails)
         made.append(PgServer(name="jpf-pg", **options).start())
         return made[-1]
 
-    def standby_of(primary: PgServer) -> PgServer:
-        made.append(PgServer.standby_of(primary, name="jpf-pg"))
+    def standby_of(primary: PgServer, **options) -> PgServer:
+        made.append(PgServer.standby_of(primary, name="jpf-pg", **options))
         return made[-1]
 
     make.standby_of = standby_of
