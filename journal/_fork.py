@@ -112,8 +112,8 @@ def fork(
 
 def retry_point(store: Store, invocation_id: str) -> int:
     """Where `journal retry` forks a failed invocation: at its failing step (the step whose
-    error the invocation failed with, so that the fork runs it live again), else at its
-    `failed` entry (the handler itself raised: the fork replays every step and runs the
+    error the invocation failed with, so that the fork runs it live again), else at the last
+    step or promise that recorded an error, else at its `failed` entry (the handler itself raised: the fork replays every step and runs the
     handler on from there). Raises `ForkError` for an invocation that has not failed."""
     record = store.get(invocation_id)
     if record is None:
@@ -132,6 +132,11 @@ def retry_point(store: Store, invocation_id: str) -> int:
     for seq, step in reversed(entries[:end]):
         if isinstance(step, Step) and step.error is not None and (step.error.type, step.error.message) == (
                 entry.error.type, entry.error.message):
+            return seq
+    # Else the last step or promise that recorded an error (a rejected approval the handler
+    # let through, a step error it turned into another): the fork asks or runs it again.
+    for seq, step in reversed(entries[:end]):
+        if isinstance(step, Step | Promise) and step.error is not None:
             return seq
     return end
 

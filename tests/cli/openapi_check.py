@@ -121,6 +121,8 @@ class AnswerCheck:
         if self.document is None:
             headers = [(k, v) for k, v in request.headers.raw if k.lower() in (b"authorization", b"host")]
             doc = httpx.get(str(request.url.copy_with(raw_path=b"/openapi.json")), headers=headers, timeout=30)
+            if doc.status_code != 200:  # (not serving yet, or stopping): its first answers are read at start-up
+                return
             self.document = Document(doc.json())
         try:
             template, op = self.document.operation(request.method, path)

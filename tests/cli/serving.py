@@ -15,7 +15,7 @@ from urllib.parse import quote
 import httpx
 
 from ..waiting import wait_until
-from .openapi_check import AnswerCheck
+from .openapi_check import AnswerCheck, Document
 
 HERE = Path(__file__).parent
 AGENTS = HERE / "serve_agents.py"
@@ -57,6 +57,7 @@ class Server:
                                    event_hooks={"response": [self.answers]})
         if ready:  # (not: its store may not be open yet)
             wait_for(self._healthy, what="/healthz to answer")
+            self.answers.document = Document(self.client.get("/openapi.json").json())
 
     def _announced(self) -> str | None:
         if self.proc.poll() is not None:

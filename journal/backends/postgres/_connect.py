@@ -64,7 +64,11 @@ _FLAPPING = 10.0  # seconds: an outage for the same reason this soon after the l
 _CLIENT = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5",
            "keepalives_count": "3", "tcp_user_timeout": "20000"}
 # ... and on the server side, for each session: a peer that vanished is noticed there too.
-_SESSION = ("SET idle_in_transaction_session_timeout = '15s'", "SET tcp_keepalives_idle = 10",
+# The store's transactions send their statements back to back, so one idle for 2 s has lost
+# its client (a partition, a frozen host): ended then, it frees the lease rows it locked for
+# the worker taking them over, instead of holding them past the lease (a transaction ended
+# this way by a client that was only slow is retried, as any lost session is).
+_SESSION = ("SET idle_in_transaction_session_timeout = '2s'", "SET tcp_keepalives_idle = 10",
             "SET tcp_keepalives_interval = 5", "SET tcp_keepalives_count = 3", "SET tcp_user_timeout = 20000")
 _IDENTITY = "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
 SESSION_SETUP = "; ".join((*_SESSION, _IDENTITY))
