@@ -64,6 +64,7 @@ def _baselines(parent: str) -> dict[str, float]:
 def _pair_for(key: str, parent: str) -> Callable[[], float]:
     """The raw LMDB figure a workload sample is compared with."""
     workload, mode = key.split("/")
+    workload = workload.split()[0]  # "W1 thread" and "W1 async" pair with W1's floor
     if workload in ("A1", "W1"):
         if mode == "sync":
             return lambda: _raw.fsynced_commit_us(100, parent=parent)
