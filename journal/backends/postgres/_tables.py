@@ -61,6 +61,12 @@ class PostgresTables:
         check_ops(ops)
         if not ops:
             return
+        single = _one_statement(ops)
+        if single is not None:
+            # One statement is a transaction of its own: no BEGIN and COMMIT round trips.
+            sql, args = single
+            self._write(lambda txn: txn._cur.execute(sql, args), durable=durable, block=False)
+            return
 
         def work(txn: Any) -> None:
             cur = txn._cur
@@ -79,5 +85,56 @@ class PostgresTables:
         self._write(work, durable=durable)
 
 
+_PREFIXES: dict[str, bytes] = {}
+
+
 def _prefix(table: str) -> bytes:
-    return check_table(table).encode() + b"\x00"
+    """A table's key prefix; the name is checked once per process, not on every operation."""
+    found = _PREFIXES.get(table)
+    if found is None:
+        found = check_table(table).encode() + b"\x00"
+        if len(_PREFIXES) < 256:
+            _PREFIXES[table] = found
+    return found
+
+
+_SQL: dict[tuple[int, int], str] = {}
+
+
+def _one_statement(ops: Sequence[TableOp]) -> tuple[str, list[bytes]] | None:
+    """A batch of puts of distinct keys (what a checkpoint or a task's writes are) as one
+    statement, or None: the puts that keep an existing value, then those that replace it,
+    in one `INSERT` and a data-modifying `WITH`. With distinct keys the order of the puts
+    cannot matter, so the statement does what applying them one by one would do."""
+    keep: list[bytes] = []
+    replace: list[bytes] = []
+    keys = set()
+    for op in ops:
+        if op.__class__ is not TablePut:
+            return None
+        key = _prefix(op.table) + op.key
+        if key in keys:
+            return None
+        keys.add(key)
+        (replace if op.overwrite else keep).extend((key, bytes(op.value)))
+    shape = (len(keep) // 2, len(replace) // 2)
+    sql = _SQL.get(shape)
+    if sql is None:
+        sql = _put_sql(*shape)
+        if len(_SQL) < 64:  # the common batch sizes; psycopg prepares each after a few uses
+            _SQL[shape] = sql
+    return sql, keep + replace
+
+
+def _put_sql(keep: int, replace: int) -> str:
+    def insert(rows: int, conflict: str) -> str:
+        values = ", ".join(["(%s::bytea, %s::bytea)"] * rows)
+        return f"INSERT INTO {TABLE} (k, v) VALUES {values} ON CONFLICT (k) {conflict}"
+
+    kept, replaced = insert(keep, "DO NOTHING"), insert(replace, "DO UPDATE SET v = EXCLUDED.v")
+    if not replace:
+        return kept
+    if not keep:
+        return replaced
+    # A data-modifying WITH runs to completion whether or not the main statement reads it.
+    return f"WITH kept AS ({kept}) {replaced}"
