@@ -6,6 +6,90 @@ about handlers or the command line."""
 import importlib
 import typing
 
+from ._codec import DEFAULT_MAX_ENTRY_BYTES as DEFAULT_MAX_ENTRY_BYTES
+from ._codec import UnencodableValue as UnencodableValue
+from ._codec import decode_entry as decode_entry
+from ._codec import decode_value as decode_value
+from ._codec import digest as digest
+from ._codec import encode_entry as encode_entry
+from ._codec import encode_value as encode_value
+from ._entries import NIL as NIL
+from ._entries import PRIOR_SET as PRIOR_SET
+from ._entries import PRIOR_UNSET as PRIOR_UNSET
+from ._entries import TERMINAL_KINDS as TERMINAL_KINDS
+from ._entries import Called as Called
+from ._entries import Cancelled as Cancelled
+from ._entries import CancelReceived as CancelReceived
+from ._entries import Completed as Completed
+from ._entries import ContinuedAsNew as ContinuedAsNew
+from ._entries import Emitted as Emitted
+from ._entries import Entry as Entry
+from ._entries import ErrorInfo as ErrorInfo
+from ._entries import Failed as Failed
+from ._entries import Now as Now
+from ._entries import Patched as Patched
+from ._entries import Promise as Promise
+from ._entries import Selected as Selected
+from ._entries import Sleep as Sleep
+from ._entries import Started as Started
+from ._entries import StateGot as StateGot
+from ._entries import StateKeys as StateKeys
+from ._entries import StateSet as StateSet
+from ._entries import Step as Step
+from ._entries import kind_of as kind_of
+from ._entries import name_of as name_of
+from ._fork import ForkError as ForkError
+from ._fork import fork as fork
+from ._ids import validate_id as validate_id
+from ._listing import Cursor as Cursor
+from ._listing import Damaged as Damaged
+from ._listing import Page as Page
+from ._listing import Query as Query
+from ._records import FINISHED as FINISHED
+from ._records import HOST as HOST
+from ._records import InvocationRecord as InvocationRecord
+from ._records import Lease as Lease
+from ._records import Resolution as Resolution
+from ._records import Status as Status
+from ._store import Acquire as Acquire
+from ._store import Append as Append
+from ._store import Capability as Capability
+from ._store import Continue as Continue
+from ._store import Create as Create
+from ._store import OpResult as OpResult
+from ._store import Renew as Renew
+from ._store import RequestCancel as RequestCancel
+from ._store import Resolve as Resolve
+from ._store import SetStatus as SetStatus
+from ._store import Store as Store
+from ._store import Transition as Transition
+from ._tables import TableDelete as TableDelete
+from ._tables import TableDeletePrefix as TableDeletePrefix
+from ._tables import TablePut as TablePut
+from ._tables import Tables as Tables
+from ._time import from_us as from_us
+from ._time import iso_from_us as iso_from_us
+from .backends import FORMAT_VERSIONS as FORMAT_VERSIONS
+from .backends import Migration as Migration
+from .backends import open_store as open_store
+from .backends.lmdb import FORMAT_VERSION as FORMAT_VERSION
+from .backends.lmdb import LmdbStore as LmdbStore
+from .backends.lmdb import check_store_dir as check_store_dir
+from .backends.lmdb import default_path as default_path
+from .backends.memory import MemoryStore as MemoryStore
+from .backends.postgres import PostgresStore as PostgresStore
+from .backends.postgres import is_postgres_url as is_postgres_url
+from .backends.postgres import redact_url as redact_url
+from .backends.postgres import store_patience as store_patience
+from .kv import lease_is_live as lease_is_live
+from .maintenance import Problem as Problem
+from .maintenance import check as check
+from .maintenance import compact as compact
+from .maintenance import migrate as migrate
+from .maintenance import trim as trim
+from .views import entry_view as entry_view
+from .views import export as export
+
 __all__ = (
     "DEFAULT_MAX_ENTRY_BYTES", "FINISHED", "HOST", "OpResult", "NIL", "FORMAT_VERSION", "TERMINAL_KINDS",
     "Acquire", "Append", "Capability", "Called", "CancelReceived", "ContinuedAsNew", "Selected", "StateGot",
@@ -21,129 +105,21 @@ __all__ = (
     "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent",
 )
 
-# Every export is imported on first use, so a process imports only the parts it touches:
-# a LangGraph checkpointer the tables and its backend, `journal ls` no append path (which
-# brings in anyio and asyncio), nobody the PostgreSQL backend who opens no such store.
-_LAZY: dict[str, str] = {
-    "DEFAULT_MAX_ENTRY_BYTES": "._codec", "UnencodableValue": "._codec", "decode_entry": "._codec",
-    "decode_value": "._codec", "digest": "._codec", "encode_entry": "._codec", "encode_value": "._codec",
-    "NIL": "._entries", "PRIOR_SET": "._entries", "PRIOR_UNSET": "._entries", "TERMINAL_KINDS": "._entries",
-    "Called": "._entries", "Cancelled": "._entries", "CancelReceived": "._entries", "Completed": "._entries",
-    "ContinuedAsNew": "._entries", "Emitted": "._entries", "Entry": "._entries", "ErrorInfo": "._entries",
-    "Failed": "._entries", "Now": "._entries", "Patched": "._entries", "Promise": "._entries",
-    "Selected": "._entries", "Sleep": "._entries", "Started": "._entries", "StateGot": "._entries",
-    "StateKeys": "._entries", "StateSet": "._entries", "Step": "._entries", "kind_of": "._entries",
-    "name_of": "._entries", "ForkError": "._fork", "fork": "._fork", "validate_id": "._ids", "Cursor": "._listing",
-    "Damaged": "._listing", "Page": "._listing", "Query": "._listing", "FINISHED": "._records", "HOST": "._records",
-    "InvocationRecord": "._records", "Lease": "._records", "Resolution": "._records", "Status": "._records",
-    "Acquire": "._store", "Append": "._store", "Capability": "._store", "Continue": "._store", "Create": "._store",
-    "OpResult": "._store", "Renew": "._store", "RequestCancel": "._store", "Resolve": "._store",
-    "SetStatus": "._store", "Store": "._store", "Transition": "._store", "TableDelete": "._tables",
-    "TableDeletePrefix": "._tables", "TablePut": "._tables", "Tables": "._tables", "from_us": "._time",
-    "iso_from_us": "._time", "FORMAT_VERSIONS": ".backends", "Migration": ".backends", "open_store": ".backends",
-    "FORMAT_VERSION": ".backends.lmdb", "LmdbStore": ".backends.lmdb", "check_store_dir": ".backends.lmdb",
-    "default_path": ".backends.lmdb", "MemoryStore": ".backends.memory", "PostgresStore": ".backends.postgres",
-    "is_postgres_url": ".backends.postgres", "redact_url": ".backends.postgres",
-    "store_patience": ".backends.postgres", "lease_is_live": ".kv", "Problem": ".maintenance",
-    "check": ".maintenance", "compact": ".maintenance", "migrate": ".maintenance", "trim": ".maintenance",
-    "entry_view": ".views", "export": ".views",
-}
-_LAZY.update({"Committer": ".commit", "Durability": ".commit"})
+# Imported on first use: the append path brings in anyio and asyncio, which reading a
+# store (`journal ls`, `journal show`) does without.
+_LAZY = {"Committer": ".commit", "Durability": ".commit"}
 # Live output (`journal/_live.py`): only processes that stream or follow chunks need it.
 _LAZY.update(dict.fromkeys(("Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent"), "._live"))
 
 if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
-    from ._codec import DEFAULT_MAX_ENTRY_BYTES as DEFAULT_MAX_ENTRY_BYTES
-    from ._codec import UnencodableValue as UnencodableValue
-    from ._codec import decode_entry as decode_entry
-    from ._codec import decode_value as decode_value
-    from ._codec import digest as digest
-    from ._codec import encode_entry as encode_entry
-    from ._codec import encode_value as encode_value
-    from ._entries import NIL as NIL
-    from ._entries import PRIOR_SET as PRIOR_SET
-    from ._entries import PRIOR_UNSET as PRIOR_UNSET
-    from ._entries import TERMINAL_KINDS as TERMINAL_KINDS
-    from ._entries import Called as Called
-    from ._entries import Cancelled as Cancelled
-    from ._entries import CancelReceived as CancelReceived
-    from ._entries import Completed as Completed
-    from ._entries import ContinuedAsNew as ContinuedAsNew
-    from ._entries import Emitted as Emitted
-    from ._entries import Entry as Entry
-    from ._entries import ErrorInfo as ErrorInfo
-    from ._entries import Failed as Failed
-    from ._entries import Now as Now
-    from ._entries import Patched as Patched
-    from ._entries import Promise as Promise
-    from ._entries import Selected as Selected
-    from ._entries import Sleep as Sleep
-    from ._entries import Started as Started
-    from ._entries import StateGot as StateGot
-    from ._entries import StateKeys as StateKeys
-    from ._entries import StateSet as StateSet
-    from ._entries import Step as Step
-    from ._entries import kind_of as kind_of
-    from ._entries import name_of as name_of
-    from ._fork import ForkError as ForkError
-    from ._fork import fork as fork
-    from ._ids import validate_id as validate_id
-    from ._listing import Cursor as Cursor
-    from ._listing import Damaged as Damaged
-    from ._listing import Page as Page
-    from ._listing import Query as Query
     from ._live import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES
     from ._live import Chunk as Chunk
     from ._live import LiveChannel as LiveChannel
     from ._live import LiveFeed as LiveFeed
     from ._live import LiveFollower as LiveFollower
     from ._live import Sent as Sent
-    from ._records import FINISHED as FINISHED
-    from ._records import HOST as HOST
-    from ._records import InvocationRecord as InvocationRecord
-    from ._records import Lease as Lease
-    from ._records import Resolution as Resolution
-    from ._records import Status as Status
-    from ._store import Acquire as Acquire
-    from ._store import Append as Append
-    from ._store import Capability as Capability
-    from ._store import Continue as Continue
-    from ._store import Create as Create
-    from ._store import OpResult as OpResult
-    from ._store import Renew as Renew
-    from ._store import RequestCancel as RequestCancel
-    from ._store import Resolve as Resolve
-    from ._store import SetStatus as SetStatus
-    from ._store import Store as Store
-    from ._store import Transition as Transition
-    from ._tables import TableDelete as TableDelete
-    from ._tables import TableDeletePrefix as TableDeletePrefix
-    from ._tables import TablePut as TablePut
-    from ._tables import Tables as Tables
-    from ._time import from_us as from_us
-    from ._time import iso_from_us as iso_from_us
-    from .backends import FORMAT_VERSIONS as FORMAT_VERSIONS
-    from .backends import Migration as Migration
-    from .backends import open_store as open_store
-    from .backends.lmdb import FORMAT_VERSION as FORMAT_VERSION
-    from .backends.lmdb import LmdbStore as LmdbStore
-    from .backends.lmdb import check_store_dir as check_store_dir
-    from .backends.lmdb import default_path as default_path
-    from .backends.memory import MemoryStore as MemoryStore
-    from .backends.postgres import PostgresStore as PostgresStore
-    from .backends.postgres import is_postgres_url as is_postgres_url
-    from .backends.postgres import redact_url as redact_url
-    from .backends.postgres import store_patience as store_patience
     from .commit import Committer as Committer
     from .commit import Durability as Durability
-    from .kv import lease_is_live as lease_is_live
-    from .maintenance import Problem as Problem
-    from .maintenance import check as check
-    from .maintenance import compact as compact
-    from .maintenance import migrate as migrate
-    from .maintenance import trim as trim
-    from .views import entry_view as entry_view
-    from .views import export as export
 
 
 def __getattr__(name: str) -> object:
