@@ -149,6 +149,22 @@ def dbos(url: str) -> dict:
     return json.loads(out.stdout.splitlines()[-1])
 
 
+def _langgraph_sample(server: Any, add: Callable[[str, float], None]) -> None:
+    """LG on this server: JournalSaver, PostgresSaver and InMemorySaver in `sync` durability,
+    between two bare commits (skipped when LangGraph's extras are not installed)."""
+    try:
+        from . import _langgraph
+    except ImportError:
+        return
+    before = raw_commit_us(server.new_database(), True)
+    for saver in ("memory", "journal", "postgres"):
+        try:
+            add(f"LG/{saver}", _langgraph.loop_postgres(server.new_database(), saver)["us_per_step"])
+        except ImportError:  # PostgresSaver: pip install langgraph-checkpoint-postgres
+            continue
+    add("LG/raw", (before + raw_commit_us(server.new_database(), True)) / 2)
+
+
 def measure(reps: int, parent: str, log: Callable[[str], None]) -> dict[str, list[float]]:
     from .pgserver import PgServer  # the same throwaway server the tests use
 
@@ -171,6 +187,7 @@ def measure(reps: int, parent: str, log: Callable[[str], None]) -> dict[str, lis
                 add(f"W1ratio/{mode}", samples[f"W1/{mode}"][-1] / samples[f"raw/{mode}"][-1])
                 add(f"W2/{mode}", anyio.run(_workloads._w2, server.new_database(), mode, W2_INVOCATIONS,
                                             W2_STEPS)["steps_per_s"])
+            _langgraph_sample(server, add)
             for mode in ("sync", "async"):
                 w3 = _workloads.crash_recovery(parent, mode, db=server.new_database())
                 add(f"W3/{mode}", w3["recover_s"])
@@ -212,6 +229,8 @@ def render(samples: dict[str, list[float]]) -> str:
     for workers in (1, 2, 4):
         lines.append(f"  W2 sync, {workers} worker process{'es' if workers > 1 else '  '}             "
                      f"{med[f'W2x{workers}']:9.0f} steps/s")
+    if "LG/journal" in samples:
+        lines += _langgraph_lines(samples, med)
     ratio = med["W2/sync"] / med["dbos/W2"]
     lines += [
         f"  DBOS Transact W1 per step                      {med['dbos/W1']:9.1f} us",
@@ -223,3 +242,22 @@ def render(samples: dict[str, list[float]]) -> str:
         + ("met" if med["takeover/owned"] <= 2 else "MISSED"),
     ]
     return "\n".join(lines)
+
+
+def _langgraph_lines(samples: dict[str, list[float]], med: dict[str, float]) -> list[str]:
+    """Per super-step of the LG graph, and JournalSaver's own cost against the bare commit,
+    each ratio the median of the ratios within a repetition."""
+    def paired(top: list[float], bottom: list[float]) -> float:
+        return statistics.median(a / b for a, b in zip(top, bottom, strict=False))
+
+    journal, memory, raw = samples["LG/journal"], samples["LG/memory"], samples["LG/raw"]
+    own = [j - m for j, m in zip(journal, memory, strict=False)]
+    lines = [f"  LG sync InMemorySaver per super-step           {med['LG/memory']:9.1f} us",
+             f"  LG sync JournalSaver per super-step            {med['LG/journal']:9.1f} us  own cost (less "
+             f"InMemorySaver) {statistics.median(own):.0f} us = {paired(own, raw):.2f}x the bare commit "
+             f"({med['LG/raw']:.0f} us)  target <= 1.5x: {'met' if paired(own, raw) <= 1.5 else 'MISSED'}"]
+    if "LG/postgres" in samples:
+        ratio = paired(journal, samples["LG/postgres"])
+        lines.append(f"  LG sync PostgresSaver per super-step           {med['LG/postgres']:9.1f} us  JournalSaver is "
+                     f"{ratio:.2f}x  target <= 0.3x: {'met' if ratio <= 0.3 else 'MISSED'}")
+    return lines

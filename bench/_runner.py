@@ -64,7 +64,8 @@ def _baselines(parent: str) -> dict[str, float]:
 def _pair_for(key: str, parent: str) -> Callable[[], float]:
     """The raw LMDB figure a workload sample is compared with."""
     workload, mode = key.split("/")
-    if workload.split()[0] in ("A1", "W1"):  # "W1 thread", "W1 async": the same raw commit as W1
+    workload = workload.split()[0]  # "W1 thread" and "W1 async" pair with W1's floor
+    if workload in ("A1", "W1"):
         if mode == "sync":
             return lambda: _raw.fsynced_commit_us(100, parent=parent)
         return lambda: _raw.commit_us(2000, parent=parent)
@@ -135,6 +136,8 @@ def measure(plan: Plan, parent: str, only: set[str], log: Callable[[str], None])
             from . import _langgraph  # needs the langgraph extra
 
             savers = _langgraph.SAVERS[rep % 3:] + _langgraph.SAVERS[:rep % 3]
+            log(f"repetition {rep + 1}: LG floors")
+            samples.setdefault("LG/floors", []).append(_langgraph.floors(parent))
             for mode in modes:
                 log(f"repetition {rep + 1}: LG {mode}")
                 for saver in savers:
@@ -264,9 +267,21 @@ _SAVER_NAMES = {"journal": "JournalSaver", "sqlite": "SqliteSaver", "memory": "I
 
 
 def _langgraph_rows(samples: dict[str, list[dict]]) -> list[dict]:
-    """Time per super-step of each saver, and JournalSaver's over SqliteSaver's from the same
-    repetitions (the three savers of a repetition run back to back)."""
+    """Time per super-step of each saver; JournalSaver's own cost (its time less InMemorySaver's,
+    which does the same LangGraph work and no I/O) against one raw LMDB put+commit+fsync; and
+    JournalSaver's over SqliteSaver's. Every ratio pairs figures of the same repetition (the
+    savers of a repetition run back to back, right after its floors)."""
     rows = []
+    floors = samples.get("LG/floors")
+    if floors:
+        fsync = [{"us": f["fsynced_commit_us"], "baseline": f["fsynced_commit_us"]} for f in floors]
+        rows.append(_row("LG floors", "", "raw put+commit+fsync", "us", fsync, "us", higher_is_better=False))
+        rows.append(_row("LG floors", "sync", "the saver's bytes, bare LMDB (2 txns, 1 fsync)", "us",
+                         [{"us": f["raw_shaped_us"], "baseline": f["fsynced_commit_us"]} for f in floors], "us",
+                         "raw put+commit+fsync", higher_is_better=False))
+        rows.append(_row("LG floors", "sync", "JournalSaver's calls alone, no graph", "us",
+                         [{"us": f["direct_us"], "baseline": f["fsynced_commit_us"]} for f in floors], "us",
+                         "raw put+commit+fsync", higher_is_better=False))
     for mode in MODES:
         for saver, name in _SAVER_NAMES.items():
             key = f"LG/{saver}-{mode}"
@@ -274,15 +289,27 @@ def _langgraph_rows(samples: dict[str, list[dict]]) -> list[dict]:
                 rows.append(_row("LG LangGraph 1,000 super-steps", mode, f"{name} per super-step", "us",
                                  samples[key], "us_per_step", higher_is_better=False))
         journal, sqlite = samples.get(f"LG/journal-{mode}"), samples.get(f"LG/sqlite-{mode}")
+        memory = samples.get(f"LG/memory-{mode}")
+        if journal and memory and floors:
+            own = [{"us": j["us_per_step"] - m["us_per_step"], "baseline": f["fsynced_commit_us"]}
+                   for j, m, f in zip(journal, memory, floors, strict=False)]
+            rows.append(_row("LG LangGraph 1,000 super-steps", mode, "JournalSaver own cost (less InMemorySaver)",
+                             "us", own, "us", "raw put+commit+fsync", higher_is_better=False,
+                             target=1.3 if mode == "sync" else None, target_text="<= 1.3x" if mode == "sync" else ""))
         if journal and sqlite:
             paired = [{"ratio": j["us_per_step"] / q["us_per_step"], "baseline": 1.0} for j, q in zip(journal, sqlite, strict=False)]
-            memory = samples.get(f"LG/memory-{mode}")
             floor = (f"InMemorySaver/SqliteSaver {statistics.median(m['us_per_step'] / q['us_per_step'] for m, q in zip(memory, sqlite, strict=False)):.2f}"
                      if memory else "")
             row = _row("LG LangGraph 1,000 super-steps", mode, "JournalSaver / SqliteSaver", "x", paired, "ratio",
                        higher_is_better=False, target=0.5 if mode == "sync" else None,
                        target_text="<= 0.5" if mode == "sync" else "", absolute_target=True, note=floor)
             rows.append(row)
+    journal_sync, journal_async = samples.get("LG/journal-sync"), samples.get("LG/journal-async")
+    if journal_sync and journal_async:
+        paired = [{"ratio": a["us_per_step"] / s["us_per_step"], "baseline": 1.0}
+                  for a, s in zip(journal_async, journal_sync, strict=False)]
+        rows.append(_row("LG LangGraph 1,000 super-steps", "async", "JournalSaver async / sync", "x", paired, "ratio",
+                         higher_is_better=False))
     return rows
 
 

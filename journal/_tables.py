@@ -66,11 +66,18 @@ class Tables(Protocol):
     def table_write(self, ops: Sequence[TableOp], *, durable: bool = True) -> None: ...
 
 
+_CHECKED: set[str] = set()  # names seen acceptable: a batch of puts checks each name once
+
+
 def check_table(name: str) -> str:
+    if name.__class__ is str and name in _CHECKED:
+        return name
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise StoreError(
             f"table name {name!r} is not acceptable: use 1 to 48 characters among a-z, 0-9 and _"
         )
+    if len(_CHECKED) < 256:
+        _CHECKED.add(name)
     return name
 
 

@@ -5,41 +5,6 @@ Handlers import everything they need from here."""
 import importlib
 import typing
 
-from journal import default_path as default_path
-
-from ._context import Context as Context
-from ._engine import Engine as Engine
-from ._handlers import check_recorded as check_recorded
-from ._handlers import handler_path as handler_path
-from ._handlers import is_handler_name as is_handler_name
-from ._handlers import load_handler as load_handler
-from ._memory import Memory as Memory
-from ._memory_table import MemoryArgumentError as MemoryArgumentError
-from ._memory_table import MemoryItem as MemoryItem
-from ._memory_table import MemoryTable as MemoryTable
-from ._outcome import Outcome as Outcome
-from ._retry import RetryPolicy as RetryPolicy
-from ._step_info import StepInfo as StepInfo
-from ._step_info import current_context as current_context
-from ._step_info import current_step as current_step
-from ._step_info import handler_context as handler_context
-from ._steps import idempotency_key as idempotency_key
-from ._suspend import pause as pause
-from .errors import Cancelled as Cancelled
-from .errors import DeterminismViolation as DeterminismViolation
-from .errors import HandlerNotFound as HandlerNotFound
-from .errors import InvocationBusy as InvocationBusy
-from .errors import InvocationConflict as InvocationConflict
-from .errors import InvocationNotFound as InvocationNotFound
-from .errors import JournalError as JournalError
-from .errors import LeaseLost as LeaseLost
-from .errors import NondeterminismError as NondeterminismError
-from .errors import PromiseConflict as PromiseConflict
-from .errors import PromiseNotFound as PromiseNotFound
-from .errors import PromiseRejected as PromiseRejected
-from .errors import StepTimeout as StepTimeout
-from .errors import TerminalError as TerminalError
-
 __all__ = (
     "Cancelled", "Context", "DeterminismViolation", "Engine", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
@@ -49,16 +14,70 @@ __all__ = (
     "idempotency_key", "is_handler_name", "load_handler", "pause",
 )
 
-# Imported on first use: a process that neither streams nor follows live output needs none of it.
-_LAZY = {"Chunk": "journal"}
+# Every export is imported on first use, so `import runtime` (which `import runtime.langgraph`,
+# `runtime.testing` and each integration begin with) costs nothing until a name is needed:
+# a process that only opens a LangGraph checkpointer never imports the engine, anyio or asyncio.
+_LAZY: dict[str, str] = {
+    "Chunk": "journal", "default_path": "journal", "Context": "._context", "Engine": "._engine",
+    "check_recorded": "._handlers", "handler_path": "._handlers", "is_handler_name": "._handlers",
+    "load_handler": "._handlers",
+    "Memory": "._memory", "MemoryArgumentError": "._memory_table", "MemoryItem": "._memory_table",
+    "MemoryTable": "._memory_table", "Outcome": "._outcome", "RetryPolicy": "._retry",
+    "StepInfo": "._step_info", "current_context": "._step_info", "current_step": "._step_info",
+    "handler_context": "._step_info", "idempotency_key": "._steps", "pause": "._suspend",
+}
+_LAZY.update(dict.fromkeys((
+    "Cancelled", "DeterminismViolation", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
+    "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "PromiseConflict", "PromiseNotFound",
+    "PromiseRejected", "StepTimeout", "TerminalError",
+), ".errors"))
 
-if typing.TYPE_CHECKING:  # a type checker sees it as an ordinary export
+if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from journal import Chunk as Chunk
+    from journal import default_path as default_path
+
+    from ._context import Context as Context
+    from ._engine import Engine as Engine
+    from ._handlers import check_recorded as check_recorded
+    from ._handlers import handler_path as handler_path
+    from ._handlers import is_handler_name as is_handler_name
+    from ._handlers import load_handler as load_handler
+    from ._memory import Memory as Memory
+    from ._memory_table import MemoryArgumentError as MemoryArgumentError
+    from ._memory_table import MemoryItem as MemoryItem
+    from ._memory_table import MemoryTable as MemoryTable
+    from ._outcome import Outcome as Outcome
+    from ._retry import RetryPolicy as RetryPolicy
+    from ._step_info import StepInfo as StepInfo
+    from ._step_info import current_context as current_context
+    from ._step_info import current_step as current_step
+    from ._step_info import handler_context as handler_context
+    from ._steps import idempotency_key as idempotency_key
+    from ._suspend import pause as pause
+    from .errors import Cancelled as Cancelled
+    from .errors import DeterminismViolation as DeterminismViolation
+    from .errors import HandlerNotFound as HandlerNotFound
+    from .errors import InvocationBusy as InvocationBusy
+    from .errors import InvocationConflict as InvocationConflict
+    from .errors import InvocationNotFound as InvocationNotFound
+    from .errors import JournalError as JournalError
+    from .errors import LeaseLost as LeaseLost
+    from .errors import NondeterminismError as NondeterminismError
+    from .errors import PromiseConflict as PromiseConflict
+    from .errors import PromiseNotFound as PromiseNotFound
+    from .errors import PromiseRejected as PromiseRejected
+    from .errors import StepTimeout as StepTimeout
+    from .errors import TerminalError as TerminalError
 
 
 def __getattr__(name: str) -> object:
-    if name not in _LAZY:
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
+    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

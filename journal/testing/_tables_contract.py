@@ -55,6 +55,15 @@ class TablesContract(abc.ABC):
         assert store.table_get("t", b"n") == b"3"
 
 
+    def test_one_batch_keeps_some_values_and_replaces_others_across_tables(self, store: Any) -> None:
+        store.table_write([TablePut("t", b"kept", b"old"), TablePut("t", b"replaced", b"old")])
+        store.table_write([
+            TablePut("t", b"kept", b"new", overwrite=False), TablePut("t", b"replaced", b"new"),
+            TablePut("u", b"kept", b"fresh", overwrite=False), TablePut("t", b"added", b"fresh"),
+        ])
+        assert store.table_scan("t") == [(b"added", b"fresh"), (b"kept", b"old"), (b"replaced", b"new")]
+        assert store.table_scan("u") == [(b"kept", b"fresh")]
+
     def test_scan_is_in_bytewise_key_order_within_the_prefix(self, store: Any) -> None:
         _fill(store)
         assert [k for k, _ in store.table_scan("t")] == sorted(_KEYS)

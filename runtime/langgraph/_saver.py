@@ -42,6 +42,8 @@ from ._keys import open_tables, part, parts, split
 _TableOp = TablePut | TableDelete | TableDeletePrefix
 
 CHECKPOINTS, WRITES, BLOBS, RUNS = "lg_checkpoints", "lg_writes", "lg_blobs", "lg_runs"
+# Where LangGraph puts a run's durability in the config it passes (`langgraph._internal._constants`).
+CONFIG_KEY_DURABILITY = "__pregel_durability"
 _IDX_OFFSET = 1 << 31  # special writes have negative indexes; they sort first
 
 
@@ -88,6 +90,14 @@ def _damage(thread_id: str, ns: str, checkpoint_id: str) -> Iterator[None]:
         ) from None
 
 
+def _waits_for_disk(config: RunnableConfig) -> bool:
+    """Whether a checkpoint is fsynced before `put` returns: not when the graph runs with
+    LangGraph's `durability="async"`, which saves in the background while the next super-step
+    runs and accepts losing the latest checkpoints to a crash. The checkpoint is still
+    committed (a killed process loses nothing) and reaches the disk within 100 ms."""
+    return config.get("configurable", {}).get(CONFIG_KEY_DURABILITY) != "async"
+
+
 class JournalSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer on a journal store.
 
@@ -99,7 +109,9 @@ class JournalSaver(BaseCheckpointSaver[str]):
     disk when `put` returns; pending writes (`put_writes`) reach the disk with the next
     checkpoint's fsync, or within 100 ms in the background, whichever is first. Losing
     them to an OS crash only means their task runs again, as after any crash between
-    super-steps; the checkpoints, which a graph resumes from, are never lost. With
+    super-steps; the checkpoints, which a graph resumes from, are never lost. A graph run
+    with LangGraph's `durability="async"` has asked not to wait for its checkpoints: they
+    are committed at once and reach the disk within 100 ms, as with `durable=False`. With
     `durable=False` everything reaches the disk within 100 ms in the background.
 
     Values are deserialised with LangGraph's msgpack allowlist in strict mode: only
@@ -217,7 +229,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        self._write(self._put_ops(config, checkpoint, metadata, new_versions))
+        self._write(self._put_ops(config, checkpoint, metadata, new_versions), fsync=_waits_for_disk(config))
         return self._next_config(config, checkpoint)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
@@ -382,7 +394,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
-        await self._awrite(self._put_ops(config, checkpoint, metadata, new_versions))
+        await self._awrite(self._put_ops(config, checkpoint, metadata, new_versions), fsync=_waits_for_disk(config))
         return self._next_config(config, checkpoint)
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,

@@ -201,9 +201,14 @@ class LmdbStore(LmdbTables, KVStore):
         self._env.set_mapsize(min(size * 2, _MAX_MAP_SIZE))
 
     def sync(self) -> None:
+        # Cleared first, as the flusher does: this sync covers every commit made before it,
+        # so the background flush skips its own fsync unless something commits meanwhile.
+        if self._dirty.is_set():
+            self._dirty.clear()
         try:
             self._env.sync(True)
         except lmdb.Error as exc:
+            self._dirty.set()
             raise _translate(exc, self.path) from None
 
     def start_background_sync(self, interval: float = 0.1) -> None:

@@ -117,8 +117,17 @@ class LmdbTables:
             self.sync()
 
 
+_PREFIXES: dict[str, bytes] = {}
+
+
 def _prefix(table: str) -> bytes:
-    return check_table(table).encode() + b"\x00"
+    """A table's key prefix; the name is checked once per process, not on every operation."""
+    found = _PREFIXES.get(table)
+    if found is None:
+        found = check_table(table).encode() + b"\x00"
+        if len(_PREFIXES) < 256:
+            _PREFIXES[table] = found
+    return found
 
 
 def _backward(cursor: lmdb.Cursor[bytes], prefix: bytes, start: bytes | None) -> Iterator[tuple[bytes, bytes]]:

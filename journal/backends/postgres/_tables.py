@@ -61,6 +61,17 @@ class PostgresTables:
         check_ops(ops)
         if not ops:
             return
+        single = _one_statement(ops, durable)
+        if single is not None:
+            # One statement is a transaction of its own: no BEGIN and COMMIT round trips. It
+            # sets its own synchronous_commit (for itself only), so the session's setting
+            # stays as it is: no SET round trip when durable and non-durable batches alternate,
+            # as a checkpoint and a task's writes do.
+            sql, args = single
+            session = getattr(self, "_sync_commit", None)
+            self._write(lambda txn: txn._cur.execute(sql, args), durable=durable if session is None else session,
+                        block=False)
+            return
 
         def work(txn: Any) -> None:
             cur = txn._cur
@@ -79,5 +90,58 @@ class PostgresTables:
         self._write(work, durable=durable)
 
 
+_PREFIXES: dict[str, bytes] = {}
+
+
 def _prefix(table: str) -> bytes:
-    return check_table(table).encode() + b"\x00"
+    """A table's key prefix; the name is checked once per process, not on every operation."""
+    found = _PREFIXES.get(table)
+    if found is None:
+        found = check_table(table).encode() + b"\x00"
+        if len(_PREFIXES) < 256:
+            _PREFIXES[table] = found
+    return found
+
+
+_SQL: dict[tuple[int, int], str] = {}
+
+
+def _one_statement(ops: Sequence[TableOp], durable: bool) -> tuple[str, list[Any]] | None:
+    """A batch of puts of distinct keys (what a checkpoint or a task's writes are) as one
+    statement, or None: the puts that keep an existing value, then those that replace it,
+    in one `INSERT` and a data-modifying `WITH`. With distinct keys the order of the puts
+    cannot matter, so the statement does what applying them one by one would do. The
+    statement's first parameter is its transaction's `synchronous_commit`."""
+    keep: list[bytes] = []
+    replace: list[bytes] = []
+    keys = set()
+    for op in ops:
+        if op.__class__ is not TablePut:
+            return None
+        key = _prefix(op.table) + op.key
+        if key in keys:
+            return None
+        keys.add(key)
+        (replace if op.overwrite else keep).extend((key, bytes(op.value)))
+    shape = (len(keep) // 2, len(replace) // 2)
+    sql = _SQL.get(shape)
+    if sql is None:
+        sql = _put_sql(*shape)
+        if len(_SQL) < 64:  # the common batch sizes; psycopg prepares each after a few uses
+            _SQL[shape] = sql
+    return sql, ["on" if durable else "off", *keep, *replace]
+
+
+def _put_sql(keep: int, replace: int) -> str:
+    def insert(rows: int, conflict: str) -> str:
+        values = ", ".join(["(%s::bytea, %s::bytea)"] * rows)
+        return f"INSERT INTO {TABLE} (k, v) SELECT x.k, x.v FROM sc, (VALUES {values}) AS x (k, v) ON CONFLICT (k) {conflict}"
+
+    # `set_config(..., true)` lasts until the end of the statement's own transaction, and a
+    # commit reads synchronous_commit when it happens: this transaction's, not the session's.
+    parts = ["sc AS MATERIALIZED (SELECT set_config('synchronous_commit', %s, true))"]
+    if keep and replace:
+        # A data-modifying WITH runs to completion whether or not the main statement reads it.
+        parts.append(f"kept AS ({insert(keep, 'DO NOTHING')})")
+    main = insert(replace, "DO UPDATE SET v = EXCLUDED.v") if replace else insert(keep, "DO NOTHING")
+    return f"WITH {', '.join(parts)} {main}"
