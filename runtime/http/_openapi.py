@@ -16,7 +16,7 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 def _errors(*codes: int) -> dict[str, Any]:
     text = {400: "malformed JSON or an invalid id", 401: "missing or wrong bearer token",
             403: "not application/json, or sent from another web page's origin",
-            404: "unknown invocation or promise", 409: "conflict with what is already recorded",
+            404: "unknown invocation or promise", 409: "conflict with what is already recorded (or the record is damaged: CorruptEntry)",
             413: "body over the limit", 421: "a Host the server does not answer to",
             422: "the body or a parameter does not fit",
             503: "the store's server cannot be reached right now (try again after Retry-After seconds)"}
@@ -52,11 +52,14 @@ OPENAPI: dict[str, Any] = {
                 "input": {}, "id": {"type": "string"}, "key": {"type": "string"},
                 "durability": {"type": "string", "enum": ["sync", "async", "exit"]}}},
             "Started": {"type": "object", "properties": {"id": {"type": "string"}, "status": _STATUS}},
-            "Summary": {"type": "object", "properties": {
-                "id": {"type": "string"}, "handler": {"type": "string"}, "status": _STATUS,
-                "key": {"type": ["string", "null"]}, "created_at": {"type": "string", "format": "date-time"},
-                "updated_at": {"type": "string", "format": "date-time"}, "entries": {"type": "integer"},
-                "owner": _OWNER}},
+            # A record that does not decode is listed too: status `damaged`, what is wrong in
+            # `damaged`, and null for what could not be read.
+            "Summary": {"type": "object", "required": ["id", "status"], "properties": {
+                "id": {"type": "string"}, "handler": {"type": ["string", "null"]},
+                "status": {"type": "string", "enum": [*_STATUS["enum"], "damaged"]},
+                "key": {"type": ["string", "null"]}, "created_at": {"type": ["string", "null"], "format": "date-time"},
+                "updated_at": {"type": ["string", "null"], "format": "date-time"}, "entries": {"type": "integer"},
+                "owner": _OWNER, "damaged": {"type": "string"}}},
             "WaitingOn": {"type": "object", "required": ["kind"], "properties": {
                 "kind": {"type": "string", "enum": ["promise", "timer", "child", "turn", "handler"]},
                 "name": {"type": "string"}, "until": {"type": "string", "format": "date-time"},
@@ -119,17 +122,17 @@ OPENAPI: dict[str, Any] = {
         },
         "/invocations/{id}": {"get": {"summary": "One invocation, without its entries", "parameters": [_ID],
                                       "responses": {"200": _json(_ref("Invocation"), "the invocation"),
-                                                    **_errors(400, 401, 404)}}},
+                                                    **_errors(400, 401, 404, 409)}}},
         "/invocations/{id}/entries": {"get": {
             "summary": "Its journal entries after a seq", "parameters": [
                 _ID, {"name": "after", "in": "query", "schema": {"type": "integer", "default": -1}}],
             "responses": {"200": _json({"type": "object", "properties": {
-                "entries": {"type": "array", "items": _ref("Entry")}}}, "entries"), **_errors(400, 401, 404)}}},
+                "entries": {"type": "array", "items": _ref("Entry")}}}, "entries"), **_errors(400, 401, 404, 409)}}},
         "/invocations/{id}/result": {"get": {
             "summary": "Its outcome, waiting up to `wait` seconds for it to finish", "parameters": [
                 _ID, {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 300}}],
             "responses": {"200": _json(_ref("Result"), "finished, or where it stands when the wait ended"),
-                          **_errors(400, 401, 404, 422)}}},
+                          **_errors(400, 401, 404, 409, 422)}}},
         "/invocations/{id}/events": {"get": {
             "summary": "Server-Sent Events: status, entry, emitted, end", "parameters": [_ID],
             "responses": {"200": {"description": "an event stream", "content": {"text/event-stream": {}}},
