@@ -234,8 +234,8 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
         out(f"its owner is gone; take it over with:  {suggest(['resume', record.id], db)}")
     elif record.status == Status.FAILED:
         out()
-        out(f"after fixing the cause, run it again from before its failing step:  "
-            f"{suggest(['retry', record.id], db)}")
+        out("after fixing the cause, run it again from before its failing step:")
+        out(f"  {suggest(['retry', record.id], db)}")
 
 
 def _entries_table(entries: list[tuple[int, Any]], start_us: int, width: int) -> str:
