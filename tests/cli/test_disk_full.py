@@ -72,3 +72,27 @@ def test_a_worker_waits_for_room_and_goes_on(sh, small_disk):
         worker.communicate()
     assert worker.returncode == 0, said
     assert said.count("paused:") == 1 and "Traceback" not in said, said
+
+
+def test_serve_waits_for_room_and_goes_on(sh, small_disk):
+    db, ballast, fill = small_disk
+    assert sh("start", "fill", "--input", str(STEPS), "--id", "s", "--db", db, use_db=False).returncode == 0
+    serve = subprocess.Popen(sh.argv("serve", "-q", "--http", "127.0.0.1:0", "--handler", f"fill={fill}")[:-2]
+                             + ["--db", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sh.env)
+    try:
+        err = Lines(serve.stderr)
+        paused = err.wait_for("paused: the disk holding")
+        assert "tries again every few seconds" in paused
+        assert serve.poll() is None and _status(sh, db, "s") in ("pending", "running")  # still serving
+        ballast.unlink()
+        err.wait_for("going on")
+        wait_until(lambda: _status(sh, db, "s") == "completed", "the server's workers to finish the invocation")
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+        said = err.text()
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+        serve.communicate()
+    assert serve.returncode == 0, said
+    assert said.count("paused:") == 1 and "Traceback" not in said, said
