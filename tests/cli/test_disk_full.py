@@ -50,49 +50,28 @@ def test_run_on_a_full_disk_says_to_free_space_then_resume(sh, small_disk):
     assert resumed.stdout.strip() == str(STEPS)
 
 
-def test_a_worker_waits_for_room_and_goes_on(sh, small_disk):
+@pytest.mark.parametrize("command", ["worker", "serve"])
+def test_a_worker_or_server_waits_for_room_and_goes_on(sh, small_disk, command):
+    # `serve` keeps answering meanwhile; both pause their workers, say so once, and go on.
     db, ballast, fill = small_disk
-    assert sh("start", fill, "--input", str(STEPS), "--id", "w", "--db", db, use_db=False).returncode == 0
-    worker = subprocess.Popen(sh.argv("worker", "-q")[:-2] + ["--db", db], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=sh.env)
+    assert sh("start", "fill", "--input", str(STEPS), "--id", "w", "--db", db, use_db=False).returncode == 0
+    given = ["--handler", f"fill={fill}"] + (["--http", "127.0.0.1:0"] if command == "serve" else [])
+    process = subprocess.Popen(sh.argv(command, "-q", *given)[:-2] + ["--db", db], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=sh.env)
     try:
-        err = Lines(worker.stderr)
+        err = Lines(process.stderr)
         paused = err.wait_for("paused: the disk holding")
         assert "tries again every few seconds" in paused
-        assert worker.poll() is None and _status(sh, db, "w") in ("pending", "running")
+        assert process.poll() is None and _status(sh, db, "w") in ("pending", "running")
         ballast.unlink()
         err.wait_for("going on")
-        wait_until(lambda: _status(sh, db, "w") == "completed", "the worker to finish the invocation")
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=60)
+        wait_until(lambda: _status(sh, db, "w") == "completed", f"the {command} to finish the invocation")
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
         said = err.text()
     finally:
-        if worker.poll() is None:
-            worker.kill()
-        worker.communicate()
-    assert worker.returncode == 0, said
-    assert said.count("paused:") == 1 and "Traceback" not in said, said
-
-
-def test_serve_waits_for_room_and_goes_on(sh, small_disk):
-    db, ballast, fill = small_disk
-    assert sh("start", "fill", "--input", str(STEPS), "--id", "s", "--db", db, use_db=False).returncode == 0
-    serve = subprocess.Popen(sh.argv("serve", "-q", "--http", "127.0.0.1:0", "--handler", f"fill={fill}")[:-2]
-                             + ["--db", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sh.env)
-    try:
-        err = Lines(serve.stderr)
-        paused = err.wait_for("paused: the disk holding")
-        assert "tries again every few seconds" in paused
-        assert serve.poll() is None and _status(sh, db, "s") in ("pending", "running")  # still serving
-        ballast.unlink()
-        err.wait_for("going on")
-        wait_until(lambda: _status(sh, db, "s") == "completed", "the server's workers to finish the invocation")
-        serve.send_signal(signal.SIGTERM)
-        serve.wait(timeout=60)
-        said = err.text()
-    finally:
-        if serve.poll() is None:
-            serve.kill()
-        serve.communicate()
-    assert serve.returncode == 0, said
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+    assert process.returncode == 0, said
     assert said.count("paused:") == 1 and "Traceback" not in said, said
