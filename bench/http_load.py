@@ -117,7 +117,10 @@ async def _load(port: int, count: int, concurrency: int, log: str) -> tuple[list
             raise RuntimeError(f"GET /invocations/{invocation_id} answered {code}: {body}")
 
     async def resolve(client: Client, invocation_id: str) -> None:
-        code, body = await client.request("POST", f"/invocations/{invocation_id}/promises/approval", {"value": True})
+        # `early`: the invocation may not have reached its wait yet, and a promise it has not asked
+        # for is refused unless it is meant to be delivered ahead.
+        code, body = await client.request("POST", f"/invocations/{invocation_id}/promises/approval",
+                                          {"value": True, "early": True})
         if code != 200:
             raise RuntimeError(f"resolving {invocation_id} answered {code}: {body}")
 
