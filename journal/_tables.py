@@ -81,6 +81,20 @@ def check_table(name: str) -> str:
     return name
 
 
+_PREFIXES: dict[str, bytes] = {}
+
+
+def table_prefix(table: str) -> bytes:
+    """A table's key prefix in a backend's one key space (the name, then NUL); the name is
+    checked once per process, not on every operation."""
+    found = _PREFIXES.get(table)
+    if found is None:
+        found = check_table(table).encode() + b"\x00"
+        if len(_PREFIXES) < 256:
+            _PREFIXES[table] = found
+    return found
+
+
 def check_key(key: bytes) -> bytes:
     if not isinstance(key, (bytes, bytearray, memoryview)) or not 0 < len(key) <= MAX_KEY_BYTES:
         size = len(key) if isinstance(key, (bytes, bytearray, memoryview)) else type(key).__name__

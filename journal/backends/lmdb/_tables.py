@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import lmdb
 
-from ..._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
+from ..._tables import (
+    TableDeletePrefix,
+    TableOp,
+    TablePut,
+    check_key,
+    check_ops,
+    check_scan,
+    prefix_end,
+    table_prefix,
+)
 
 if TYPE_CHECKING:
     from ._txn import Reading
@@ -58,7 +67,7 @@ class LmdbTables:
         return db
 
     def table_get(self, table: str, key: bytes) -> bytes | None:
-        key = _prefix(table) + check_key(key)
+        key = table_prefix(table) + check_key(key)
         db = self._tables_db(create=False)
         if db is None:
             return None
@@ -72,7 +81,7 @@ class LmdbTables:
         db = self._tables_db(create=False)
         if db is None or limit == 0:
             return []
-        name = _prefix(table)
+        name = table_prefix(table)
         prefix, start = name + prefix, None if start is None else name + start
         out: list[tuple[bytes, bytes]] = []
         with self._read() as txn:
@@ -99,7 +108,7 @@ class LmdbTables:
         def work(txn: Any) -> None:
             raw = txn._txn
             for op in ops:
-                name = _prefix(op.table)
+                name = table_prefix(op.table)
                 if isinstance(op, TablePut):
                     raw.put(name + op.key, op.value, db=db, overwrite=op.overwrite)
                 elif isinstance(op, TableDeletePrefix):
@@ -115,19 +124,6 @@ class LmdbTables:
         self._transact(work)
         if durable:
             self.sync()
-
-
-_PREFIXES: dict[str, bytes] = {}
-
-
-def _prefix(table: str) -> bytes:
-    """A table's key prefix; the name is checked once per process, not on every operation."""
-    found = _PREFIXES.get(table)
-    if found is None:
-        found = check_table(table).encode() + b"\x00"
-        if len(_PREFIXES) < 256:
-            _PREFIXES[table] = found
-    return found
 
 
 def _backward(cursor: lmdb.Cursor[bytes], prefix: bytes, start: bytes | None) -> Iterator[tuple[bytes, bytes]]:

@@ -12,7 +12,16 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..._tables import TableDeletePrefix, TableOp, TablePut, check_key, check_ops, check_scan, check_table, prefix_end
+from ..._tables import (
+    TableDeletePrefix,
+    TableOp,
+    TablePut,
+    check_key,
+    check_ops,
+    check_scan,
+    prefix_end,
+    table_prefix,
+)
 
 if TYPE_CHECKING:
     from ._rows import PgTxn
@@ -31,7 +40,7 @@ class PostgresTables:
         def _write(self, work: Callable[[PgTxn], T], *, durable: bool, block: bool = True) -> T: ...
 
     def table_get(self, table: str, key: bytes) -> bytes | None:
-        key = _prefix(table) + check_key(key)
+        key = table_prefix(table) + check_key(key)
         with self._read() as txn:
             row = txn._cur.execute(f"SELECT v FROM {TABLE} WHERE k = %s", (key,)).fetchone()
         return None if row is None else bytes(row[0])
@@ -39,7 +48,7 @@ class PostgresTables:
     def table_scan(self, table: str, prefix: bytes = b"", *, start: bytes | None = None,
                    reverse: bool = False, limit: int | None = None) -> list[tuple[bytes, bytes]]:
         check_scan(prefix, start, limit)
-        name = _prefix(table)
+        name = table_prefix(table)
         if limit == 0:
             return []
         low, high = name + prefix, prefix_end(name + prefix)  # a name ends in NUL: there is a bound
@@ -76,7 +85,7 @@ class PostgresTables:
         def work(txn: Any) -> None:
             cur = txn._cur
             for op in ops:
-                name = _prefix(op.table)
+                name = table_prefix(op.table)
                 if isinstance(op, TablePut):
                     conflict = "DO UPDATE SET v = EXCLUDED.v" if op.overwrite else "DO NOTHING"
                     cur.execute(f"INSERT INTO {TABLE} (k, v) VALUES (%s, %s) ON CONFLICT (k) {conflict}",
@@ -88,19 +97,6 @@ class PostgresTables:
                     cur.execute(f"DELETE FROM {TABLE} WHERE k = %s", (name + op.key,))
 
         self._write(work, durable=durable)
-
-
-_PREFIXES: dict[str, bytes] = {}
-
-
-def _prefix(table: str) -> bytes:
-    """A table's key prefix; the name is checked once per process, not on every operation."""
-    found = _PREFIXES.get(table)
-    if found is None:
-        found = check_table(table).encode() + b"\x00"
-        if len(_PREFIXES) < 256:
-            _PREFIXES[table] = found
-    return found
 
 
 _SQL: dict[tuple[int, int], str] = {}
@@ -118,7 +114,7 @@ def _one_statement(ops: Sequence[TableOp], durable: bool) -> tuple[str, list[Any
     for op in ops:
         if op.__class__ is not TablePut:
             return None
-        key = _prefix(op.table) + op.key
+        key = table_prefix(op.table) + op.key
         if key in keys:
             return None
         keys.add(key)
