@@ -5,7 +5,6 @@ frames, its JSON has no `traceback`, and its journal replays against the current
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
@@ -13,17 +12,14 @@ from journal import Failed, LmdbStore, decode_entry
 from journal.views import detail, invocation_json
 from runtime.testing import replay_journal
 
-from . import views_handlers
+from . import views_handlers, writable_copy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture
 def store(tmp_path):
-    path = tmp_path / "store"
-    shutil.copytree(os.path.join(HERE, "store-views"), path)
-    os.chmod(path, 0o700)
-    opened = LmdbStore(str(path))
+    opened = LmdbStore(writable_copy("store-views", tmp_path))
     yield opened
     opened.close()
 

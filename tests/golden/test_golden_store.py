@@ -14,7 +14,6 @@ changes.
 """
 
 import os
-import shutil
 
 import pytest
 
@@ -22,7 +21,7 @@ from journal import FORMAT_VERSION, LmdbStore, Status, check, decode_entry
 from runtime import Engine
 from runtime.testing import replay_journal
 
-from . import handlers
+from . import handlers, writable_copy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.anyio
@@ -36,10 +35,7 @@ def anyio_backend():
 @pytest.fixture
 def golden(tmp_path):
     """A writable copy of the golden store (opening a store creates its lock file)."""
-    path = tmp_path / "store"
-    shutil.copytree(os.path.join(HERE, "store-v1"), path)
-    os.chmod(path, 0o700)
-    store = LmdbStore(str(path))
+    store = LmdbStore(writable_copy("store-v1", tmp_path))
     yield store
     store.close()
 

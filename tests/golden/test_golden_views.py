@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
+
+from . import writable_copy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "views")
@@ -29,10 +30,7 @@ WRITE = os.environ.get("JOURNAL_WRITE_GOLDEN") == "1"
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("views") / "store"
-    shutil.copytree(os.path.join(HERE, "store-views"), path)
-    os.chmod(path, 0o700)
-    return str(path)
+    return writable_copy("store-views", tmp_path_factory.mktemp("views"))
 
 
 def _same_as_golden(name: str, text: str) -> None:
