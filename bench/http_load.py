@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,6 +168,20 @@ def _verify(db: str, log: str, ids_expected: int, statuses: dict[str, str]) -> d
     }
 
 
+def _wait_until_healthy(port: int, server: subprocess.Popen, deadline: float) -> None:
+    # "serving on" comes before the store is open; until then the API answers 503.
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("journal serve did not answer /healthz with 200")
+        time.sleep(0.05)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.http_load", description=__doc__.split("\n\n")[0])
     parser.add_argument("--invocations", type=int, default=10_000)
@@ -189,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"journal serve did not start: {Path(out).read_text()}")
             time.sleep(0.05)
         port = int(found.group(1))
+        _wait_until_healthy(port, server, deadline)
         began = time.perf_counter()
         try:
             phases, statuses = asyncio.run(asyncio.wait_for(

@@ -100,3 +100,26 @@ async def test_current_step_works_on_the_step_thread_and_inline_stays_on_the_loo
     async with open_engine() as engine:
         outcome = await engine.run(agent, id="w")
     assert outcome.result == [["threaded", 1, False], ["inline", 1, True]]
+
+
+async def test_what_a_plain_step_raises_on_its_thread_is_the_steps_failure(open_engine):
+    def refuses() -> str:
+        raise ValueError("no such order: 42")
+
+    def exhausted() -> str:
+        raise StopIteration  # an iterator run dry inside a step: not something an awaitable may carry
+
+    async def agent(ctx: Context) -> list:
+        out = []
+        for name, fn in (("refuses", refuses), ("exhausted", exhausted)):
+            try:
+                await ctx.run(name, fn, retry=RetryPolicy(max_attempts=1))
+            except Exception as exc:
+                out.append(f"{type(exc).__name__}: {exc}")
+        return out
+
+    async with open_engine() as engine:
+        outcome = await engine.run(agent, id="raises")
+    assert outcome.status == Status.COMPLETED
+    assert outcome.result[0].endswith("no such order: 42")
+    assert "StopIteration" in outcome.result[1]
