@@ -23,6 +23,7 @@ from journal.errors import (
 )
 
 from ..errors import NotResumable, PromiseNotSettable, RollbackImpossible
+from .models import Error, ErrorDetail
 
 _encoder = msgspec.json.Encoder(enc_hook=repr)
 
@@ -46,7 +47,7 @@ class ApiError(Exception):
 
 
 def error_response(status: int, type: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": type, "message": message}}, status_code=status)
+    return JSONResponse(Error(ErrorDetail(type, message)), status_code=status)
 
 
 async def api_error(request: Request, exc: Exception) -> JSONResponse:

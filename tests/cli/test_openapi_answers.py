@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+
+from runtime.http import models
 
 from .openapi_check import Document, Mismatch
 from .serving import Server
@@ -31,14 +34,43 @@ def test_the_servers_answers_are_checked_against_its_document(document):
 
 
 def test_a_wrong_answer_does_not_fit(document):
-    doc, _ = document
+    doc, server = document
+    server.client.post("/invocations", json={"handler": "echo", "input": "right", "id": "o3"})
+    server.wait_status("o3", "completed")
+    right = server.client.get("/invocations/o3").json()
     _, op = doc.operation("GET", "/invocations/a/b")  # an id may hold slashes
     fits = op["responses"]["200"]["content"]["application/json"]["schema"]
+    doc.check(right, fits, "GET /invocations/{id}")
     with pytest.raises(Mismatch, match="is not"):
-        doc.check({"id": 7, "status": "completed"}, fits, "GET /invocations/{id}")
+        doc.check({**right, "id": 7}, fits, "GET /invocations/{id}")
     with pytest.raises(Mismatch, match="is not one of"):
-        doc.check({"id": "x", "status": "finished"}, fits, "GET /invocations/{id}")
+        doc.check({**right, "status": "finished"}, fits, "GET /invocations/{id}")
+    with pytest.raises(Mismatch, match="lacks the required 'status'"):
+        doc.check({k: v for k, v in right.items() if k != "status"}, fits, "GET /invocations/{id}")
     with pytest.raises(Mismatch, match="lacks the required 'error'"):
         doc.check({}, {"$ref": "#/components/schemas/Error"}, "an error")
     with pytest.raises(Mismatch, match="not in /openapi.json"):
         doc.operation("DELETE", "/invocations/x")
+
+
+def test_the_documents_schemas_are_the_body_types_the_routes_use(document):
+    doc, _ = document
+    _, generated = msgspec.json.schema_components(models.REQUESTS + models.ANSWERS,
+                                                  ref_template="#/components/schemas/{name}")
+    assert doc.doc["components"]["schemas"] == generated
+    start = doc.operation("POST", "/invocations")[1]["requestBody"]["content"]["application/json"]["schema"]
+    assert start == {"$ref": "#/components/schemas/StartRequest"}
+    assert generated["StartRequest"]["additionalProperties"] is False  # the route refuses what it does not know
+
+
+def test_every_field_of_an_answer_is_documented(document):
+    doc, server = document
+    server.client.post("/invocations", json={"handler": "echo", "input": "fields", "id": "o2"})
+    server.wait_status("o2", "completed")
+    for path, model in (("/invocations/o2", "Invocation"), ("/invocations/o2/result", "Result")):
+        answer = server.client.get(path).json()
+        schema = doc.doc["components"]["schemas"][model]
+        assert set(answer) <= set(schema["properties"]), f"{path} sends fields its type does not have"
+        assert set(schema["required"]) <= set(answer)
+    listed = server.client.get("/invocations", params={"limit": 1}).json()["invocations"][0]
+    assert set(listed) <= set(doc.doc["components"]["schemas"]["Summary"]["properties"])

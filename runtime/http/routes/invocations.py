@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 import anyio
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -21,17 +20,10 @@ from .._errors import ApiError, JSONResponse, error_response
 from .._params import convert, number, param
 from .._request_checks import checked_id, read_json
 from .._service import service
+from ..models import Error, ErrorDetail, Started, StartRequest
 
 _MAX_WAIT = 300.0
 _MAX_LIMIT = 1000
-
-
-class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
-    handler: str
-    input: Any = None
-    id: str | None = None
-    key: str | None = None
-    durability: str | None = None
 
 
 async def start(request: Request) -> Response:
@@ -63,8 +55,7 @@ async def start(request: Request) -> Response:
         return _conflict(await s.read(s.store.get, body.id), str(exc))
     except ValueError as exc:
         raise ApiError(422, "InvalidInput", str(exc)) from None
-    return JSONResponse({"id": record.id, "status": record.status.value},
-                        status_code=200 if existing is not None else 201)
+    return JSONResponse(Started(record.id, record.status), status_code=200 if existing is not None else 201)
 
 
 async def listing(request: Request) -> Response:
@@ -134,8 +125,8 @@ async def result(request: Request) -> Response:
 def _conflict(existing: Any, message: str) -> Response:
     response = error_response(409, "InvocationConflict", message)
     if existing is not None:
-        response = JSONResponse({"error": {"type": "InvocationConflict", "message": message},
-                                 "id": existing.id, "status": existing.status.value}, status_code=409)
+        response = JSONResponse(Error(ErrorDetail("InvocationConflict", message), existing.id, existing.status),
+                                status_code=409)
     return response
 
 

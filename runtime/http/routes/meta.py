@@ -9,10 +9,11 @@ from starlette.routing import Route
 from .._errors import JSONResponse
 from .._openapi import OPENAPI
 from .._service import service
+from ..models import Health
 
 
 async def healthz(request: Request) -> Response:
-    return JSONResponse({"status": "ok", "workers": service(request).workers})
+    return JSONResponse(Health("ok", service(request).workers))
 
 
 async def openapi(request: Request) -> Response:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,16 +21,7 @@ from .._errors import ApiError, JSONResponse
 from .._params import convert, param
 from .._request_checks import checked_id, read_json
 from .._service import service
-
-
-class CancelRequest(msgspec.Struct, forbid_unknown_fields=True):
-    rollback: bool = False
-
-
-class ForkRequest(msgspec.Struct, forbid_unknown_fields=True):
-    at: int
-    values: dict[str, Any] = msgspec.field(default_factory=dict, name="set")
-    new_id: str | None = None
+from ..models import CancelRequest, Forked, ForkRequest, Started
 
 
 def _body(data: Any) -> Any:
@@ -58,7 +48,7 @@ async def cancel(request: Request) -> Response:
     if not after.finished and _runs_here(s, after):
         # Unowned (pending, or it was suspended): this server delivers the cancellation.
         task = BackgroundTask(s.run_here, after.id)
-    return JSONResponse({"id": outcome.id, "status": outcome.status.value}, status_code=202, background=task)
+    return JSONResponse(Started(outcome.id, outcome.status), status_code=202, background=task)
 
 
 async def resume(request: Request) -> Response:
@@ -79,7 +69,7 @@ async def resume(request: Request) -> Response:
                        f"invocation {record.id!r} records handler {record.handler!r}, which this server was not "
                        f"given; start it with --handler {record.handler}=TARGET, or run `journal resume` where "
                        "its code is")
-    return JSONResponse({"id": record.id, "status": record.status.value}, status_code=202,
+    return JSONResponse(Started(record.id, record.status), status_code=202,
                         background=BackgroundTask(s.run_here, record.id))
 
 
@@ -96,8 +86,7 @@ async def fork_route(request: Request) -> Response:
                            '(for example {"set": {"2": "a better plan"}})')
         values[int(text)] = value
     forked = await _forking(s.engine.fork(record.id, at=body.at, new_id=body.new_id, values=values))
-    return JSONResponse({"id": forked.id, "status": forked.status.value, "parent": record.id, "at": body.at},
-                        status_code=201)
+    return JSONResponse(Forked(forked.id, forked.status, record.id, body.at), status_code=201)
 
 
 async def retry_route(request: Request) -> Response:
@@ -109,7 +98,7 @@ async def retry_route(request: Request) -> Response:
                        f"invocation is retried; `journal fork {record.id} --at SEQ` starts a new one from its journal")
     forked = await _forking(s.engine.retry(record.id))
     task = BackgroundTask(s.run_here, forked.id) if _runs_here(s, forked) else None
-    return JSONResponse({"id": forked.id, "status": forked.status.value, "parent": record.id}, status_code=201,
+    return JSONResponse(Forked(forked.id, forked.status, record.id), status_code=201,
                         background=task)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -13,12 +11,7 @@ from .._errors import ApiError, JSONResponse
 from .._params import convert, param
 from .._request_checks import checked_id, read_json
 from .._service import service
-
-
-class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):
-    value: Any = msgspec.UNSET
-    reject: str | msgspec.UnsetType = msgspec.UNSET
-    early: bool = False  # deliver it ahead of the handler's asking (`journal resolve --early`)
+from ..models import PromiseRequest, Started
 
 
 async def settle(request: Request) -> Response:
@@ -35,7 +28,7 @@ async def settle(request: Request) -> Response:
     else:
         value = None if body.value is msgspec.UNSET else body.value
         record = await s.engine.resolve(record.id, name, value, early=body.early)
-    return JSONResponse({"id": record.id, "status": record.status.value})
+    return JSONResponse(Started(record.id, record.status))
 
 
 routes = [Route("/invocations/{id}/promises/{name}", settle, methods=["POST"])]
