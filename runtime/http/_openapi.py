@@ -9,8 +9,9 @@ import msgspec
 
 from journal import Status
 
-from . import models
 from .models import (
+    ANSWERS,
+    REQUESTS,
     CancelRequest,
     Entries,
     Error,
@@ -54,8 +55,7 @@ def _errors(*codes: int) -> dict[str, Any]:
 
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
-_STATUS = {"type": "string", "enum": [s.value for s in Status]}
-_, _SCHEMAS = msgspec.json.schema_components(models.REQUESTS + models.ANSWERS, ref_template=_TEMPLATE)
+_, _SCHEMAS = msgspec.json.schema_components(REQUESTS + ANSWERS, ref_template=_TEMPLATE)
 
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -72,7 +72,7 @@ OPENAPI: dict[str, Any] = {
                                    **_errors(400, 401, 403, 409, 413, 422)}},
             "get": {"summary": "List invocations, newest first",
                     "parameters": [
-                        {"name": "status", "in": "query", "schema": _STATUS, "description": "repeat or comma-separate"},
+                        {"name": "status", "in": "query", "schema": _ref(Status), "description": "repeat or comma-separate"},
                         {"name": "key", "in": "query", "schema": {"type": "string"}},
                         {"name": "handler", "in": "query", "schema": {"type": "string"}},
                         {"name": "q", "in": "query", "schema": {"type": "string"},
