@@ -180,7 +180,7 @@ class InvocationContext(Composition, Context):
         try:
             # The key is built from the branch's position, not the seq: after a crash,
             # concurrent branches may be handed other seqs, but each step keeps its key.
-            step = Running(self._id, seq, name, 1, machine.token(), self)  # the position the claim moved to
+            step: Running = (self._id, seq, name, 1, machine.token(), self)  # the position the claim moved to
             if timeout is None and retry is None:
                 # The hot path: one attempt, no deadline, and no coroutine call on the way, which
                 # is `attempts`'s first round written out (a failure goes on to its retries):

@@ -39,7 +39,7 @@ from journal import (
 from journal import Cancelled as CancelledEntry
 from journal.errors import LeaseLost
 
-from ._branches import Position, _branch, branch_token, position_after, spawn_token
+from ._branches import _branch, branch_token, position_after, spawn_token
 from ._clock import now_us
 from ._frames import user_frames
 from ._groups import leaves as _leaves
@@ -114,17 +114,17 @@ class Machine:
 
     def position(self) -> tuple[int, int, int | None]:
         """(the seq the calling branch claimed last, its position token, its legacy token)."""
-        here = _branch.get()
-        return (here.seq, here.token, here.legacy) if here.serial == self.serial else (0, 0, None)
+        serial, seq, token, legacy, _ = _branch.get()
+        return (seq, token, legacy) if serial == self.serial else (0, 0, None)
 
     def token(self) -> int:
-        here = _branch.get()
-        return here.token if here.serial == self.serial else 0
+        serial, _, token, _, _ = _branch.get()
+        return token if serial == self.serial else 0
 
     def begin(self) -> contextvars.Token[Any]:
         """Make the calling task the invocation's first branch, at the start of the journal.
         Returns the token that puts the caller's position back (`_branch.reset`) afterwards."""
-        return _branch.set(Position(self.serial, 0, 0, None, 0))
+        return _branch.set((self.serial, 0, 0, None, 0))
 
     def end(self, token: contextvars.Token[Any]) -> None:
         _branch.reset(token)
@@ -132,8 +132,8 @@ class Machine:
     def fork_point(self) -> tuple[int, int]:
         """Where a ctx.gather/ctx.select is called: the calling branch's token, and how many
         tasks it spawned there before (each gather or select at one position spawns anew)."""
-        here = _branch.get()
-        return (here.token, here.spawned) if here.serial == self.serial else (0, 0)
+        serial, _, token, _, spawned = _branch.get()
+        return (token, spawned) if serial == self.serial else (0, 0)
 
     def enter_branch(self, point: tuple[int, int], index: int) -> None:
         """Start the calling task as branch `index` of a ctx.gather/ctx.select called at `point`.
@@ -147,10 +147,10 @@ class Machine:
         token = old = branch_token(parent, index)
         if spawned:
             token = branch_token(spawn_token(parent, spawned), index)
-        _branch.set(Position(self.serial, seq, token, old if spawned else None, 0))
+        _branch.set((self.serial, seq, token, old if spawned else None, 0))
 
     def _advance(self, seq: int, prev: int, kind: type[R], name: str | None, call_digest: int | None) -> None:
-        _branch.set(Position(self.serial, seq, position_after(prev, kind.__struct_config__.tag, name, call_digest), None, 0))
+        _branch.set((self.serial, seq, position_after(prev, kind.__struct_config__.tag, name, call_digest), None, 0))
 
     # -- claims ----------------------------------------------------------------------------
 

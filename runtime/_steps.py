@@ -119,7 +119,7 @@ async def attempts(
     invocation_id, seq, name, attempt, position, ctx = step
     while True:
         if failure is None:
-            published = _current.set(Running(invocation_id, seq, name, attempt, position, ctx))
+            published = _current.set((invocation_id, seq, name, attempt, position, ctx))
             try:
                 if timeout is None:
                     return await call(fn, args, kwargs), None, attempt, None
