@@ -84,10 +84,8 @@ from .backends.lmdb import FORMAT_VERSION as FORMAT_VERSION
 from .backends.lmdb import LmdbStore as LmdbStore
 from .backends.lmdb import check_store_dir as check_store_dir
 from .backends.lmdb import default_path as default_path
-from .backends.postgres import PostgresStore as PostgresStore
 from .backends.postgres import is_postgres_url as is_postgres_url
 from .backends.postgres import redact_url as redact_url
-from .backends.postgres import store_patience as store_patience
 from .kv import lease_is_live as lease_is_live
 from .maintenance import Problem as Problem
 from .maintenance import check as check
@@ -118,6 +116,8 @@ __all__ = (
 _LAZY = {"Committer": ".commit", "Durability": ".commit"}
 # Live output (`journal/_live.py`): only processes that stream or follow chunks need it.
 _LAZY.update(dict.fromkeys(("Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent"), "._live"))
+# PostgreSQL's store and driver: only processes with a PostgreSQL store need them.
+_LAZY.update(PostgresStore=".backends.postgres._store", store_patience=".backends.postgres._connect")
 
 if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._live import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES
@@ -126,6 +126,8 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._live import LiveFeed as LiveFeed
     from ._live import LiveFollower as LiveFollower
     from ._live import Sent as Sent
+    from .backends.postgres import PostgresStore as PostgresStore
+    from .backends.postgres import store_patience as store_patience
     from .commit import Committer as Committer
     from .commit import Durability as Durability
 

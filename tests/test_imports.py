@@ -59,3 +59,22 @@ def test_an_export_is_the_same_object_however_it_is_reached():
         "    raise SystemExit('runtime.NoSuchName did not raise')\n"
     )
     assert "runtime._engine" in added
+
+
+def test_an_lmdb_store_loads_no_postgresql_code(tmp_path):
+    added = _new_modules(
+        f"import journal\njournal.open_store({str(tmp_path / 'db')!r}).close()\n"
+    )
+    assert "journal.backends.lmdb._store" in added
+    assert not {m for m in added if m.startswith(("psycopg", "journal.backends.postgres._"))
+                and m not in ("journal.backends.postgres._backend", "journal.backends.postgres._urls")}, \
+        sorted(m for m in added if "postgres" in m or "psycopg" in m)
+
+
+def test_the_postgresql_exports_load_on_first_use():
+    added = _new_modules(
+        "from journal import PostgresStore, store_patience\n"
+        "import journal.backends.postgres._connect as connect, journal.backends.postgres._store as store\n"
+        "assert PostgresStore is store.PostgresStore and store_patience is connect.store_patience\n"
+    )
+    assert "journal.backends.postgres._store" in added

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._registry import Backend, Migration, NothingToCompact, Progress
-from ._connect import redact_url
-from ._rows import FORMAT_VERSION
-from ._store import PostgresStore, is_postgres_url
+from ._urls import is_postgres_url, redact_url
+
+# 1: every table `(k bytea, v bytea)` with LMDB's keys, no invocation_id column
+FORMAT_VERSION = 2
 
 if TYPE_CHECKING:
     from ..._store import Store
@@ -30,6 +31,8 @@ class _Postgres(Backend):
     def open(self, target: str, *, readonly: bool = False, **options: Any) -> Store:
         # The database user's rights decide what may be written; LMDB's map size means nothing here.
         options.pop("map_size", None)
+        from ._store import PostgresStore  # the driver and the store load for a PostgreSQL store only
+
         return PostgresStore(target, **options)
 
     def migrate(self, target: str, *, progress: Progress | None, lock_timeout: float) -> Migration:

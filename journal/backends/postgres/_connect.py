@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...errors import StoreError, StoreUnavailable
+from ._urls import redact_url
 
 # SQLSTATEs that mean the session, not the statement, is gone (or on a server that takes no
 # writes): 08 connection exceptions, 57P01-57P03 shutdowns and start-ups, too many
@@ -104,22 +105,6 @@ def default_patience() -> float:
     if not 0 <= seconds < float("inf"):
         raise StoreError(f"JOURNAL_RECONNECT_FOR={text!r} is not a number of seconds (0 or more); unset it for 30")
     return seconds
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password (in the user part or as `password=` in the query), for messages."""
-    head, sep, tail = url.rpartition("@")
-    if sep and "//" in head:
-        scheme, _, userinfo = head.partition("//")
-        if ":" in userinfo:
-            head = f"{scheme}//{userinfo.split(':', 1)[0]}:***"
-        url = f"{head}@{tail}"
-    base, sep, query = url.partition("?")
-    if sep:
-        query = "&".join("password=***" if part.lower().startswith("password=") else part
-                         for part in query.split("&"))
-        url = f"{base}?{query}"
-    return url
 
 
 def conninfo(url: str, role: str) -> str:

@@ -19,8 +19,8 @@ from typing import Any
 
 from ...errors import FormatVersionError, StoreBusy, StoreError
 from .. import Migration, Progress
+from ._backend import FORMAT_VERSION as POSTGRES_FORMAT_VERSION
 from ._rows import DDL, LAYOUTS, LOCK_CLASS, SCHEMA
-from ._rows import FORMAT_VERSION as POSTGRES_FORMAT_VERSION
 
 _ASIDE = f"{SCHEMA}_format1"  # where the old schema waits, inside the transaction, to be dropped
 _BATCH = 10_000  # rows read and copied at a time: memory stays bounded on a big store
@@ -31,7 +31,7 @@ def migrate(url: str, progress: Progress | None, lock_timeout: float) -> Migrati
     """Convert the store at `url` to this release's format, in one transaction (see above);
     `lock_timeout`: seconds to wait for its tables while a process of the older release uses
     them, before giving up with `StoreBusy`, nothing changed."""
-    from ._connect import redact_url
+    from ._urls import redact_url
 
     try:
         import psycopg

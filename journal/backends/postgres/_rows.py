@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...kv._rules import TABLES, Txn, entry_key, prefix_end
+from ._backend import FORMAT_VERSION as FORMAT_VERSION
 
 SCHEMA = "journal"
-FORMAT_VERSION = 2  # 1: every table `(k bytea, v bytea)` with LMDB's keys, no invocation_id column
 LOCK_CLASS = 0x6A6F  # high half of the advisory lock keys of owners ("jo")
 _LOCKED = {"invocations": 1, "leases": 2}  # tables whose rows a write transaction locks when it reads them
 _PREFIX_LOCK = 3  # the advisory lock class of a prefix that `last` reads in a write transaction

@@ -54,7 +54,7 @@ from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreErr
 from ...kv._listing import BUILT as LISTING_BUILT
 from ...kv._rules import Txn, _lease_dec, _owned_id, check_lease, entry_key, lease_is_live
 from ...kv._store import KVStore
-from ._connect import Connector, Session, conninfo, default_patience, redact_url
+from ._connect import Connector, Session, conninfo, default_patience
 from ._owners import OwnerSession
 from ._rows import (
     DDL,
@@ -66,6 +66,7 @@ from ._rows import (
 )
 from ._tables import CREATE as CREATE_TABLES
 from ._tables import PostgresTables
+from ._urls import redact_url
 
 if TYPE_CHECKING:
     import asyncio
@@ -79,10 +80,6 @@ CHANNEL = "journal_runnable"
 _RETRIES = 50
 # The ordered key-value tables of `journal.Tables` (checkpoints, memory) share one more
 # `(k bytea PRIMARY KEY, v bytea)` table, created in `_create_schema` (`_postgres_tables.py`).
-
-
-def is_postgres_url(target: object) -> bool:
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
 class PostgresStore(PostgresTables, KVStore):
