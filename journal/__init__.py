@@ -126,8 +126,8 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._live import LiveFeed as LiveFeed
     from ._live import LiveFollower as LiveFollower
     from ._live import Sent as Sent
-    from .backends.postgres import PostgresStore as PostgresStore
-    from .backends.postgres import store_patience as store_patience
+    from .backends.postgres._connect import store_patience as store_patience
+    from .backends.postgres._store import PostgresStore as PostgresStore
     from .commit import Committer as Committer
     from .commit import Durability as Durability
 
