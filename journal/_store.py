@@ -210,7 +210,7 @@ class Store(Protocol):
 
     def ids(self, status: Status) -> builtins.list[str]:
         """The ids of the invocations of `status`, read from the status index without decoding
-        a record: what a worker lists by when one record among them is damaged."""
+        a record: what a worker looks through for work, reading only the records it does not hold."""
 
     def page(self, query: Query) -> Page:
         """One page of invocations, newest first (creation time, then id), filtered and

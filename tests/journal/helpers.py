@@ -10,7 +10,7 @@ from journal.testing import create as create
 from journal.testing import step as step
 
 # Everything the runtime may call on a store (the `Store` protocol and the tables).
-WATCHED = ("create", "get", "require", "list", "entries", "entry_count", "lease", "live_lease", "resolution",
+WATCHED = ("create", "get", "require", "list", "ids", "entries", "entry_count", "lease", "live_lease", "resolution",
            "due_timers", "state", "key_queue", "apply", "apply_one", "delete", "wait_for_work", "next_wake",
            "table_get", "table_scan", "table_write")
 
