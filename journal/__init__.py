@@ -116,7 +116,7 @@ __all__ = (
 _LAZY = {"Committer": ".commit", "Durability": ".commit"}
 # Live output (`journal/_live.py`): only processes that stream or follow chunks need it.
 _LAZY.update(dict.fromkeys(("Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent"), "._live"))
-# PostgreSQL's store and driver: only processes with a PostgreSQL store need them.
+# PostgreSQL's store: only processes with a PostgreSQL store need its modules.
 _LAZY.update(PostgresStore=".backends.postgres._store", store_patience=".backends.postgres._connect")
 
 if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports

@@ -14,7 +14,7 @@ from ._backend import POSTGRES as POSTGRES
 from ._urls import is_postgres_url as is_postgres_url
 from ._urls import redact_url as redact_url
 
-# What the registry needs, and nothing that loads the driver: a process whose stores are
+# What the registry needs, and none of the store itself: a process whose stores are
 # all LMDB never imports `_store.py` (`journal.PostgresStore` and `journal.store_patience`
 # import it on first use).
 __all__ = ("FORMAT_VERSION", "POSTGRES", "is_postgres_url", "redact_url")

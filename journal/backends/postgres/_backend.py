@@ -31,7 +31,7 @@ class _Postgres(Backend):
     def open(self, target: str, *, readonly: bool = False, **options: Any) -> Store:
         # The database user's rights decide what may be written; LMDB's map size means nothing here.
         options.pop("map_size", None)
-        from ._store import PostgresStore  # the driver and the store load for a PostgreSQL store only
+        from ._store import PostgresStore  # the store's modules load for a PostgreSQL store only
 
         return PostgresStore(target, **options)
 
