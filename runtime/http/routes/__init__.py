@@ -10,6 +10,8 @@ from starlette.routing import BaseRoute
 
 from . import events, invocations, keys, meta, operations, promises, ui
 
+__all__ = ("all_routes",)
+
 
 def all_routes() -> list[BaseRoute]:
     return [*ui.routes, *meta.routes, *invocations.routes, *events.routes, *promises.routes, *operations.routes,
