@@ -6,11 +6,14 @@ its request and answer types, and its `Route` in that module's `routes`.
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from typing import TYPE_CHECKING
 
 from . import events, invocations, keys, meta, operations, promises, ui
 
 __all__ = ("all_routes",)
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
 
 
 def all_routes() -> list[BaseRoute]:
