@@ -6,13 +6,13 @@ its request and answer types, and its `Route` in that module's `routes`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import typing
 
 from . import events, invocations, keys, meta, operations, promises, ui
 
 __all__ = ("all_routes",)
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
 
