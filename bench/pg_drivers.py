@@ -9,7 +9,7 @@ journal: `pip install asyncpg` to run this.
 Then it times the store's own step statement (one row, committing by itself, lease
 checked) sent three ways from an asyncio task: psycopg's blocking connection on a
 thread (a hop each way), psycopg's asyncio connection, and the store's libpq path
-(`journal/_postgres_loop.py`).
+(`journal/backends/postgres/_loop.py`).
 """
 
 from __future__ import annotations

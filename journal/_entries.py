@@ -1,6 +1,6 @@
 """Every kind of journal entry, as facts that happened.
 
-Format rules (the bytes on disk must never change by accident; see tests/journal/test_golden_bytes.py):
+Format rules (the bytes on disk must never change by accident; see tests/journal/test_entries.py):
 entries are array-like msgspec Structs tagged with an explicit string; fields are never
 reordered or removed; a new field goes at the end with a default; a new kind is a new
 Struct with a new tag. Times are integer microseconds since the Unix epoch (UTC).

@@ -5,11 +5,11 @@ of the journal. It is never fsynced, never an entry, and never replayed: the ste
 is what the journal keeps. It travels from the process running the step to followers in
 any process through the store's `LiveChannel`:
 
-- LMDB (`_live_lmdb.py`): a second LMDB environment beside the journal (`live/` in the
+- LMDB (`backends/lmdb/_live.py`): a second LMDB environment beside the journal (`live/` in the
   store directory), written without ever being synced, holding the chunks of running steps
   only (a step's are removed once it commits), so a follower that arrives late still sees
   the step's output so far; followers are woken by a datagram, not by polling;
-- PostgreSQL (`_live_postgres.py`): `NOTIFY` with the chunks as payload, on a channel per
+- PostgreSQL (`backends/postgres/_live.py`): `NOTIFY` with the chunks as payload, on a channel per
   invocation that followers `LISTEN` to; nothing is stored, so a follower sees the chunks
   sent after it began to listen;
 - memory: handed over inside the process.

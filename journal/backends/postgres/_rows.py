@@ -1,6 +1,6 @@
 """The PostgreSQL schema of the journal, and the transactions `KVStore`'s rules run in.
 
-The rules (`_kvrules.py`) speak of ordered keys, as LMDB stores them. Here a row that
+The rules (`journal/kv/_rules.py`) speak of ordered keys, as LMDB stores them. Here a row that
 belongs to one invocation holds that invocation's id in a column of its own,
 `invocation_id`, first in its primary key: the column a distributed PostgreSQL (Citus)
 would shard by. `_PgTxn` turns each key into its columns and back.
@@ -172,7 +172,7 @@ _CLAIM = {table: f"SELECT 1 FROM {SCHEMA}.{table} WHERE invocation_id = %s FOR U
 # many steps the batch holds. (A pipeline of one INSERT per row measured slower, and an
 # `unnest` of arrays 3x slower.)
 def _fast_append_sql(rows: int, *, numbered: bool = False) -> str:
-    """`numbered`: `$1, $2, ...` placeholders, for libpq itself (`_postgres_loop.py`),
+    """`numbered`: `$1, $2, ...` placeholders, for libpq itself (`_loop.py`),
     rather than psycopg's `%s`; the types are then given when the statement is prepared."""
     if numbered:
         values = ", ".join(f"(${4 * i + 1}, ${4 * i + 2}, ${4 * i + 3}, ${4 * i + 4})" for i in range(rows))

@@ -2,7 +2,7 @@
 
 Every rule lives in `KVStore`; this module only opens transactions. The tables, where
 every row of one invocation is keyed by its `invocation_id` first, and the transaction
-that maps the rules' keys onto their columns are in `_postgres_rows.py`. Entries stay
+that maps the rules' keys onto their columns are in `_rows.py`. Entries stay
 msgspec bytes.
 
 Writes are READ COMMITTED with the rows they decide on locked: inside a write transaction,
@@ -79,7 +79,7 @@ T = TypeVar("T")
 CHANNEL = "journal_runnable"
 _RETRIES = 50
 # The ordered key-value tables of `journal.Tables` (checkpoints, memory) share one more
-# `(k bytea PRIMARY KEY, v bytea)` table, created in `_create_schema` (`_postgres_tables.py`).
+# `(k bytea PRIMARY KEY, v bytea)` table, created in `_create_schema` (`_tables.py`).
 
 
 class PostgresStore(PostgresTables, KVStore):
@@ -340,7 +340,7 @@ class PostgresStore(PostgresTables, KVStore):
     async def apply_async(self, ops: Sequence[Op], *, durable: bool = True,
                           deferred: list[BaseException] | None = None) -> list[Any] | None:
         """A batch of plain steps on the event loop: the one statement of `PgTxn.append_fast`
-        on a connection of this store's that the loop drives (`_postgres_loop.py`), so the
+        on a connection of this store's that the loop drives (`_loop.py`), so the
         step waits for its commit without a thread hop each way (measured: 60-80 us a step
         on a small VM). None for any other batch, under another event loop than the first,
         when the statement conflicted, or when its connection failed (the server went away,

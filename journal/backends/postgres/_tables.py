@@ -1,6 +1,6 @@
 """The `Tables` protocol for `PostgresStore` (see `journal._tables` for the rules).
 
-As in LMDB (`_lmdb_tables.py`), every table lives in one table, `journal.tables`, its keys
+As in LMDB (`journal/backends/lmdb/_tables.py`), every table lives in one table, `journal.tables`, its keys
 prefixed by the table's name and a NUL, so tables never share keys and any number of them
 needs no DDL. `bytea` compares byte by byte, so key ranges come back in the order the
 rules ask for. A batch is one transaction, durable as `durable=` says (`synchronous_commit`).
