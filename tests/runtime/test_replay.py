@@ -7,30 +7,9 @@ from journal import Status, decode_entry, kind_of
 from runtime import Context, NondeterminismError
 
 from ..waiting import leases_lapsed
+from .crashing import Crash, crash_flag, crash_then_resume, program, step
 
 pytestmark = pytest.mark.anyio
-
-
-class Crash(BaseException):
-    """Stands in for the process dying: the engine writes nothing more."""
-
-
-async def _crash_then_resume(open_engine, first, second, *, id="inv", input=None, key=None):
-    """Run `first` until it crashes, then resume the same invocation with `second`."""
-    # A lease short enough that the resume need not wait long for it to lapse, and long
-    # enough to be renewed in time on a loaded machine (at 0.05 s a PostgreSQL renewal was
-    # sometimes late, and the run, taken over, ended before its crash).
-    async with open_engine(lease_ttl=0.5) as engine:
-        with pytest.raises(Crash):
-            await engine.run(first, input, id=id, key=key)
-        await leases_lapsed(engine.store)
-    async with open_engine() as engine:
-        engine.register(second)
-        # Resume runs whatever handler entry 0 names; point it at the new code.
-        from runtime._handlers import _by_path
-
-        _by_path[engine.store.get(id).handler] = second
-        return await engine.resume(id), engine.store.entries(id)
 
 
 async def test_completed_steps_are_not_rerun_after_a_crash(open_engine, calls):
@@ -48,43 +27,14 @@ async def test_completed_steps_are_not_rerun_after_a_crash(open_engine, calls):
         c = await ctx.run("c", boom)
         return [a, b, c]
 
-    outcome, _ = await _crash_then_resume(open_engine, agent, agent)
+    outcome, _ = await crash_then_resume(open_engine, agent, agent)
     assert outcome.status == Status.COMPLETED
     assert outcome.result == ["a:()", "b:()", "late"]
     assert calls.counts == {"a": 1, "b": 1}
 
 
-def _step(name):
-    def fn(*args):
-        return name
-
-    fn.__name__ = name
-    return fn
-
-
-def _program(*names, args=None):
-    async def agent(ctx: Context) -> list:
-        out = []
-        for name in names:
-            out.append(await ctx.run(name, _step(name), *(args or {}).get(name, ())))
-        await ctx.run("crash", _crasher)
-        return out
-
-    return agent
-
-
-_crash_flag = {"armed": False}
-
-
-def _crasher():
-    if _crash_flag["armed"]:
-        _crash_flag["armed"] = False
-        raise Crash()
-    return None
-
-
 async def _diverge(open_engine, old, new):
-    _crash_flag["armed"] = True
+    crash_flag["armed"] = True
     ran = []
 
     def watch(agent):
@@ -94,7 +44,7 @@ async def _diverge(open_engine, old, new):
 
         return wrapped
 
-    outcome, entries = await _crash_then_resume(open_engine, old, watch(new))
+    outcome, entries = await crash_then_resume(open_engine, old, watch(new))
     return outcome, entries
 
 
@@ -110,8 +60,8 @@ async def _diverge(open_engine, old, new):
     ids=["renamed", "reordered", "changed-args", "extra-step", "missing-step"],
 )
 async def test_changed_code_is_a_nondeterminism_error_at_the_right_seq(open_engine, new_names, new_args, seq, fragments):
-    old = _program("plan", "search", args={"search": ("query",)})
-    new = _program(*new_names, args=new_args or {"search": ("query",)})
+    old = program("plan", "search", args={"search": ("query",)})
+    new = program(*new_names, args=new_args or {"search": ("query",)})
     outcome, entries = await _diverge(open_engine, old, new)
     assert outcome.status == Status.DIVERGED
     assert f"at seq {seq}" in outcome.divergence
@@ -123,21 +73,21 @@ async def test_changed_code_is_a_nondeterminism_error_at_the_right_seq(open_engi
 
 
 async def test_returning_early_with_entries_left_is_a_divergence(open_engine):
-    _crash_flag["armed"] = True
-    old = _program("a", "b")
+    crash_flag["armed"] = True
+    old = program("a", "b")
 
     async def new(ctx: Context) -> list:
-        return [await ctx.run("a", _step("a"))]
+        return [await ctx.run("a", step("a"))]
 
-    outcome, _ = await _crash_then_resume(open_engine, old, new)
+    outcome, _ = await crash_then_resume(open_engine, old, new)
     assert outcome.status == Status.DIVERGED
     assert "seq 2" in outcome.divergence and "handler returned" in outcome.divergence
 
 
 async def test_a_diverged_invocation_is_parked_until_resumed_with_fixed_code(open_engine):
-    _crash_flag["armed"] = True
-    old = _program("plan", "search")
-    outcome, _ = await _crash_then_resume(open_engine, old, _program("plan", "renamed"))
+    crash_flag["armed"] = True
+    old = program("plan", "search")
+    outcome, _ = await crash_then_resume(open_engine, old, program("plan", "renamed"))
     assert outcome.status == Status.DIVERGED
     async with open_engine() as engine:
         assert engine.runnable() == []  # not retried in a loop
@@ -149,31 +99,31 @@ async def test_a_diverged_invocation_is_parked_until_resumed_with_fixed_code(ope
 
 
 async def test_nondeterminism_error_is_raised_before_any_side_effect(open_engine):
-    _crash_flag["armed"] = True
+    crash_flag["armed"] = True
     effects = []
-    old = _program("plan", "search")
+    old = program("plan", "search")
 
     async def new(ctx: Context) -> list:
-        await ctx.run("plan", _step("plan"))
+        await ctx.run("plan", step("plan"))
         await ctx.run("charge-card", lambda: effects.append("charged"))
         return []
 
-    outcome, _ = await _crash_then_resume(open_engine, old, new)
+    outcome, _ = await crash_then_resume(open_engine, old, new)
     assert outcome.status == Status.DIVERGED and effects == []
     assert isinstance(NondeterminismError("x", invocation_id="i", seq=1), Exception)
 
 
 async def test_a_clock_read_beside_an_unclaimed_entry_still_reports_divergence_before_side_effects(open_engine):
-    _crash_flag["armed"] = True
+    crash_flag["armed"] = True
     effects = []
-    old = _program("plan", "search")  # journal: plan (seq 1), search (seq 2), then a crash
+    old = program("plan", "search")  # journal: plan (seq 1), search (seq 2), then a crash
 
     async def new(ctx: Context) -> list:
         ctx.now()  # nothing like it was recorded after seq 0: runs live, tentatively
         await ctx.run("charge", lambda: effects.append("charged"))
         return []
 
-    outcome, _ = await _crash_then_resume(open_engine, old, new)
+    outcome, _ = await crash_then_resume(open_engine, old, new)
     assert outcome.status == Status.DIVERGED and "at seq 1" in outcome.divergence
     assert effects == []
 
@@ -213,9 +163,9 @@ async def test_gather_branches_making_identical_calls_each_replay_their_own_resu
 
 
 async def test_concurrent_steps_keep_their_idempotency_keys_and_uuids_across_a_crash(open_engine):
+    from runtime import current_step
     """Two customers charged in parallel; the process dies during the charges. On resume the
     branches may reach their charges in the other order: each must keep its own key."""
-    from runtime import current_step
 
     keys: dict[str, list[str]] = {"alice": [], "bob": []}
     ids: dict[str, set] = {"alice": set(), "bob": set()}
@@ -247,7 +197,9 @@ async def test_concurrent_steps_keep_their_idempotency_keys_and_uuids_across_a_c
 
         return await ctx.gather(branch("alice"), branch("bob"))
 
-    async with open_engine(lease_ttl=0.05) as engine:
+    # 0.5 s, as in crash_then_resume: at 0.05 s a loaded machine let the lease lapse and the
+    # run be taken over before its crash (PostgreSQL, "DID NOT RAISE").
+    async with open_engine(lease_ttl=0.5) as engine:
         with pytest.raises(BaseException):  # noqa: B017 - the simulated crash, alone or in an exception group
             await engine.run(agent, id="pay")
         await leases_lapsed(engine.store)

@@ -102,7 +102,7 @@ async def test_asyncio_gather_over_steps_works(mode, open_engine):
 
 
 async def test_after_a_crash_that_committed_seq_2_but_not_seq_1_only_seq_1_reruns(open_engine, calls):
-    from .test_replay import Crash
+    from .crashing import Crash
 
     gate = {"crash": True}
     a_claimed, b_committed = anyio.Event(), anyio.Event()
