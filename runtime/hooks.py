@@ -20,8 +20,9 @@ nothing by default: override the ones you need.
 
 OpenTelemetry (`runtime.otel`) is an observer, and so are the progress lines of the
 `journal` command and the step counts of `journal serve`. An engine made without
-`observers=` has the default ones (`default_observers()`): OpenTelemetry's, which records
-nothing unless the application configured an OpenTelemetry SDK.
+`observers=` has the default ones (`default_observers()`): those that plugins registered
+with `add_default`, as `import runtime.otel` does for OpenTelemetry's (which records
+nothing unless the application configured an OpenTelemetry SDK).
 
 Observers run on the event loop, in the invocation's own task, while the invocation
 waits for them: keep them quick. What one raises goes up into the run as any error does.
@@ -29,7 +30,6 @@ waits for them: keep them quick. What one raises goes up into the run as any err
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -108,14 +108,24 @@ class Observer:
         """A worker that `paused` could write again, and goes on."""
 
 
-def default_observers() -> list[Observer]:
-    """The observers of an engine made without `observers=`: OpenTelemetry's, when the
-    application imported OpenTelemetry (it records nothing until an SDK is configured)."""
-    if "opentelemetry.trace" not in sys.modules:  # never imported: nothing to trace with
-        return []
-    from .otel import OpenTelemetry
+# What `add_default` registered: each is called for every engine made without `observers=`.
+_DEFAULTS: list[Callable[[], Observer]] = []
 
-    return [OpenTelemetry()]
+
+def add_default(factory: Callable[[], Observer]) -> None:
+    """Give every engine made from now on without `observers=` an observer made by `factory`.
+
+    How a plugin turns itself on: `import runtime.otel` registers OpenTelemetry's observer
+    this way, so that the core names no plugin. Registering the same factory again does
+    nothing."""
+    if factory not in _DEFAULTS:
+        _DEFAULTS.append(factory)
+
+
+def default_observers() -> list[Observer]:
+    """The observers of an engine made without `observers=`: one from each factory given
+    to `add_default` (none until a plugin registers one)."""
+    return [factory() for factory in _DEFAULTS]
 
 
 class Observers:
@@ -184,4 +194,4 @@ class Observers:
             observer.went_on()
 
 
-__all__ = ("Attempt", "AttemptObserver", "Observer", "StepEvent", "default_observers")
+__all__ = ("Attempt", "AttemptObserver", "Observer", "StepEvent", "add_default", "default_observers")

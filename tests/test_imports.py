@@ -78,3 +78,19 @@ def test_the_postgresql_exports_load_on_first_use():
         "assert PostgresStore is store.PostgresStore and store_patience is connect.store_patience\n"
     )
     assert "journal.backends.postgres._store" in added
+
+
+def test_an_engine_loads_no_plugin_until_the_application_imports_it():
+    """OpenTelemetry's observer is registered by `import runtime.otel`, never by the core."""
+    engine = (
+        "import anyio, tempfile, opentelemetry.trace\n"
+        "from runtime import Engine\n"
+        "async def main():\n"
+        "    with tempfile.TemporaryDirectory() as db:\n"
+        "        async with Engine.open(db) as engine:\n"
+        "            await engine.run(lambda ctx: ctx.run('s', lambda: 1), id='i')\n"
+        "anyio.run(main)\n"
+    )
+    assert not {m for m in _new_modules(engine) if m.startswith("runtime.otel")}
+    added = _new_modules("import runtime.otel\n" + engine)
+    assert "runtime.otel._tracing" in added

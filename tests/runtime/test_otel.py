@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from opentelemetry.util._once import Once
 
+import runtime.otel  # noqa: F401 - registers OpenTelemetry as a default observer
 from journal import LmdbStore, Status, decode_entry
 from runtime import Engine
 
@@ -161,6 +162,7 @@ CRASHING = textwrap.dedent("""
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, ConsoleSpanExporter
+    import runtime.otel
     from runtime import Engine
     from tests.runtime.otel_handlers import crashes
     db, spans_file, files = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
