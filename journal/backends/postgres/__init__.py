@@ -9,10 +9,10 @@ several), `_tables.py` the `Tables` protocol, `_migrate.py` the conversion of ol
 `_urls.py` what telling and showing a store's URL takes.
 """
 
-from ._backend import FORMAT_VERSION as FORMAT_VERSION
 from ._backend import POSTGRES as POSTGRES
 from ._urls import is_postgres_url as is_postgres_url
 from ._urls import redact_url as redact_url
+from ._version import FORMAT_VERSION as FORMAT_VERSION
 
 # What the registry needs, and none of the store itself: a process whose stores are
 # all LMDB never imports `_store.py` (`journal.PostgresStore` and `journal.store_patience`

@@ -6,9 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._registry import Backend, Migration, NothingToCompact, Progress
 from ._urls import is_postgres_url, redact_url
-
-# 1: every table `(k bytea, v bytea)` with LMDB's keys, no invocation_id column
-FORMAT_VERSION = 2
+from ._version import FORMAT_VERSION
 
 if TYPE_CHECKING:
     from ..._store import Store

@@ -19,8 +19,8 @@ from typing import Any
 
 from ...errors import FormatVersionError, StoreBusy, StoreError
 from .. import Migration, Progress
-from ._backend import FORMAT_VERSION as POSTGRES_FORMAT_VERSION
 from ._rows import DDL, LAYOUTS, LOCK_CLASS, SCHEMA
+from ._version import FORMAT_VERSION as POSTGRES_FORMAT_VERSION
 
 _ASIDE = f"{SCHEMA}_format1"  # where the old schema waits, inside the transaction, to be dropped
 _BATCH = 10_000  # rows read and copied at a time: memory stays bounded on a big store

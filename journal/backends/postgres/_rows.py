@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...kv._rules import TABLES, Txn, entry_key, prefix_end
-from ._backend import FORMAT_VERSION as FORMAT_VERSION
+from ._version import FORMAT_VERSION as FORMAT_VERSION
 
 SCHEMA = "journal"
 LOCK_CLASS = 0x6A6F  # high half of the advisory lock keys of owners ("jo")
