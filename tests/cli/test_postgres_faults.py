@@ -169,12 +169,13 @@ def test_a_partitioned_worker_keeps_nothing_it_no_longer_owns(servers, workload)
         cut_at, before = time.monotonic(), len(load.effects())
         held = {i: lease for i, lease in _leases(local).items() if lease.owner and lease.pid == cut_off.pid}
         assert held, "the cut-off worker held no invocation when the link went down"
-        # Its leases run out (nothing renews them), and the other worker takes them over
-        # within 2 s of that.
+        # Its leases run out (nothing renews them), and the other worker takes them over.
+        # How soon after the expiry is a latency (a second or two on a quiet machine), not
+        # what this test protects: the bound leaves room for a loaded 2-core machine.
         expiry = max(lease.expires_at for lease in held.values()) / 1e6
         load._alive_while(lambda: all(_leases(local)[i].epoch > lease.epoch for i, lease in held.items()),
                           "the other worker to take the cut-off worker's invocations over",
-                          timeout=max(0.0, expiry - time.time()) + 2.0)
+                          timeout=max(0.0, expiry - time.time()) + 15.0)
         # The link stays down for twice the lease's time to live, then comes back.
         load._alive_while(lambda: time.monotonic() - cut_at >= 2 * ttl, "the partition to last 2x the lease TTL")
         cable.up()
