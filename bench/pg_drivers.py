@@ -66,7 +66,8 @@ async def _step_paths(url: str) -> dict[str, float]:
     store.create(InvocationRecord("drv", "bench", Status.PENDING, 1, 1),
                  encode_entry(Started("bench", encode_value(None), 1)))
     store.apply_one(Acquire("drv", "bench", "host", os.getpid(), 3_600_000_000, 1))
-    lease = store._fenced[b"drv"][1]
+    lease = store._fence.fenced(b"drv", 1)
+    assert lease is not None  # the claim's lease row, remembered by the fence
     seq = iter(range(1, 10 * N * REPS))
 
     def row() -> tuple[bytes, bytes, bytes, bytes]:

@@ -4,8 +4,10 @@ Not a timing: a profiler trace (`sys.setprofile`, and `threading.setprofile` for
 store's commit threads) of one `ctx.run` on LMDB at `sync` durability, in the steady state
 of a run of sequential steps (the shortest of seven traced steps), counting the calls made into journal's own packages
 (`journal/`, `runtime/`): how many functions, in how many files, and how often the path
-changes file. A path that hops back and forth between modules is one a reader has to
-follow across them; this is the map of it.
+changes file, and how often storage calls back into a file it came from (a call into
+`journal/` made from another file while that file is already further up the stack of storage
+calls, as a base class calling its subclass back in the middle of an append). A path that hops
+back and forth between modules is one a reader has to follow across them; this is the map of it.
 
     python -m bench.step_path            # counts
     python -m bench.step_path --list     # and every call, in order
@@ -31,6 +33,7 @@ from runtime import Engine
 
 _ROOT = Path(__file__).resolve().parents[1]
 _PACKAGES = tuple(str(_ROOT / name) + os.sep for name in ("journal", "runtime"))
+_STORAGE = str(_ROOT / "journal") + os.sep
 _STEPS = 20  # untraced first: caches warm, the committer's thread running
 _TRACED = 7
 
@@ -44,10 +47,12 @@ def _start(code: CodeType) -> int:
     return next(i.offset for i in dis.get_instructions(code) if i.opname == "RESUME")
 
 
-def trace_one_step(durability: str = "sync") -> list[tuple[str, str]]:
-    """`(file relative to the project, function)` of each call into journal's packages, in order."""
+def trace_one_step(durability: str = "sync") -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """`(file relative to the project, function)` of each call into journal's packages, in
+    order, and of each call by which storage came back into a file up its stack."""
     calls: list[tuple[str, str]] = []
-    traces: list[list[tuple[str, str]]] = []
+    callbacks: list[tuple[str, str]] = []  # storage calls back into a file up its stack
+    traces: list[tuple[list[tuple[str, str]], list[tuple[str, str]]]] = []
     tracing = False
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
@@ -57,17 +62,28 @@ def trace_one_step(durability: str = "sync") -> list[tuple[str, str]]:
         if (tracing and event == "call" and frame.f_code.co_filename.startswith(_PACKAGES)
                 and frame.f_lasti <= _start(frame.f_code)):
             calls.append((os.path.relpath(frame.f_code.co_filename, _ROOT), frame.f_code.co_qualname))
+            if frame.f_code.co_filename.startswith(_STORAGE):
+                _note_callback(frame)
+
+    def _note_callback(frame: FrameType) -> None:
+        here, callers = frame.f_code.co_filename, []
+        caller = frame.f_back
+        while caller is not None and caller.f_code.co_filename.startswith(_STORAGE):
+            callers.append(caller.f_code.co_filename)
+            caller = caller.f_back
+        if callers and callers[0] != here and here in callers[1:]:
+            callbacks.append(calls[-1])
 
     async def agent(ctx: Any) -> None:
-        nonlocal tracing, calls
+        nonlocal tracing, calls, callbacks
         for i in range(_STEPS):
             await ctx.run(f"s{i}", _noop, inline=True)
         for i in range(_TRACED):
-            calls = []
+            calls, callbacks = [], []
             tracing = True
             await ctx.run(f"traced{i}", _noop, inline=True)
             tracing = False
-            traces.append(calls)
+            traces.append((calls, callbacks))
 
     async def main(path: str) -> None:
         async with Engine.open(path, durability=durability) as engine:
@@ -83,7 +99,7 @@ def trace_one_step(durability: str = "sync") -> list[tuple[str, str]]:
             threading.setprofile(None)  # type: ignore[arg-type]
     # A lease renewal or another background tick may fall inside a traced step and add its
     # calls; it never takes any away, so the shortest trace is the step's own path.
-    return min(traces, key=len)
+    return min(traces, key=lambda trace: len(trace[0]))
 
 
 def summary(calls: list[tuple[str, str]]) -> dict[str, int]:
@@ -97,13 +113,14 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="also print every call, in order")
     parser.add_argument("--durability", choices=["sync", "async", "exit"], default="sync")
     args = parser.parse_args()
-    calls = trace_one_step(args.durability)
+    calls, callbacks = trace_one_step(args.durability)
     if args.list:
         for file, function in calls:
             print(f"  {file}::{function}")
     counts = summary(calls)
     print(f"one live step ({args.durability}, LMDB): {counts['functions']} functions in {counts['files']} files, "
-          f"{counts['changes_of_file']} changes of file ({counts['calls']} calls)")
+          f"{counts['changes_of_file']} changes of file ({counts['calls']} calls); storage called back into a "
+          f"file up its stack {len(callbacks)} times" + "".join(f"\n  back into {f}::{fn}" for f, fn in callbacks))
 
 
 if __name__ == "__main__":

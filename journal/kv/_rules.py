@@ -3,7 +3,7 @@
 `KVStore` (`_store.py`) runs each operation in one transaction of its backend; what it
 does inside that transaction is here: the key layout, reading and writing records with
 their status and timer indexes (`_put_record`), status transitions (`_transition`), the
-lease fence (`check_lease`), the append-only insert (`_insert_entries`), a key's queue and
+lease fence's rule (`check_lease`; the append path is `_append.py`), a key's queue and
 state, and the links a finished invocation settles (its parent's promise, its successor).
 
 Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
@@ -31,7 +31,6 @@ from typing import TypeGuard
 import msgspec
 
 from .._entries import NIL
-from .._ids import validate_id
 from .._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
 from .._store import Acquire, Transition
 from ..errors import (
@@ -78,6 +77,11 @@ class Txn(abc.ABC):
             if n == limit:
                 return
             yield item
+
+    def lease_row(self, id_bytes: bytes) -> bytes | None:
+        """The invocation's lease row as stored: what the append path's fence reads and
+        compares (a backend may read it more directly than `get`)."""
+        return self.get("leases", id_bytes)
 
     @abc.abstractmethod
     def last(self, table: str, prefix: bytes) -> bytes | None:
@@ -146,32 +150,6 @@ def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
     if _queue_head(txn, record.key) != record.id:
         return inserted, True
     return _transition(txn, id_bytes, record.id, Transition(Status.RUNNING, lease.now_us), inserted), True
-
-
-_owned_ids: dict[str, bytes] = {}
-# Above the invocations one process has in flight (10,000 agents in W5 of `python -m bench`):
-# a smaller table, cleared when full, would miss on nearly every append of such a fleet.
-# Entries go when their lease is given back or lost (`forget_owned`); the bound is for
-# what is left behind otherwise (a process that stops mid-run), about 0.5 KiB an entry.
-OWNED_IDS_KEPT = 1 << 15
-
-
-def _owned_id(invocation_id: str) -> bytes:
-    """`validate_id` for the append path, remembered: an owner appends under one id many times."""
-    try:
-        return _owned_ids[invocation_id]
-    except (KeyError, TypeError):
-        pass
-    id_bytes = validate_id(invocation_id)
-    if len(_owned_ids) >= OWNED_IDS_KEPT:
-        _owned_ids.clear()
-    _owned_ids[invocation_id] = id_bytes
-    return id_bytes
-
-
-def forget_owned(invocation_id: str) -> None:
-    """The owner appending under `invocation_id` gave its lease back, or lost it."""
-    _owned_ids.pop(invocation_id, None)
 
 
 def _queue_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
@@ -284,6 +262,10 @@ def _get_lease(txn: Txn, id_bytes: bytes) -> Lease | None:
     return None if data is None else _lease_dec.decode(data)
 
 
+def decode_lease(data: bytes) -> Lease:
+    return _lease_dec.decode(data)
+
+
 def check_lease(data: bytes | None, invocation_id: str, epoch: int) -> Lease:
     """The fencing rule: the stored lease `data` must still give `epoch` ownership."""
     lease = None if data is None else _lease_dec.decode(data)
@@ -294,56 +276,6 @@ def check_lease(data: bytes | None, invocation_id: str, epoch: int) -> Lease:
             f"{holder}; another process took the invocation over, so this one stops before its next side effect"
         )
     return lease
-
-
-def _insert_entries(txn: Txn, id_bytes: bytes, invocation_id: str, entries: list[tuple[int, bytes]]) -> None:
-    """Insert entries, never overwrite one: all of them, or none and the error.
-
-    An entry already there with the same bytes counts as inserted. The caller checked the
-    lease epoch in this transaction, so it is this owner's own, written by an attempt
-    whose answer was lost with its connection (a networked store does the attempt again:
-    see "Faults of a networked store" in the design): nobody else appends under the epoch,
-    and an entry written before it was in the journal the owner replayed."""
-    if len(entries) == 1:  # a step's append: nothing to take back
-        seq, data = entries[0]
-        key = id_bytes + b"\x00" + seq.to_bytes(4, "big")
-        if not txn.insert("entries", key, data) and not _same(txn.get("entries", key), data):
-            raise already_journaled(invocation_id, seq)
-        return
-    written: list[bytes] = []
-    for seq, data in entries:
-        key = entry_key(id_bytes, seq)
-        if not txn.insert("entries", key, data):
-            if _same(txn.get("entries", key), data):
-                continue
-            for key in written:  # the batch's other operations still commit: leave no part of this one
-                txn.delete("entries", key)
-            raise already_journaled(invocation_id, seq)
-        written.append(key)
-
-
-def _same(stored: bytes | None, data: bytes) -> bool:
-    return stored is not None and bytes(stored) == bytes(data)
-
-
-def landed(txn: Txn, id_bytes: bytes, epoch: int, entries: list[tuple[int, bytes]]) -> bool:
-    """Whether an append of `entries` under `epoch`, refused now because the lease was given
-    back, is the very write that gave it back: the lease was released at that epoch (only
-    its owner does that, with its last write) and every entry is there, byte for byte. So
-    an owner doing its final write again, after the first try's answer was lost, finds it
-    done instead of `LeaseLost`."""
-    data = txn.get("leases", id_bytes)
-    lease = None if data is None else _lease_dec.decode(data)
-    if lease is None or lease.owner or lease.epoch != epoch:
-        return False
-    return all(_same(txn.get("entries", entry_key(id_bytes, seq)), raw) for seq, raw in entries)
-
-
-def already_journaled(invocation_id: str, seq: int) -> JournalError:
-    return JournalError(
-        f"invocation {invocation_id!r} seq {seq} is already journaled; entries are append-only "
-        "(this means two owners wrote to one invocation: report it as a bug)"
-    )
 
 
 def _unindex(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+import functools
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -50,6 +51,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from . import _listing
+from ._append import Fence, insert_entries, landed
 from ._rules import (
     _CANCELS,
     Txn,
@@ -60,8 +62,6 @@ from ._rules import (
     _get_lease,
     _get_record,
     _insert,
-    _insert_entries,
-    _owned_id,
     _put_record,
     _queue_head,
     _queue_key,
@@ -70,14 +70,18 @@ from ._rules import (
     _transition,
     _unindex,
     _write_state,
-    check_lease,
     entry_key,
-    forget_owned,
-    landed,
     lease_is_live,
 )
 
 T = TypeVar("T")
+
+_GENERIC = object()  # `_append_one` leaves the operation to the generic path
+
+
+class WriteAgain(Exception):  # noqa: N818 - a signal between a backend and the rules, never shown
+    """Raised by a backend's `_write_once` transaction for what the generic path must do
+    again (LMDB: a map to grow, or to re-read after another process grew it)."""
 
 
 class KVStore(abc.ABC):
@@ -88,6 +92,15 @@ class KVStore(abc.ABC):
     blocking: bool = False
     capabilities: frozenset[Capability] = frozenset({Capability.CANCEL_COUNTER})
     _listing_built = False  # this store's listing index is known to cover every record
+    # The most operations one transaction of `apply` takes (None: all of them): a backend
+    # whose write transaction holds every page it changes in memory bounds it.
+    ops_per_transaction: int | None = None
+
+    @functools.cached_property
+    def _fence(self) -> Fence:
+        """This store's lease fence, with what it remembers (made on first use, then an
+        attribute of the store)."""
+        return Fence()
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Txn]: ...
@@ -122,9 +135,13 @@ class KVStore(abc.ABC):
         """Whether `lease` still protects its owner; a backend that can tell more overrides it."""
         return lease_is_live(lease, now_us)
 
-    def _check_epoch(self, txn: Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
-        """The fencing rule, read in the writing transaction (a backend may cache its verdict)."""
-        return check_lease(txn.get("leases", id_bytes), invocation_id, epoch)
+    def _write_once(self) -> AbstractContextManager[Txn] | None:
+        """A write transaction for one append, committed when its block ends without an
+        error, with none of `_transact`'s retries: what the single-append path of `apply`
+        runs in. It raises `WriteAgain` for anything the backend wants done by the generic
+        path (which does it again and reports it). None: the backend has no such
+        transaction, and every append takes the generic path."""
+        return None
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -254,7 +271,41 @@ class KVStore(abc.ABC):
         return _create(txn, id_bytes, op.record, op.started, op.lease)
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
-        return self._transact(lambda txn: self._apply_all(txn, ops))
+        """`Store.apply`: a lone append (a step's) in a transaction of its own through
+        `_write_once`; otherwise every operation in one transaction, or in several of at
+        most `ops_per_transaction` (each operation stays atomic; the caller's fsync still
+        covers them all)."""
+        if len(ops) == 1 and ops[0].__class__ is Append:
+            result = self._append_one(ops[0])
+            if result is not _GENERIC:
+                return [result]
+        most = self.ops_per_transaction
+        if most is None or len(ops) <= most:
+            return self._transact(lambda txn: self._apply_all(txn, ops))
+        results: list[OpResult | BaseException] = []
+        for start in range(0, len(ops), most):
+            part = ops[start:start + most]
+            try:
+                results += self._transact(lambda txn, part=part: self._apply_all(txn, part))  # type: ignore[misc]
+            except Exception as exc:  # noqa: BLE001 - reported per operation; earlier parts are committed
+                results += [exc] * (len(ops) - start)  # (a full disk or a closed store fails the rest too)
+                break
+        return results
+
+    def _append_one(self, op: Append) -> Any:
+        """One append without the generic plumbing (a closure, a results list, the retry
+        loop), which costs about as much again as LMDB's commit. The rule applied is the same
+        `_apply_append`; what a rule refuses is returned, in a transaction that wrote nothing."""
+        begin = self._write_once()
+        if begin is None:
+            return _GENERIC
+        try:
+            with begin as txn:
+                return self._apply_append(txn, op)
+        except JournalError as exc:
+            return exc
+        except WriteAgain:
+            return _GENERIC
 
     def _apply_all(self, txn: Txn, ops: Sequence[Op]) -> builtins.list[OpResult | BaseException]:
         results: list[OpResult | BaseException] = []
@@ -317,16 +368,16 @@ class KVStore(abc.ABC):
     def _apply_append(self, txn: Txn, op: Append) -> InvocationRecord | None:
         """The append rule, the one place it is written: the lease epoch is checked in the
         writing transaction, and entries are inserted, never overwritten."""
-        id_bytes = _owned_id(op.id)
+        id_bytes = self._fence.owned_id(op.id)
         try:
-            self._check_epoch(txn, id_bytes, op.id, op.epoch)
+            self._fence.check(txn, id_bytes, op.id, op.epoch)
         except LeaseLost:
             if not landed(txn, id_bytes, op.epoch, op.entries):
                 raise
             return _require_record(txn, id_bytes, op.id) if op.transition is not None else None
         if op.state:  # refused before anything is written
             _check_has_key(_require_record(txn, id_bytes, op.id))
-        _insert_entries(txn, id_bytes, op.id, op.entries)
+        insert_entries(txn, id_bytes, op.id, op.entries)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
         if op.cancel_seen:
@@ -343,15 +394,15 @@ class KVStore(abc.ABC):
         return None
 
     def _released(self, id_bytes: bytes, invocation_id: str) -> None:
-        """The invocation's lease was given back (or lost): what the append path remembered
-        of its owner goes (`_owned_id`, and a backend's cache of lease verdicts)."""
-        forget_owned(invocation_id)
+        """The invocation's lease was given back (or lost): what the fence remembered of its
+        owner goes."""
+        self._fence.release(id_bytes, invocation_id)
 
     def _apply_continue(self, txn: Txn, op: Continue) -> InvocationRecord:
         id_bytes = validate_id(op.id)
         new_bytes = validate_id(op.record.id)
         try:
-            self._check_epoch(txn, id_bytes, op.id, op.epoch)
+            self._fence.check(txn, id_bytes, op.id, op.epoch)
         except LeaseLost:
             done = _get_record(txn, id_bytes)
             if done is None or done.continued_as != op.record.id or not landed(txn, id_bytes, op.epoch, op.entries):
@@ -364,7 +415,7 @@ class KVStore(abc.ABC):
         old = _require_record(txn, id_bytes, op.id)
         if op.state:
             _check_has_key(old)
-        _insert_entries(txn, id_bytes, op.id, op.entries)
+        insert_entries(txn, id_bytes, op.id, op.entries)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
         _insert(txn, new_bytes, op.record, op.started)
@@ -406,14 +457,14 @@ class KVStore(abc.ABC):
 
     def _apply_renew(self, txn: Txn, op: Renew) -> None:
         id_bytes = validate_id(op.id)
-        lease = self._check_epoch(txn, id_bytes, op.id, op.epoch)
+        lease = self._fence.check(txn, id_bytes, op.id, op.epoch)
         txn.put("leases", id_bytes, _enc.encode(msgspec.structs.replace(lease, expires_at=op.now_us + op.ttl_us)))
 
     def _apply_set_status(self, txn: Txn, op: SetStatus) -> InvocationRecord:
         id_bytes = validate_id(op.id)
         if op.epoch is not None:
             try:
-                self._check_epoch(txn, id_bytes, op.id, op.epoch)
+                self._fence.check(txn, id_bytes, op.id, op.epoch)
             except LeaseLost:
                 done = _get_record(txn, id_bytes)
                 if done is None or not _set_already(txn, id_bytes, op, done):

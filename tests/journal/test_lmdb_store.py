@@ -231,16 +231,15 @@ def test_what_the_append_path_remembers_of_an_execution_goes_when_it_gives_its_l
     # an execution that appends after that is fenced as before.
     from journal import SetStatus, Transition
     from journal.errors import LeaseLost
-    from journal.kv._rules import _owned_ids
 
     with LmdbStore(tmp_path / "db") as store:
         for i in range(3):
             create(store, f"inv-{i}")
             epoch, _ = acquire(store, f"inv-{i}")
             append(store, f"inv-{i}", epoch, (1, step("s", i)))
-        assert set(store._fenced) == {b"inv-0", b"inv-1", b"inv-2"}
+        assert store._fence.remembered() == {"inv-0", "inv-1", "inv-2"}
         append(store, "inv-1", 1, (2, step("t")), transition=Transition(Status.PENDING, T0, release=True))
-        assert set(store._fenced) == {b"inv-0", b"inv-2"} and "inv-1" not in _owned_ids
+        assert store._fence.remembered() == {"inv-0", "inv-2"}
         with pytest.raises(LeaseLost):
             append(store, "inv-1", 1, (3, step("u")))
         assert [s for s, _ in store.entries("inv-1")] == [0, 1, 2]
@@ -250,7 +249,7 @@ def test_what_the_append_path_remembers_of_an_execution_goes_when_it_gives_its_l
         acquire(store, "inv-2", "other", now=T0 + 60_000_000)
         with pytest.raises(LeaseLost):
             append(store, "inv-2", 1, (2, step("t")))
-        assert store._fenced == {} and not {"inv-0", "inv-1", "inv-2"} & set(_owned_ids)
+        assert store._fence.remembered() == set()
 
 
 def test_a_disk_full_in_a_large_batch_fails_only_what_was_not_committed(tmp_path):

@@ -1,6 +1,7 @@
 """A crash at every journal write in the middle of streaming and gather. Keyed state, child
 invocations, continue-as-new and select have crash-and-resume tests in
-tests/runtime/test_agent_features.py and tests/examples/test_example_chat.py."""
+tests/runtime/test_threads.py, test_child_invocations.py,
+test_continue_as_new.py, test_combinators.py and tests/examples/test_example_chat.py."""
 
 import anyio
 

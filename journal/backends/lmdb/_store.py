@@ -11,20 +11,19 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import lmdb
 
 from ..._codec import DEFAULT_MAX_ENTRY_BYTES
-from ..._records import Lease
-from ..._store import Append, Capability, Op, OpResult
-from ...errors import DiskFull, FormatVersionError, JournalError, LeaseLost, StoreError
-from ...kv import OWNED_IDS_KEPT, TABLES, KVStore, Txn, check_lease
+from ..._store import Capability
+from ...errors import DiskFull, FormatVersionError, StoreError
+from ...kv import TABLES, KVStore, Txn
 from ...kv._listing import BUILT as LISTING_BUILT
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
 from ._tables import LmdbTables
-from ._txn import LmdbTxn, Reading
+from ._txn import LmdbTxn, Reading, Writing
 
 if TYPE_CHECKING:
     from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
@@ -49,7 +48,6 @@ def default_path() -> str:
 # LMDB forbids opening one environment twice in a process; stores on one path share it.
 _shared: dict[str, tuple[lmdb.Environment, dict[str, _Db], int, int | None]] = {}
 _shared_lock = threading.Lock()
-_GENERIC = object()  # `_append_one` leaves the operation to the generic path
 
 
 class LmdbStore(LmdbTables, KVStore):
@@ -57,6 +55,11 @@ class LmdbStore(LmdbTables, KVStore):
 
     path: str
     capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LEASE_AT_CREATE, Capability.TABLES})
+    # A write transaction holds every page it changes in memory until it commits, and LMDB
+    # reuses the pages a commit frees only two commits later: one transaction for a group
+    # commit of thousands of appends (10,000 agents in flight) made the process hold a copy
+    # of most of the tree and the file grow to 2.6 times its data.
+    ops_per_transaction = OPS_PER_TRANSACTION
 
     def __init__(self, path: str | os.PathLike[str], *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
                  readonly: bool = False, map_size: int = _INITIAL_MAP_SIZE) -> None:
@@ -70,8 +73,6 @@ class LmdbStore(LmdbTables, KVStore):
         self._flush_error: StoreError | None = None  # a background flush failed: the next write says so
         self._env, self._dbs = _open_shared(self.path, readonly, map_size)
         self._leases, self._entries = self._dbs["leases"], self._dbs["entries"]
-        # id -> (epoch, lease bytes, lease) that gave it ownership
-        self._fenced: dict[bytes, tuple[int, bytes, Lease]] = {}
         self._live: LmdbChannel | None = None
         self._live_lock = threading.Lock()
         try:
@@ -111,66 +112,11 @@ class LmdbStore(LmdbTables, KVStore):
     def _read(self) -> Reading:
         return Reading(self._env, self._dbs)
 
-    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[OpResult | BaseException]:
-        """`Store.apply`, in transactions of at most `OPS_PER_TRANSACTION` operations.
-
-        A write transaction holds every page it changes in memory until it commits, and
-        LMDB reuses the pages a commit frees only two commits later: one transaction for a
-        group commit of thousands of appends (10,000 agents in flight) made the process
-        hold a copy of most of the tree and the file grow to 2.6 times its data. Each
-        operation stays atomic, and the caller's fsync still covers them all."""
-        if len(ops) == 1 and ops[0].__class__ is Append:
-            result = self._append_one(ops[0])
-            if result is not _GENERIC:
-                return [result]
-        if len(ops) <= OPS_PER_TRANSACTION:
-            return super().apply(ops)
-        results: list[OpResult | BaseException] = []
-        for start in range(0, len(ops), OPS_PER_TRANSACTION):
-            try:
-                results += super().apply(ops[start:start + OPS_PER_TRANSACTION])
-            except Exception as exc:  # noqa: BLE001 - reported per operation; earlier parts are committed
-                results += [exc] * (len(ops) - start)  # (a full disk or a closed store fails the rest too)
-                break
-        return results
-
-    def _append_one(self, op: Append) -> Any:
-        """One append in a transaction of its own, without the generic plumbing (a closure,
-        a results list, the retry loop), which costs about as much again as LMDB's commit.
-        The rule applied is the same `_apply_append`. Anything LMDB wants retried (a map to
-        grow or re-read) or reports as failed is `_GENERIC`: the generic path does it again
-        and reports it (the aborted transaction wrote nothing)."""
+    def _write_once(self) -> Writing | None:
+        """`KVStore._write_once`: a step's append on LMDB, in a transaction of its own."""
         if self.readonly or self._flush_error is not None:
-            return _GENERIC
-        try:
-            with self._env.begin(write=True) as txn:
-                result = self._apply_append(LmdbTxn(txn, self._dbs), op)
-        except JournalError as exc:  # a rule refused it, in a transaction that wrote nothing
-            return exc
-        except lmdb.Error:
-            return _GENERIC
-        if not self._dirty.is_set():
-            self._dirty.set()
-        return result
-
-    def _check_epoch(self, txn: Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
-        data = txn._txn.get(id_bytes, db=self._leases)  # type: ignore[attr-defined]  # (an LmdbTxn)
-        fenced = self._fenced.get(id_bytes)
-        if fenced is not None and fenced[0] == epoch and fenced[1] == data:
-            return fenced[2]  # unchanged lease bytes give the same verdict: decode only what is new
-        try:
-            lease = check_lease(data, invocation_id, epoch)
-        except LeaseLost:  # taken over: this owner appends no more
-            self._released(id_bytes, invocation_id)
-            raise
-        if len(self._fenced) >= OWNED_IDS_KEPT:  # (entries go at `_released`)
-            self._fenced.clear()
-        self._fenced[id_bytes] = (epoch, data, lease)
-        return lease
-
-    def _released(self, id_bytes: bytes, invocation_id: str) -> None:
-        super()._released(id_bytes, invocation_id)
-        self._fenced.pop(id_bytes, None)
+            return None  # the generic path says why it cannot write
+        return Writing(self._env, self._dbs, self._dirty)
 
     def _transact(self, work: Callable[[Txn], T]) -> T:
         if self.readonly:
@@ -261,7 +207,7 @@ class LmdbStore(LmdbTables, KVStore):
             _shared[self.path] = (env, dbs, count, lock_fd)
         self._env, self._dbs = env, dbs
         self._leases, self._entries = dbs["leases"], dbs["entries"]
-        self._fenced.clear()
+        self._fence.clear()
 
     def live(self) -> LmdbChannel:
         with self._live_lock:

@@ -3,12 +3,13 @@ own context manager."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import lmdb
 
-from ...kv import Txn, prefix_end
+from ...kv import Txn, WriteAgain, prefix_end
 
 if TYPE_CHECKING:
     from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
@@ -23,6 +24,9 @@ class LmdbTxn(Txn):
 
     def get(self, table: str, key: bytes) -> bytes | None:
         return self._txn.get(key, db=self._dbs[table])
+
+    def lease_row(self, id_bytes: bytes) -> bytes | None:
+        return self._txn.get(id_bytes, db=self._dbs["leases"])
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self._txn.put(key, value, db=self._dbs[table])
@@ -74,3 +78,37 @@ class Reading(LmdbTxn):
 
     def __exit__(self, *exc_info: object) -> None:
         self._txn.abort()
+
+
+class Writing(LmdbTxn):
+    """The write transaction of one append (`KVStore._write_once`): committed when the block
+    ends without an error, aborted otherwise. What LMDB wants retried or reports as failed is
+    `WriteAgain`: the generic path (`LmdbStore._transact`) does it again and says why."""
+
+    __slots__ = ("_dirty",)
+
+    def __init__(self, env: lmdb.Environment, dbs: dict[str, _Db], dirty: threading.Event) -> None:
+        try:
+            self._txn = env.begin(write=True)
+        except lmdb.Error:
+            raise WriteAgain() from None
+        self._dbs = dbs
+        self._dirty = dirty
+
+    def __enter__(self) -> Writing:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is not None:
+            self._txn.abort()
+            if issubclass(kind, lmdb.Error):
+                raise WriteAgain() from None
+            return
+        try:
+            self._txn.commit()
+        except lmdb.Error:
+            raise WriteAgain() from None
+        # Setting an Event takes its lock; the flusher clears it before it syncs, so a flag
+        # seen set here is followed by a sync that covers this commit.
+        if not self._dirty.is_set():
+            self._dirty.set()

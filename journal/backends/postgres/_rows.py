@@ -211,10 +211,10 @@ def inserted_keys(result: list[tuple[Any, ...]]) -> set[bytes]:
 class PgTxn(Txn):
     """A transaction of the rules on one cursor: each key read or written as its row."""
 
-    __slots__ = ("_cur", "notify", "_write", "leases", "redo")
+    __slots__ = ("cursor", "notify", "_write", "leases", "redo")
 
     def __init__(self, cursor: Any, *, write: bool = False, redo: bool = False) -> None:
-        self._cur = cursor
+        self.cursor = cursor
         self.notify = False
         self._write = write
         self.redo = redo  # a transaction done again after its connection was lost: it may have committed
@@ -223,25 +223,25 @@ class PgTxn(Txn):
     def get(self, table: str, key: bytes) -> bytes | None:
         layout = LAYOUTS[table]
         if not self._write or table not in _LOCKED:
-            row = self._cur.execute(layout.get, layout.split(key)).fetchone()
+            row = self.cursor.execute(layout.get, layout.split(key)).fetchone()
             return None if row is None else row[0]
-        row = self._cur.execute(layout.get_locked, (key,)).fetchone()
+        row = self.cursor.execute(layout.get_locked, (key,)).fetchone()
         if row is None:
             # Nothing to lock yet: lock the key itself, then look again (a new statement sees
             # whatever a creator holding that lock committed before releasing it).
-            self._cur.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
+            self.cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
                               (_LOCKED[table], zlib.crc32(key) & 0x7FFFFFFF))
-            row = self._cur.execute(layout.get_locked, (key,)).fetchone()
+            row = self.cursor.execute(layout.get_locked, (key,)).fetchone()
         return None if row is None else row[0]
 
     def savepoint(self, *, rollback: bool = False, release: bool = False) -> None:
-        self._cur.execute("ROLLBACK TO SAVEPOINT claim" if rollback else
+        self.cursor.execute("ROLLBACK TO SAVEPOINT claim" if rollback else
                           "RELEASE SAVEPOINT claim" if release else "SAVEPOINT claim")
 
     def peek(self, table: str, key: bytes) -> bytes | None:
         """Read a row without locking it, even in a write transaction."""
         layout = LAYOUTS[table]
-        row = self._cur.execute(layout.get, layout.split(key)).fetchone()
+        row = self.cursor.execute(layout.get, layout.split(key)).fetchone()
         return None if row is None else row[0]
 
     def claim(self, id_bytes: bytes) -> bool:
@@ -251,11 +251,11 @@ class PgTxn(Txn):
         tried instead of waited for: claims never wait, so a batch of them cannot deadlock
         with another worker's."""
         for table in ("invocations", "leases"):
-            if self._cur.execute(_CLAIM[table], (id_bytes,)).fetchone() is not None:
+            if self.cursor.execute(_CLAIM[table], (id_bytes,)).fetchone() is not None:
                 continue
-            if self._cur.execute(LAYOUTS[table].get, (id_bytes,)).fetchone() is not None:
+            if self.cursor.execute(LAYOUTS[table].get, (id_bytes,)).fetchone() is not None:
                 return False  # locked by another transaction
-            row = self._cur.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)",
+            row = self.cursor.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)",
                                     (_LOCKED[table], zlib.crc32(id_bytes) & 0x7FFFFFFF)).fetchone()
             if not row[0]:
                 return False
@@ -266,11 +266,11 @@ class PgTxn(Txn):
         invocation's lease row still holds exactly those bytes; the keys inserted. One
         statement for the batch: one round trip, and, outside a transaction block, its own
         transaction and commit."""
-        return inserted_keys(self._cur.execute(fast_append_sql(len(rows)), fast_append_args(rows)).fetchall())
+        return inserted_keys(self.cursor.execute(fast_append_sql(len(rows)), fast_append_args(rows)).fetchall())
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         layout = LAYOUTS[table]
-        self._cur.execute(layout.put, (*layout.split(key), value))
+        self.cursor.execute(layout.put, (*layout.split(key), value))
         if table == "leases":
             self.leases[key] = value
         if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
@@ -278,34 +278,34 @@ class PgTxn(Txn):
 
     def insert(self, table: str, key: bytes, value: bytes) -> bool:
         layout = LAYOUTS[table]
-        return bool(self._cur.execute(layout.insert, (*layout.split(key), value)).rowcount == 1)
+        return bool(self.cursor.execute(layout.insert, (*layout.split(key), value)).rowcount == 1)
 
     def delete(self, table: str, key: bytes) -> None:
         layout = LAYOUTS[table]
-        self._cur.execute(layout.delete, layout.split(key))
+        self.cursor.execute(layout.delete, layout.split(key))
 
     def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         layout = LAYOUTS[table]
         sql, args = layout.scan(prefix, start)
-        return iter([(layout.join(row[:-1]), row[-1]) for row in self._cur.execute(sql, args).fetchall()])
+        return iter([(layout.join(row[:-1]), row[-1]) for row in self.cursor.execute(sql, args).fetchall()])
 
     def scan_some(self, table: str, prefix: bytes, start: bytes, limit: int) -> Iterator[tuple[bytes, bytes]]:
         layout = LAYOUTS[table]
         sql, args = layout.scan(prefix, start)
-        rows = self._cur.execute(sql + " LIMIT %s", [*args, limit]).fetchall()
+        rows = self.cursor.execute(sql + " LIMIT %s", [*args, limit]).fetchall()
         return iter([(layout.join(row[:-1]), row[-1]) for row in rows])
 
     def last(self, table: str, prefix: bytes) -> bytes | None:
         if self._write:  # two creators must not both see the same last key of a key's queue
-            self._cur.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
+            self.cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
                               (_PREFIX_LOCK, zlib.crc32(table.encode() + b"\x00" + prefix) & 0x7FFFFFFF))
         sql, args = LAYOUTS[table].last(prefix)
-        row = self._cur.execute(sql, args).fetchone()
+        row = self.cursor.execute(sql, args).fetchone()
         return None if row is None else LAYOUTS[table].join(row)
 
     def owner_alive(self, owner: str) -> bool:
         classid, objid = owner_lock_key(owner)
-        row = self._cur.execute(
+        row = self.cursor.execute(
             "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
             "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
             "AND classid = %s::int::oid AND objid = %s::int::oid AND objsubid = 2)", (classid, objid)).fetchone()

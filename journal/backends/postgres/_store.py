@@ -51,8 +51,8 @@ from ..._ids import validate_id
 from ..._records import InvocationRecord, Lease
 from ..._store import Acquire, Append, Capability, Create, Op, Renew
 from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreError, StoreUnavailable
+from ...kv import Txn, decode_lease, entry_key, lease_is_live
 from ...kv._listing import BUILT as LISTING_BUILT
-from ...kv._rules import Txn, _lease_dec, _owned_id, check_lease, entry_key, lease_is_live
 from ...kv._store import KVStore
 from ._connect import Connector, Session, conninfo, default_patience
 from ._owners import OwnerSession
@@ -108,7 +108,6 @@ class PostgresStore(PostgresTables, KVStore):
         self._closed = False
         self._write_lock = threading.Lock()
         self._read_lock = threading.Lock()
-        self._fenced: dict[bytes, tuple[int, bytes]] = {}  # id -> (epoch, lease bytes) that gave it ownership
         self._sync_commit: bool | None = None
         self._connector = Connector(url, default_patience() if isinstance(reconnect_for, str) else reconnect_for)
         self._format_seen = False
@@ -139,7 +138,7 @@ class PostgresStore(PostgresTables, KVStore):
         is read before any table is created, so an older layout is never half-upgraded)."""
 
         def work(txn: PgTxn) -> bytes | None:
-            cur = txn._cur
+            cur = txn.cursor
             cur.execute("SELECT pg_advisory_xact_lock(%s::int, 0)", (LOCK_CLASS,))  # one creator at a time
             cur.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
             cur.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.meta (k bytea PRIMARY KEY, v bytea NOT NULL)")
@@ -438,19 +437,19 @@ class PostgresStore(PostgresTables, KVStore):
     def _fast_rows(self, ops: Sequence[Op]) -> tuple[list[tuple[bytes, bytes, bytes, bytes]], list[int]]:
         """The steps of a batch that one statement can append (instead of a lease read and an
         insert per step): appends of one entry whose lease bytes are those that last passed
-        `_check_epoch` for their epoch (the same rule's verdict, as for LMDB's cache). Their
+        the fence for their epoch (`journal/kv/_append.py`: the same rule's verdict). Their
         rows for `PgTxn.append_fast`, and their positions in `ops`."""
         rows, where = [], []
         for i, op in enumerate(ops):
             if not (op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
                     and len(op.entries) == 1):
                 continue
-            id_bytes = _owned_id(op.id)
-            fenced = self._fenced.get(id_bytes)
-            if fenced is None or fenced[0] != op.epoch:
+            id_bytes = self._fence.owned_id(op.id)
+            fenced = self._fence.fenced(id_bytes, op.epoch)
+            if fenced is None:
                 continue
             ((seq, data),) = op.entries
-            rows.append((entry_key(id_bytes, seq), data, id_bytes, fenced[1]))
+            rows.append((entry_key(id_bytes, seq), data, id_bytes, fenced))
             where.append(i)
         return rows, where
 
@@ -471,7 +470,7 @@ class PostgresStore(PostgresTables, KVStore):
         # A failed claim must not hold the rows until this batch commits (the owner's next
         # append would wait for it): first look without locking; the rule runs again under lock.
         seen = txn.peek("leases", id_bytes)
-        lease = None if seen is None else _lease_dec.decode(seen)
+        lease = None if seen is None else decode_lease(seen)
         if lease is not None and lease.owner != op.owner and self._lease_live(txn, lease, op.now_us):
             raise InvocationBusy(
                 f"invocation {op.id!r} is being run by process {lease.pid} on {lease.host} "
@@ -495,26 +494,11 @@ class PostgresStore(PostgresTables, KVStore):
         return result
 
     def _remember_leases(self, leases: dict[bytes, bytes]) -> None:
-        """Leases this store just committed, as `_check_epoch` would remember them on the next
+        """Leases this store just committed, as the fence would remember them on the next
         append: an invocation's first step after its claim (or a renewal) takes the one-statement
         path at once. Only a cache: `append_fast` compares the bytes with the row, in the database."""
         for id_bytes, data in leases.items():
-            lease = _lease_dec.decode(data)
-            if lease.owner:
-                if len(self._fenced) >= 4096:
-                    self._fenced.clear()
-                self._fenced[id_bytes] = (lease.epoch, data)
-            else:
-                self._fenced.pop(id_bytes, None)
-
-    def _check_epoch(self, txn: Txn, id_bytes: bytes, invocation_id: str, epoch: int) -> Lease:
-        data = txn.get("leases", id_bytes)
-        lease = check_lease(data, invocation_id, epoch)
-        assert data is not None  # check_lease raised otherwise
-        if len(self._fenced) >= 4096:
-            self._fenced.clear()
-        self._fenced[id_bytes] = (epoch, bytes(data))
-        return lease
+            self._fence.remember(id_bytes, data)
 
     def _lease_live(self, txn: Txn, lease: Lease | None, now_us: int) -> bool:
         if not lease_is_live(lease, now_us):

@@ -42,7 +42,7 @@ class PostgresTables:
     def table_get(self, table: str, key: bytes) -> bytes | None:
         key = table_prefix(table) + check_key(key)
         with self._read() as txn:
-            row = txn._cur.execute(f"SELECT v FROM {TABLE} WHERE k = %s", (key,)).fetchone()
+            row = txn.cursor.execute(f"SELECT v FROM {TABLE} WHERE k = %s", (key,)).fetchone()
         return None if row is None else bytes(row[0])
 
     def table_scan(self, table: str, prefix: bytes = b"", *, start: bytes | None = None,
@@ -63,7 +63,7 @@ class PostgresTables:
             sql += " LIMIT %s"
             args.append(limit)
         with self._read() as txn:
-            rows = txn._cur.execute(sql, args).fetchall()
+            rows = txn.cursor.execute(sql, args).fetchall()
         return [(bytes(k[len(name):]), bytes(v)) for k, v in rows]
 
     def table_write(self, ops: Sequence[TableOp], *, durable: bool = True) -> None:
@@ -78,12 +78,12 @@ class PostgresTables:
             # as a checkpoint and a task's writes do.
             sql, args = single
             session = getattr(self, "_sync_commit", None)
-            self._write(lambda txn: txn._cur.execute(sql, args), durable=durable if session is None else session,
+            self._write(lambda txn: txn.cursor.execute(sql, args), durable=durable if session is None else session,
                         block=False)
             return
 
         def work(txn: Any) -> None:
-            cur = txn._cur
+            cur = txn.cursor
             for op in ops:
                 name = table_prefix(op.table)
                 if isinstance(op, TablePut):
