@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of invocations (extra `journal[otel]`): `OpenTelemetry`, the
+"""OpenTelemetry traces of invocations (extra `journal-agents[otel]`): `OpenTelemetry`, the
 observer (`runtime.hooks`) that every engine has by default once the application imported
 OpenTelemetry. docs/observability.md describes its spans."""
 
