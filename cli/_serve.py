@@ -129,7 +129,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[Spec, ...], token_f
 
         from runtime.http import create_app, is_loopback, stop_streams
     except ImportError as exc:
-        raise fail(f"journal serve needs the http extra ({exc}); install it with: pip install 'journal[http]'") from None
+        raise fail(f"journal serve needs the http extra ({exc}); install it with: pip install 'journal-agents[http]'") from None
 
     host, port = _split_address(address)
     token = _token(token_file)

@@ -142,12 +142,12 @@ class Executor:
         # execution here reach this point meanwhile.
         self.running.add(invocation_id)
         try:
-            if fresh is not None and fresh.record is not None:  # leased by `Engine.run`
-                epoch, record, mark = 1, fresh.record, fresh.mark
+            if fresh is not None and fresh.record is not None:  # leased by `Engine.run`, with its creation
+                epoch, record, mark, claimed = 1, fresh.record, fresh.mark, fresh.created_at
             else:  # invocations starting together (a worker's batch, a fleet) share one transaction
-                mark = self.leases.mark()
+                mark, claimed = self.leases.mark(), now_us()
                 try:  # cancelled meanwhile, it may hold the lease all the same: given back below
-                    epoch, record = await self.committer.submit_batched(self.acquire_op(invocation_id, now_us()))
+                    epoch, record = await self.committer.submit_batched(self.acquire_op(invocation_id, claimed))
                     await anyio.lowlevel.checkpoint_if_cancelled()  # (as in `Engine._start`)
                 except BaseException as exc:
                     await self.give_back_if_taken(invocation_id, exc)
@@ -170,8 +170,9 @@ class Executor:
                 raise
             watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace))
             del record, leased, fresh  # not kept for the whole run by this frame (many thousands may be in flight)
-            self.leases.add(ctx, epoch, mark)
             try:
+                if self.leases.add(ctx, epoch, claimed, mark):  # the claim took long to come back
+                    await self.leases.renew_now(ctx)
                 if not watching:
                     return await self._drive(ctx, epoch, fn, started)
                 return await self._drive_watched(ctx, epoch, fn, started, watching)

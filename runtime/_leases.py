@@ -49,10 +49,12 @@ if TYPE_CHECKING:
 class _Watched:
     __slots__ = ("ctx", "epoch", "renewed", "looked")
 
-    def __init__(self, ctx: InvocationContext, epoch: int, looked: bool) -> None:
+    def __init__(self, ctx: InvocationContext, epoch: int, looked: bool, renewed: float) -> None:
         self.ctx = ctx
         self.epoch = epoch
-        self.renewed = time.monotonic()  # the lease was just acquired
+        # When (`time.monotonic()`) the store began to count the lease's current term: the
+        # moment the claim or the last renewal was sent, not when its answer came back.
+        self.renewed = renewed
         # Whether the requests this execution must know of are ones it knows, or ones the
         # next change of the count will show. The claim's record shows the requests made
         # before it; one made between the claim and `add` may already be in the count that
@@ -86,14 +88,27 @@ class Leases:
         is under way (it may count requests made after the claim)."""
         return None if self._looking else self._looks
 
-    def add(self, ctx: InvocationContext, epoch: int, mark: int | None = None) -> None:
-        """Watch `ctx`'s lease (acquired just now at `epoch`, `mark` taken before) until `remove`.
+    def add(self, ctx: InvocationContext, epoch: int, claimed: int, mark: int | None = None) -> bool:
+        """Watch `ctx`'s lease (acquired at `epoch` by a claim sent at `claimed`, µs since the
+        epoch, `mark` taken before it) until `remove`. True if its renewal is due already:
+        the caller renews it (`renew_now`) before the handler starts.
+
+        The store counts the lease's time to live from the claim, and the claim's answer may
+        come back late: a new invocation's lease is claimed with its creation, which waits for
+        the disk's flush (0.35 s for the first commit of a fresh store on a loaded machine);
+        a claim on a networked store waits on the network, and the journal is read after it.
+        Counted from here, the first renewal could fall due after the lease had run out, and
+        another worker could take over an invocation whose owner is alive and running it.
 
         With no look begun since `mark`, any request made after the claim changes the count
         from the one the last look saw, and the next look reads every record: this one's need
         not be read at once (one store read fewer per execution started)."""
         looked = mark is not None and mark == self._looks and not self._looking
-        self._live[ctx.invocation_id] = _Watched(ctx, epoch, looked)
+        now = time.monotonic()
+        # On the wall clock, as the store counts: how long ago the claim was sent (none if the
+        # clock went back meanwhile).
+        age = max(0.0, (now_us() - claimed) / 1e6)
+        self._live[ctx.invocation_id] = _Watched(ctx, epoch, looked, now - age)
         loop = _current_loop()
         if self._loop is not loop:  # none running, or one left behind on a finished loop
             # The count seen last stays: a request made since changes it, and requests made
@@ -101,6 +116,14 @@ class Leases:
             # the first look a read of every record (10,000 of them in W5 of `python -m bench`).
             self._loop = loop
             _spawn(self._run, loop)
+        return age >= self.lease_ttl / 3
+
+    async def renew_now(self, ctx: InvocationContext) -> None:
+        """Renew `ctx`'s lease at once, as a tick would (a failure stops the execution at its
+        next context call): for a lease whose claim came back late (see `add`)."""
+        watched = self._live.get(ctx.invocation_id)
+        if watched is not None and watched.ctx is ctx:
+            await self._renew_these([watched])
 
     def remove(self, ctx: InvocationContext) -> None:
         watched = self._live.get(ctx.invocation_id)
@@ -148,10 +171,13 @@ class Leases:
             self.remove(w.ctx)
 
     async def _renew(self) -> None:
-        now, every = time.monotonic(), self.lease_ttl / 3  # (`now`: before the renewal is sent)
+        now, every = time.monotonic(), self.lease_ttl / 3
         due = [w for w in self._live.values() if now - w.renewed >= every]
-        if not due:
-            return
+        if due:
+            await self._renew_these(due)
+
+    async def _renew_these(self, due: list[_Watched]) -> None:
+        now = time.monotonic()  # (before the renewal is sent: the store counts from `at`)
         ttl_us, at = int(self.lease_ttl * 1e6), now_us()
         store = self.committer.store
         try:

@@ -1,5 +1,5 @@
 """journal's HTTP API, Server-Sent Events and web UI as an ASGI application over an `Engine`
-(`pip install 'journal[http]'`): `create_app(engine, handlers=..., token=...)` to mount in
+(`pip install 'journal-agents[http]'`): `create_app(engine, handlers=..., token=...)` to mount in
 your own server, or `journal serve` to run it with workers. docs/http.md has every route."""
 
 from ._app import create_app as create_app

@@ -1,4 +1,4 @@
-"""LangGraph on journal (extra `journal[langgraph]`): `JournalSaver`, a checkpointer on the
+"""LangGraph on journal (extra `journal-agents[langgraph]`): `JournalSaver`, a checkpointer on the
 journal's stores; `JournalStore`, long-term memory (a LangGraph `BaseStore`); and
 `durable_node`, nodes whose `ctx.run` steps are not repeated when LangGraph runs the node
 again after a crash or an `interrupt()`."""

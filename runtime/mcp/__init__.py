@@ -1,4 +1,4 @@
-"""MCP on journal (extra `journal[mcp]`): `journaled(session)` wraps an `mcp.ClientSession`
+"""MCP on journal (extra `journal-agents[mcp]`): `journaled(session)` wraps an `mcp.ClientSession`
 so that the calls a handler makes to an MCP server are journaled steps.
 
     from runtime.mcp import journaled

@@ -1,4 +1,4 @@
-"""The OpenAI Agents SDK on journal (extra `journal[openai-agents]`).
+"""The OpenAI Agents SDK on journal (extra `journal-agents[openai-agents]`).
 
     from agents import Agent, function_tool
     import runtime.openai_agents

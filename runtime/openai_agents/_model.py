@@ -3,7 +3,12 @@
 `JournaledProvider` stands in for the run's model provider and hands out `JournaledModel`s;
 each `get_response` is one step, journaled as the JSON form of the SDK's `ModelResponse`
 and rebuilt from it, live and on replay alike. The SDK's own retries of a failed request
-stay the SDK's: each try is a step of its own."""
+stay the SDK's: each try is a step of its own.
+
+The JSON form keeps every field, None ones included: the SDK declares some of them required
+and nullable (`response_id`, None from every Chat Completions model), so a form that left
+out the Nones could not be rebuilt. Journals written before kept only the fields that were
+not None; they are rebuilt with None for each field missing (`_rebuilt`)."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from typing import Any
 
 from agents.items import ModelResponse, TResponseStreamEvent
 from agents.models.interface import Model, ModelProvider
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from runtime import RetryPolicy, handler_context
 
@@ -34,10 +39,9 @@ class JournaledModel(Model):
 
         async def step() -> Any:
             response = await self.model.get_response(*args, **kwargs)
-            return _RESPONSE.dump_python(response, mode="json", by_alias=True, exclude_none=True)
+            return _RESPONSE.dump_python(response, mode="json", by_alias=True)
 
-        return _RESPONSE.validate_python(await ctx.run(f"openai_agents.model:{self.label}", step, retry=self._retry,
-                                                          type=Any))
+        return _rebuilt(await ctx.run(f"openai_agents.model:{self.label}", step, retry=self._retry, type=Any))
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
         if handler_context() is not None:
@@ -67,3 +71,25 @@ class JournaledProvider(ModelProvider):
 
     async def aclose(self) -> None:
         await self.provider.aclose()
+
+
+def _rebuilt(data: Any) -> ModelResponse:
+    """The `ModelResponse` journaled as `data`. A journal written before every field was kept
+    lacks the fields that were None: each one missing is given None, once, and the rest of
+    the check is pydantic's (a field that may not be None is still refused)."""
+    try:
+        return _RESPONSE.validate_python(data)
+    except ValidationError as exc:
+        missing = [error["loc"] for error in exc.errors() if error["type"] == "missing"]
+        if not missing or not isinstance(data, dict):
+            raise
+    for loc in missing:
+        _put_none(data, loc)
+    return _RESPONSE.validate_python(data)
+
+
+def _put_none(data: Any, loc: tuple[int | str, ...]) -> None:
+    *path, field = loc
+    for key in path:
+        data = data[key]
+    data[field] = None

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of invocations (extra `journal[otel]`): `OpenTelemetry`, the
+"""OpenTelemetry traces of invocations (extra `journal-agents[otel]`): `OpenTelemetry`, the
 observer (`runtime.hooks`). Importing this package registers it as a default observer
 (`runtime.hooks.add_default`): every engine made afterwards without `observers=` traces,
 once the application configured an OpenTelemetry SDK. docs/observability.md describes its

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of invocations (extra `journal[otel]`), as an observer
+"""OpenTelemetry traces of invocations (extra `journal-agents[otel]`), as an observer
 (`runtime.hooks`), recording only when the application configured an SDK tracer provider.
 
 - Starting an invocation journals a W3C `traceparent` in its `started` entry: the caller's

@@ -1,4 +1,4 @@
-"""Pydantic AI on journal (extra `journal[pydantic-ai]`): `JournalDurability()`, a durability
+"""Pydantic AI on journal (extra `journal-agents[pydantic-ai]`): `JournalDurability()`, a durability
 capability on Pydantic AI's public backend API (`pydantic_ai.durable_exec`).
 
     from pydantic_ai import Agent

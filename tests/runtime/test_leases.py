@@ -1,5 +1,6 @@
 """The engine's one lease watcher (`runtime/_leases.py`): cancel requests made from another
-process reach the executions it watches, including one it starts to watch mid-look."""
+process reach the executions it watches, including one it starts to watch mid-look; a
+lease is renewed on the store's clock, which starts at the claim."""
 
 import threading
 import time
@@ -7,8 +8,8 @@ import time
 import anyio
 import pytest
 
-from journal import RequestCancel, Status
-from runtime import Context, Engine
+from journal import LmdbStore, RequestCancel, Status
+from runtime import Context, Engine, InvocationBusy
 
 from ..journal.helpers import NetworkStore
 from ..waiting import DEADLINE, until
@@ -205,3 +206,61 @@ async def test_a_lease_shorter_than_the_poll_interval_is_renewed_and_kept(tmp_pa
 
 def _now_us() -> int:
     return time.time_ns() // 1000
+
+
+class _SlowDisk(LmdbStore):
+    """An LMDB store on a disk whose every flush takes `flush` seconds (a busy disk, a
+    network volume): the commits themselves are as quick as ever."""
+
+    def __init__(self, path, flush: float) -> None:
+        self.flush = flush  # (the store syncs once while it opens)
+        super().__init__(path)
+
+    def sync(self) -> None:
+        time.sleep(self.flush)
+        super().sync()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_lease_claimed_behind_a_slow_flush_is_renewed_before_it_can_lapse(tmp_path):
+    # `Engine.run` claims a new invocation's lease with its creation, and that commit is made
+    # durable before the handler starts: here the flush takes 0.25 s of the lease's 0.3. The
+    # store counts the lease from the claim, so the watcher must too: counted from when it
+    # began to watch, the first renewal came 0.1 s after the lease had run out, and a rival
+    # engine (another worker) took the invocation over from its live owner meanwhile.
+    ttl = 0.3
+    store = _SlowDisk(tmp_path / "db", flush=0.25)
+    started, checked, left = anyio.Event(), anyio.Event(), []
+
+    async def agent(ctx: Context) -> str:
+        left.append(store.lease("slow").expires_at - _now_us())
+        started.set()
+        await checked.wait()  # busy, outside the journal, past the claim's term
+        return "kept"
+
+    async def rival_handler(ctx: Context) -> str:
+        return "taken over"  # (returns at once: a rival that got in must not hang the test)
+
+    try:
+        async with Engine.open(store=store, lease_ttl=ttl, poll_interval=0.02) as owner, \
+                Engine.open(store=store) as rival:
+            outcome = {}
+            with anyio.fail_after(DEADLINE):
+                async with anyio.create_task_group() as tg:
+
+                    async def run():
+                        outcome["owner"] = await owner.run(agent, id="slow")
+
+                    tg.start_soon(run)
+                    await started.wait()
+                    # The handler starts on a lease with most of its time to live left ...
+                    assert left[0] > ttl * 1e6 / 2, f"the handler started with {left[0] / 1e3:.0f} ms of its lease left"
+                    # ... and past the end of the claim's term, the owner still holds it.
+                    claimed = store.get("slow").created_at
+                    await until(lambda: _now_us() > claimed + ttl * 1e6, "the claim's term to end")
+                    with pytest.raises(InvocationBusy):
+                        await rival.resume("slow", rival_handler)
+                    checked.set()
+        assert outcome["owner"].status == Status.COMPLETED and outcome["owner"].result == "kept"
+    finally:
+        store.close()

@@ -141,3 +141,127 @@ def test_an_mcp_servers_tools_are_listed_and_called_in_steps_not_again_on_replay
     assert _lines(log).count("mcp charge ada") == 1 and _lines(log).count("model ledger 0") == 1
     names = _step_names(str(tmp_path / "db"), "m")
     assert "ledger.list_tools" in names and "ledger.call_tool:charge" in names
+
+
+# -- the SDK's own Chat Completions model, over HTTP to a fake OpenAI-compatible server ------
+
+
+def _chat_agent(server, **settings):
+    import openai
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, function_tool
+
+    @function_tool
+    def lookup(code: str) -> str:
+        """Look a fare code up."""
+        return f"fare {code}: 120 EUR"
+
+    client = openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0)
+    return Agent(name="fares", instructions="Answer fare questions.", tools=[lookup],
+                 model=OpenAIChatCompletionsModel("fake-model", client),
+                 model_settings=ModelSettings(**settings))
+
+
+def _fares(body):
+    from ..fake_openai import text, tool_calls
+
+    answered = [m for m in body["messages"] if m.get("role") == "tool"]
+    if not answered:
+        return tool_calls(("lookup", {"code": "Y"}, "call-1"))
+    return text(f"It costs {answered[0]['content'].split(': ')[1]}.")
+
+
+@pytest.mark.parametrize("preserve_raw_usage", [False, True], ids=["plain", "raw-usage"])
+def test_the_chat_completions_models_responses_reach_the_run_whole_live_and_on_replay(tmp_path, preserve_raw_usage):
+    # Chat Completions responses have no response id (`response_id=None`, a field the SDK
+    # declares required and nullable), a request id from the `x-request-id` header, and raw
+    # usage when asked. The run sees each response as the SDK's model returned it: live,
+    # rebuilt from the journal, and when the journal is replayed.
+    from agents import RunConfig, Runner
+
+    import runtime.openai_agents
+    from runtime.testing import replay_journal
+
+    from ..fake_openai import FakeOpenAI
+
+    seen = []
+
+    async def fares(ctx, question: str) -> str:
+        result = await runtime.openai_agents.run(agent, question, run_config=RunConfig(tracing_disabled=True))
+        seen.append(result.raw_responses)
+        return str(result.final_output)
+
+    async def main():
+        nonlocal agent
+        with FakeOpenAI(_fares) as plain_server:
+            agent = _chat_agent(plain_server, preserve_raw_usage=preserve_raw_usage)
+            plain = await Runner.run(agent, "What does fare Y cost?", run_config=RunConfig(tracing_disabled=True))
+        with FakeOpenAI(_fares) as server:
+            agent = _chat_agent(server, preserve_raw_usage=preserve_raw_usage)
+            async with Engine.open(str(tmp_path / "db")) as engine:
+                outcome = await engine.run(fares, "What does fare Y cost?", id="f")
+                report = await replay_journal(fares, engine.store, "f")
+            return plain, outcome, report, len(server.requests)
+
+    agent = None
+    plain, outcome, report, requests = anyio.run(main)
+    assert outcome.status == "completed", outcome.error
+    assert outcome.result == plain.final_output == "It costs 120 EUR."
+    assert requests == 2  # the replay sent none
+    assert report.finished and report.stopped_at is None
+    original = plain.raw_responses
+    assert [r.response_id for r in original] == [None, None]
+    assert [r.request_id for r in original] == ["req-1", "req-2"]
+    assert all((r.raw_usage is not None) == preserve_raw_usage for r in original)
+    assert seen == [original, original]  # live, then replayed: field for field
+
+
+def test_a_response_whose_optional_fields_are_all_empty_survives_the_journal(tmp_path):
+    # The least a model may answer: no ids, no usage, no raw usage, an output text with no
+    # annotations or logprobs. Live and on replay the run gets exactly that response.
+    from agents import Agent, RunConfig, Usage
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+    from pydantic import TypeAdapter
+
+    import runtime.openai_agents
+    from runtime.testing import replay_journal
+
+    bare = ModelResponse(
+        output=[ResponseOutputMessage(id="msg-1", type="message", role="assistant", status="completed",
+                                      content=[ResponseOutputText(type="output_text", text="ok", annotations=[])])],
+        usage=Usage(), response_id=None)
+    assert bare.request_id is None and bare.raw_usage is None
+
+    class Bare(Model):
+        async def get_response(self, *args, **kwargs):
+            return bare
+
+        def stream_response(self, *args, **kwargs):
+            raise NotImplementedError
+
+    agent = Agent(name="bare", model=Bare())
+    seen = []
+
+    async def handler(ctx, question: str) -> str:
+        result = await runtime.openai_agents.run(agent, question, run_config=RunConfig(tracing_disabled=True))
+        seen.append(result.raw_responses)
+        return str(result.final_output)
+
+    async def main():
+        async with Engine.open(str(tmp_path / "db")) as engine:
+            outcome = await engine.run(handler, "anything?", id="e")
+            report = await replay_journal(handler, engine.store, "e")
+            # A journal written before every field was kept: the step's value without its
+            # Nones (what 0.1.0 journaled). Forked with that value, the run still replays it.
+            steps = [seq for seq, data in engine.store.entries("e") if kind_of(decode_entry(data)) == "step"]
+            old_form = TypeAdapter(ModelResponse).dump_python(bare, mode="json", by_alias=True, exclude_none=True)
+            assert "response_id" not in old_form
+            fork = await engine.fork("e", at=steps[-1] + 1, values={steps[0]: old_form}, new_id="e-old")
+            return outcome, report, await engine.resume(fork.id)
+
+    outcome, report, old = anyio.run(main)
+    assert outcome.status == "completed" and outcome.result == "ok", outcome.error
+    assert report.finished and report.stopped_at is None
+    assert old.status == "completed" and old.result == "ok", old.error
+    assert seen == [[bare], [bare], [bare]]

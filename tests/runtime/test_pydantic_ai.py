@@ -124,6 +124,47 @@ def test_an_approval_is_a_promise_answered_by_journal_resolve_after_a_kill(tmp_p
     assert "refunder__external_event.approve_refund.ask" in names and token in names
 
 
+def test_an_approval_refuses_a_value_that_decides_nothing_and_its_hint_shows_one_that_does(tmp_path, log):
+    # After a kill, the suspension's hint must show a value that approves the pending call,
+    # and `journal resolve` must refuse one that does not decide it (a bare `true` was
+    # accepted, then failed the run for good with "The decision sent ... is not valid").
+    db = str(tmp_path / "db")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cli = [sys.executable, "-m", "cli"]
+
+    def journal(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*cli, *args, "--db", db], capture_output=True, text=True, env=env, timeout=120)
+
+    assert journal("start", f"{AGENTS}:refund_handler", "--input", '"Refund order A-17"', "--id", "t").returncode == 0
+    worker = subprocess.Popen([*cli, "worker", "--db", db], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env=env)
+    try:
+        def waiting() -> str | None:
+            with open_store(db) as store:
+                record = store.get("t")
+                return record.waiting if record is not None and record.status == Status.SUSPENDED else None
+
+        token = wait_until(waiting, "the run to wait for its approval")
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.communicate()
+    suspended = journal("resume", "t")
+    assert suspended.returncode == 3, suspended.stderr
+    hint = suspended.stdout + suspended.stderr
+    assert "any JSON value" not in hint
+    assert f"""journal resolve t {token} '{{"approvals":{{"refund-1":true}}}}' --db""" in hint, hint
+    for wrong in ("true", '{"approvals": {"other-call": true}}', '{"approvals": {}}'):
+        refused = journal("resolve", "t", token, wrong)
+        assert refused.returncode == 2, (wrong, refused.stdout, refused.stderr)
+        assert "refund-1" in refused.stderr, refused.stderr
+    with open_store(db) as store:
+        assert store.get("t").status == Status.SUSPENDED  # still waiting for a decision
+    assert journal("resolve", "t", token, '{"approvals": {"refund-1": true}}').returncode == 0
+    done = journal("resume", "t", "--json")
+    assert json.loads(done.stdout)["result"] == "Done: refunded 40 on A-17", done.stderr
+    assert _lines(log).count("tool refund A-17") == 1
+
+
 def test_a_rejected_approval_reaches_the_model_as_a_denial(tmp_path, log):
     async def main() -> str:
         async with Engine.open(str(tmp_path / "db")) as engine:

@@ -10,7 +10,7 @@ import pytest
 from journal import Status
 from runtime import Context, RetryPolicy, StepTimeout, current_step
 
-from ..waiting import until
+from ..waiting import DEADLINE, until
 
 pytestmark = pytest.mark.anyio
 
@@ -123,3 +123,81 @@ async def test_what_a_plain_step_raises_on_its_thread_is_the_steps_failure(open_
     assert outcome.status == Status.COMPLETED
     assert outcome.result[0].endswith("no such order: 42")
     assert "StopIteration" in outcome.result[1]
+
+
+# The hand-offs between the event loop and a thread, run many thousand times on both event
+# loops: a result that reaches its waiting task late, or never (a lost wake-up), stalls the
+# run here, and the deadline turns that stall into a failure. Threads are made to exit
+# after a moment without work, so that calls keep arriving while threads decide to exit.
+_HAND_OFFS = 5000
+_AT_ONCE = 40
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_thousands_of_plain_step_results_each_reach_their_waiting_task(monkeypatch):
+    from runtime import _step_threads
+
+    monkeypatch.setattr(_step_threads, "_IDLE_EXIT", 0.0005)
+    threads = _step_threads.StepThreads(limit=4)  # fewer threads than callers: some calls queue
+
+    def work(i: int) -> int:
+        if i % 97 == 0:
+            raise ValueError(i)
+        return i * 2
+
+    got: dict[int, object] = {}
+
+    async def call(i: int) -> None:
+        try:
+            got[i] = await threads.run(lambda: work(i))
+        except ValueError as exc:
+            got[i] = exc.args[0]
+
+    with anyio.fail_after(DEADLINE):
+        for start in range(0, _HAND_OFFS, _AT_ONCE):
+            async with anyio.create_task_group() as tg:
+                for i in range(start, start + _AT_ONCE):
+                    tg.start_soon(call, i)
+    assert got == {i: i if i % 97 == 0 else i * 2 for i in range(_HAND_OFFS)}
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_thousands_of_flushes_handed_to_the_flush_thread_each_wake_their_caller(monkeypatch):
+    from journal.commit import _flusher
+
+    monkeypatch.setattr(_flusher, "_IDLE_EXIT", 0.0005)
+    flushes = []
+    flusher = _flusher.Flusher(lambda: flushes.append(1))
+
+    async def flush() -> None:
+        await flusher.run()  # (not `alone`: always on the thread)
+
+    with anyio.fail_after(DEADLINE):
+        for _ in range(0, _HAND_OFFS, _AT_ONCE):
+            async with anyio.create_task_group() as tg:
+                for _ in range(_AT_ONCE):
+                    tg.start_soon(flush)
+    assert len(flushes) == _HAND_OFFS
+
+
+async def test_hundreds_of_short_invocations_each_finish_while_the_watcher_comes_and_goes(open_engine):
+    # Two plain steps each (four hand-offs to a thread and back, with their commits), under a
+    # lease short enough that renewals fall due during the run; the watcher's task ends with
+    # the last execution it watches and starts again with the next one.
+    async def agent(ctx: Context, i: int) -> int:
+        a = await ctx.run("a", lambda: i)
+        return await ctx.run("b", lambda: a + 1)
+
+    async with open_engine(lease_ttl=1.0, poll_interval=0.01) as engine:
+        outcomes = {}
+
+        async def run(i: int) -> None:
+            outcomes[i] = await engine.run(agent, i, id=f"h{i}")
+
+        with anyio.fail_after(DEADLINE):
+            for start in range(0, 300, 30):
+                async with anyio.create_task_group() as tg:
+                    for i in range(start, start + 30):
+                        tg.start_soon(run, i)
+    assert {i: (o.status, o.result) for i, o in outcomes.items()} == {
+        i: (Status.COMPLETED, i + 1) for i in range(300)}

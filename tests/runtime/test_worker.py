@@ -108,17 +108,33 @@ async def test_serve_with_idle_exit_drains_the_queue(open_engine):
         assert all(engine.store.get(f"q{i}").status == Status.COMPLETED for i in range(20))
 
 
+# A lease short enough for a test to outlive, long enough for a loaded machine: on two cores
+# shared with other suites, creating 20 invocations on PostgreSQL took 0.3 s, a whole 0.3 s
+# lease, before their handlers could start.
+_TTL = 1.0
+
+
 async def _a_rival_cannot_take_over(db, store, invocation_id):
-    """Past the first expiry of a 0.3 s lease, only its renewal keeps another engine out."""
+    """Past the lease's current expiry, only its renewal keeps another engine out."""
     import time
 
     from runtime import Engine, InvocationBusy
 
+    async def rival_handler(ctx: Context, *args: object) -> str:
+        return "taken over"  # returns at once: a rival that got in fails the test, never hangs it
+
     first_expiry = store.lease(invocation_id).expires_at
     await until(lambda: time.time_ns() // 1000 > first_expiry, "the lease's first expiry to pass")
     async with Engine.open(db) as rival:
-        with pytest.raises(InvocationBusy):
-            await rival.resume(invocation_id)
+        with pytest.raises(InvocationBusy), anyio.fail_after(DEADLINE):
+            await rival.resume(invocation_id, rival_handler)
+
+
+async def _all_started(started, results):
+    """Until every handler is busy in its wait; an execution that ended first (it lost its
+    lease) fails the test at once rather than leaving it waiting for ever."""
+    await until(lambda: results or all(event.is_set() for event in started), "every handler to start")
+    assert not results, f"ended before its lease was checked: {results}"
 
 
 async def test_the_owner_renews_its_lease_while_it_runs(open_engine, db):
@@ -130,7 +146,7 @@ async def test_the_owner_renews_its_lease_while_it_runs(open_engine, db):
         await checked.wait()  # busy for longer than the lease's time to live
         return await ctx.run("b", lambda: "done")
 
-    async with open_engine(lease_ttl=0.3, poll_interval=0.02) as owner:
+    async with open_engine(lease_ttl=_TTL, poll_interval=0.02) as owner:
         async with anyio.create_task_group() as tg:
             results = []
 
@@ -138,7 +154,7 @@ async def test_the_owner_renews_its_lease_while_it_runs(open_engine, db):
                 results.append(await owner.run(long, id="lease"))
 
             tg.start_soon(run)
-            await started.wait()
+            await _all_started([started], results)
             await _a_rival_cannot_take_over(db, owner.store, "lease")
             checked.set()
         assert results[0].result == "done"
@@ -153,7 +169,7 @@ async def test_one_watcher_renews_the_leases_of_many_concurrent_invocations(open
         await checked.wait()  # busy for longer than the lease's time to live
         return await ctx.run("b", lambda: i)
 
-    async with open_engine(lease_ttl=0.3, poll_interval=0.02) as owner:
+    async with open_engine(lease_ttl=_TTL, poll_interval=0.02) as owner:
         async with anyio.create_task_group() as tg:
             results = {}
 
@@ -162,8 +178,7 @@ async def test_one_watcher_renews_the_leases_of_many_concurrent_invocations(open
 
             for i in range(20):
                 tg.start_soon(run, i)
-            for event in started:
-                await event.wait()
+            await _all_started(started, results)
             # Started at different moments, each lease is renewed before it would expire.
             for i in (0, 7, 19):
                 await _a_rival_cannot_take_over(db, owner.store, f"lease-{i}")

@@ -36,7 +36,7 @@ def migrate(url: str, progress: Progress | None, lock_timeout: float) -> Migrati
     try:
         import psycopg
     except ImportError:
-        raise StoreError("a postgresql:// store needs psycopg: pip install 'journal[postgres]'") from None
+        raise StoreError("a postgresql:// store needs psycopg: pip install 'journal-agents[postgres]'") from None
     where = redact_url(url)
     try:
         conn = psycopg.connect(url, autocommit=True, application_name="journal migrate")

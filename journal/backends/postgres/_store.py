@@ -100,7 +100,7 @@ class PostgresStore(PostgresTables, KVStore):
             import psycopg
         except ImportError:
             raise StoreError(
-                "a postgresql:// store needs psycopg: pip install 'journal[postgres]'"
+                "a postgresql:// store needs psycopg: pip install 'journal-agents[postgres]'"
             ) from None
         self._psycopg = psycopg
         self.path = url
