@@ -20,10 +20,11 @@ from journal import (
     Query,
     Status,
     Store,
+    expand_id,
     kind_of,
     promise_type,
 )
-from journal.errors import CorruptEntry, InvocationNotFound
+from journal.errors import CorruptEntry
 from journal.views import children_of, decoded, entry_view, forked_from, invocation_json, listed_json, owner_json
 from journal.views import export as export_entries
 
@@ -37,10 +38,8 @@ _STATUSES = [s.value for s in Status]
 
 
 def require(store: Store, invocation_id: str) -> InvocationRecord:
-    record = store.get(invocation_id)
-    if record is None:
-        raise InvocationNotFound(f"no invocation {invocation_id!r} in {store.path}; `journal ls` lists them")
-    return record
+    """The invocation that ID on the command line names: its id, or a unique prefix of it."""
+    return store.require(expand_id(store, invocation_id))
 
 
 short_handler = render.short_handler
@@ -101,7 +100,9 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
          render.age(item.updated_at) if isinstance(item, InvocationRecord) else "?"]
         for doc, item in zip(rows_json, items, strict=True)
     ]
-    out(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
+    # Only the handler gives way: an id is what the other commands are given, so it is never cut
+    # (a line wider than the terminal wraps instead).
+    out(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2,), right=(3,)))
     damaged = [item.id for item in items if isinstance(item, Damaged)]
     if damaged:
         echo_err(f"{len(damaged)} record(s) do not decode: {', '.join(map(render.safe, damaged))}; "
@@ -206,7 +207,7 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
         if as_json:
             click.echo(render.to_json(invocation_json(store, record)))
             return
-        entries = decoded(store, invocation_id)
+        entries = decoded(store, record.id)
         links = _links(store, record, entries)
         owner = owner_json(store, record)
     width = render.terminal_width()
@@ -287,7 +288,7 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
     """
     width = render.terminal_width()
     with open_store(db) as store:
-        require(store, invocation_id)
+        invocation_id = require(store, invocation_id).id
         seen: set[int] = set()
         batch = decoded(store, invocation_id)
         if last is not None:
@@ -379,5 +380,5 @@ def export(invocation_id: str, fmt: str, db: str | None) -> None:
         if fmt == "json":
             click.echo(render.to_json(invocation_json(store, record)))
             return
-        for item in export_entries(store, invocation_id):
+        for item in export_entries(store, record.id):
             click.echo(render.to_json(item, pretty=False))

@@ -29,6 +29,7 @@ from ._common import (
     edge,
     existing_store,
     fail,
+    full_id,
     json_option,
     out,
     own_the_collector,
@@ -248,6 +249,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     """
     from ._handlers import load_handlers, lone_target
 
+    invocation_id = full_id(db, invocation_id)
     noted = None
     if not runs_recorded_handlers(db) and not handler_specs:
         from ._started_here import required
@@ -313,6 +315,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
     """
     if reject is not None and value is not None:
         raise fail("give a JSON value or --reject MSG, not both")
+    invocation_id = full_id(db, invocation_id)
     decoded = None
     if value is not None:
         decoded, _ = read_input(value, None, name=f"the value for promise {name!r}")
@@ -383,6 +386,7 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tup
     """
     from ._handlers import load_handlers, lone_target
 
+    invocation_id = full_id(db, invocation_id)
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress
     if not handler_specs and not runs_recorded_handlers(db):
