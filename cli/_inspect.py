@@ -243,7 +243,7 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
         wanted = promise_type(record, record.waiting)
         out()
         if wanted is not None:
-            out(render.safe(f"it expects a {wanted.type} for {record.waiting!r}"))
+            out(render.safe(f"it expects a value of type {wanted.type} for {record.waiting!r}"))
         out(f"resolve it:  {suggest(['resolve', record.id, record.waiting, render.fitting(wanted)], db)}")
         out(f"then:        {suggest(['resume', record.id], db)}")
     elif owner is not None and not owner["alive"]:
