@@ -249,6 +249,8 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     """
     from ._handlers import load_handlers, lone_target
 
+    importable_cwd()
+    handlers = load_handlers(handler_specs) if handler_specs else None  # (bad code before a look at the store)
     invocation_id = full_id(db, invocation_id)
     noted = None
     if not runs_recorded_handlers(db) and not handler_specs:
@@ -256,8 +258,7 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
 
         noted = required(store_path(db), invocation_id)
         handler_specs = (Spec(None, noted),)  # the code this user's `journal run` imported here
-    importable_cwd()
-    handlers = load_handlers(handler_specs) if handler_specs else None
+        handlers = load_handlers(handler_specs)
     # A lone TARGET is the code to run, whatever name the journal records; NAME=TARGET pairs
     # are looked up by the recorded name.
     fn = next(iter(handlers.values())) if handlers and lone_target(handler_specs) else None
@@ -386,8 +387,10 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tup
     """
     from ._handlers import load_handlers, lone_target
 
-    invocation_id = full_id(db, invocation_id)
     importable_cwd()
+    if handler_specs:  # bad code is refused before a look at the store
+        load_handlers(handler_specs)
+    invocation_id = full_id(db, invocation_id)
     show = sys.stderr.isatty() if progress is None else progress
     if not handler_specs and not runs_recorded_handlers(db):
         # The handler is not read from the database; the code `journal run` started it with here may run it.
