@@ -95,6 +95,15 @@ def open_store(db: str | None, *, readonly: bool = True) -> Store:
     return backend.open(path, readonly=readonly)
 
 
+def full_id(db: str | None, text: str) -> str:
+    """The invocation id that ID on the command line names: an id, or a unique prefix of one
+    (`journal.expand_id`: an ambiguous prefix is refused, listing the ids it starts)."""
+    from journal import expand_id
+
+    with open_store(db) as store:
+        return expand_id(store, text)
+
+
 def warn_store(path: str) -> None:
     """Say so (once per command) when others could write the store; refuse a name that can be no store."""
     for warning in backend_for(path).check_location(path, must_exist=False):

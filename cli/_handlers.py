@@ -54,7 +54,7 @@ class HandlerSpec(click.ParamType):
             return value
         name, sep, target = str(value).partition("=")
         if self.names_required and (not sep or not name or not target):
-            self.fail(f"{value!r} is not NAME=TARGET (for example approve=examples/approval.py:approval)",
+            self.fail(f"{value!r} is not NAME=TARGET (for example refund=examples/approval.py:refund)",
                       param, ctx)
         if not sep:
             return Spec(None, str(value))

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import click
 
-from journal import encode_value
+from journal import encode_value, expand_id
 from journal import fork as fork_invocation
 from journal.errors import JournalError
 from runtime import is_handler_name
@@ -212,6 +212,7 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
     """
     values = _parse_sets(sets)
     with open_store(db, readonly=False) as store:
+        invocation_id = expand_id(store, invocation_id)
         record = fork_invocation(store, invocation_id, at=at, new_id=new_id, values=values)
         store.sync()
         entries = store.entry_count(record.id)
@@ -259,6 +260,7 @@ def retry(ctx: click.Context, invocation_id: str, new_id: str | None, no_run: bo
     from journal import retry_fork
 
     with open_store(db, readonly=False) as store:
+        invocation_id = expand_id(store, invocation_id)
         record = retry_fork(store, invocation_id, new_id=new_id)
         store.sync()
         at = store.entry_count(record.id)

@@ -20,15 +20,32 @@ from journal import (
     Query,
     Status,
     Store,
+    expand_id,
     kind_of,
     promise_type,
 )
-from journal.errors import CorruptEntry, InvocationNotFound
+from journal.backends import describe
+from journal.errors import AmbiguousId, CorruptEntry, InvocationNotFound, StoreError
 from journal.views import children_of, decoded, entry_view, forked_from, invocation_json, listed_json, owner_json
 from journal.views import export as export_entries
 
 from . import _render as render
-from ._common import INTERRUPTED, OK, USAGE, Exit, db_option, echo_err, edge, json_option, open_store, out, suggest
+from ._common import (
+    INTERRUPTED,
+    OK,
+    USAGE,
+    Exit,
+    db_option,
+    echo_err,
+    edge,
+    existing_store,
+    json_option,
+    open_store,
+    out,
+    store_path,
+    suggest,
+    warn_store,
+)
 
 if TYPE_CHECKING:
     from journal import Chunk
@@ -37,10 +54,8 @@ _STATUSES = [s.value for s in Status]
 
 
 def require(store: Store, invocation_id: str) -> InvocationRecord:
-    record = store.get(invocation_id)
-    if record is None:
-        raise InvocationNotFound(f"no invocation {invocation_id!r} in {store.path}; `journal ls` lists them")
-    return record
+    """The invocation that ID on the command line names: its id, or a unique prefix of it."""
+    return store.require(expand_id(store, invocation_id))
 
 
 short_handler = render.short_handler
@@ -101,7 +116,9 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
          render.age(item.updated_at) if isinstance(item, InvocationRecord) else "?"]
         for doc, item in zip(rows_json, items, strict=True)
     ]
-    out(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
+    # Only the handler gives way: an id is what the other commands are given, so it is never cut
+    # (a line wider than the terminal wraps instead).
+    out(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2,), right=(3,)))
     damaged = [item.id for item in items if isinstance(item, Damaged)]
     if damaged:
         echo_err(f"{len(damaged)} record(s) do not decode: {', '.join(map(render.safe, damaged))}; "
@@ -206,7 +223,7 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
         if as_json:
             click.echo(render.to_json(invocation_json(store, record)))
             return
-        entries = decoded(store, invocation_id)
+        entries = decoded(store, record.id)
         links = _links(store, record, entries)
         owner = owner_json(store, record)
     width = render.terminal_width()
@@ -226,7 +243,7 @@ def show(invocation_id: str, db: str | None, as_json: bool) -> None:
         wanted = promise_type(record, record.waiting)
         out()
         if wanted is not None:
-            out(render.safe(f"it expects a {wanted.type} for {record.waiting!r}"))
+            out(render.safe(f"it expects a value of type {wanted.type} for {record.waiting!r}"))
         out(f"resolve it:  {suggest(['resolve', record.id, record.waiting, render.fitting(wanted)], db)}")
         out(f"then:        {suggest(['resume', record.id], db)}")
     elif owner is not None and not owner["alive"]:
@@ -274,7 +291,8 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
     """Print an invocation's entries; -f follows new ones live.
 
     Following works across processes: run it beside `journal run`, `resume` or a
-    worker. It stops when the invocation completes, fails or is cancelled. With -f it
+    worker, even before it starts: -f waits for the store and the id to appear. It
+    stops when the invocation completes, fails or is cancelled. With -f it
     also prints the live output of running steps (`current_step().emit(...)`) as it
     arrives, a `chunk` line each, before the step's entry. With --json each entry is one
     JSON object per line (the `show --json` entry shape), and each chunk
@@ -286,51 +304,92 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
         journal tail 3f2a9c -f
     """
     width = render.terminal_width()
-    with open_store(db) as store:
-        require(store, invocation_id)
-        seen: set[int] = set()
-        batch = decoded(store, invocation_id)
-        if last is not None:
-            for seq, _ in batch[: max(len(batch) - last, 0)]:
-                seen.add(seq)
-            batch = batch[max(len(batch) - last, 0):]
-        from journal import LiveFeed  # (only a follower needs live output)
+    try:
+        if follow:  # started beside `journal run ... &`: the store and the id may be on their way
+            _await_store(db, interval)
+        with open_store(db) as store:
+            invocation_id = _await_invocation(store, invocation_id, interval) if follow else \
+                require(store, invocation_id).id
+            _tail(store, invocation_id, follow, last, interval, width, as_json)
+    except KeyboardInterrupt:
+        raise Exit(INTERRUPTED) from None
 
-        feed = LiveFeed.open(store, invocation_id) if follow else None
+
+def _await_store(db: str | None, interval: float) -> None:
+    """Return once the store exists; a name that can be no store is refused at once."""
+    told = False
+    path = store_path(db)
+    while True:
+        warn_store(path)  # raises for a name that can never be a store
         try:
-            while True:
-                if feed is not None:  # a step's live output before its entry
-                    _print_chunks(feed.take(), as_json)
-                ended = False
-                for seq, entry in batch:
-                    if seq in seen:
-                        continue
-                    seen.add(seq)
-                    if as_json:
-                        line = render.to_json(_entry_json(seq, entry), pretty=False)
-                    else:
-                        line = tail_line(seq, entry, width)
-                    out(line)
-                    ended = ended or isinstance(entry, TERMINAL_KINDS)
-                sys.stdout.flush()
-                if feed is None or ended:
-                    return
-                # Woken at once by live output; the journal is read again every `interval`.
-                next_read = time.monotonic() + interval
-                while (left := next_read - time.monotonic()) > 0:
-                    feed.wait(left)
-                    _print_chunks(feed.take(), as_json)
-                record = store.get(invocation_id)
-                if record is None:
-                    raise Exit(OK, f"invocation {invocation_id} was removed (trimmed) while following it")
-                # Concurrent steps may commit out of seq order: poll from the first seq not yet seen.
-                first_missing = next(s for s in range(len(seen) + 1) if s not in seen)
-                batch = decoded(store, invocation_id, first_missing)
-        except KeyboardInterrupt:
-            raise Exit(INTERRUPTED) from None
-        finally:
-            if feed is not None:
-                feed.close()
+            existing_store(db)
+            return
+        except StoreError:
+            if not told:
+                echo_err(f"waiting for the store {describe(path)} to be created (Ctrl-C stops)")
+                told = True
+        time.sleep(interval)
+
+
+def _await_invocation(store: Store, text: str, interval: float) -> str:
+    """The id `text` names (an id or a unique prefix) once an invocation has it."""
+    told = False
+    while True:
+        try:
+            return require(store, text).id
+        except AmbiguousId:
+            raise
+        except InvocationNotFound:
+            if not told:
+                echo_err(f"waiting for invocation {text} to start (Ctrl-C stops)")
+                told = True
+        time.sleep(interval)
+
+
+def _tail(store: Store, invocation_id: str, follow: bool, last: int | None, interval: float, width: int,
+          as_json: bool) -> None:
+    """Print the entries (and with `follow`, the live output) of `invocation_id` until it ends."""
+    seen: set[int] = set()
+    batch = decoded(store, invocation_id)
+    if last is not None:
+        for seq, _ in batch[: max(len(batch) - last, 0)]:
+            seen.add(seq)
+        batch = batch[max(len(batch) - last, 0):]
+    from journal import LiveFeed  # (only a follower needs live output)
+
+    feed = LiveFeed.open(store, invocation_id) if follow else None
+    try:
+        while True:
+            if feed is not None:  # a step's live output before its entry
+                _print_chunks(feed.take(), as_json)
+            ended = False
+            for seq, entry in batch:
+                if seq in seen:
+                    continue
+                seen.add(seq)
+                if as_json:
+                    line = render.to_json(_entry_json(seq, entry), pretty=False)
+                else:
+                    line = tail_line(seq, entry, width)
+                out(line)
+                ended = ended or isinstance(entry, TERMINAL_KINDS)
+            sys.stdout.flush()
+            if feed is None or ended:
+                return
+            # Woken at once by live output; the journal is read again every `interval`.
+            next_read = time.monotonic() + interval
+            while (left := next_read - time.monotonic()) > 0:
+                feed.wait(left)
+                _print_chunks(feed.take(), as_json)
+            record = store.get(invocation_id)
+            if record is None:
+                raise Exit(OK, f"invocation {invocation_id} was removed (trimmed) while following it")
+            # Concurrent steps may commit out of seq order: poll from the first seq not yet seen.
+            first_missing = next(s for s in range(len(seen) + 1) if s not in seen)
+            batch = decoded(store, invocation_id, first_missing)
+    finally:
+        if feed is not None:
+            feed.close()
 
 
 def _print_chunks(chunks: list[Chunk], as_json: bool) -> None:
@@ -379,5 +438,5 @@ def export(invocation_id: str, fmt: str, db: str | None) -> None:
         if fmt == "json":
             click.echo(render.to_json(invocation_json(store, record)))
             return
-        for item in export_entries(store, invocation_id):
+        for item in export_entries(store, record.id):
             click.echo(render.to_json(item, pretty=False))

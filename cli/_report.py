@@ -114,7 +114,7 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
         fits = render.fitting(wanted)
         return "\n".join([
             f"invocation {outcome.id} is suspended, waiting for promise {outcome.waiting!r}.",
-            render.safe(f"Deliver a {wanted.type} (for example {fits}) or reject it:") if wanted is not None
+            render.safe(f"Deliver a value of type {wanted.type} (for example {fits}) or reject it:") if wanted is not None
             else "Deliver it (any JSON value) or reject it:",
             *_resolve_commands(outcome.id, outcome.waiting, db, fits),
             "then continue it:",

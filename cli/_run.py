@@ -29,6 +29,7 @@ from ._common import (
     edge,
     existing_store,
     fail,
+    full_id,
     json_option,
     out,
     own_the_collector,
@@ -248,14 +249,16 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     """
     from ._handlers import load_handlers, lone_target
 
+    importable_cwd()
+    handlers = load_handlers(handler_specs) if handler_specs else None  # (bad code before a look at the store)
+    invocation_id = full_id(db, invocation_id)
     noted = None
     if not runs_recorded_handlers(db) and not handler_specs:
         from ._started_here import required
 
         noted = required(store_path(db), invocation_id)
         handler_specs = (Spec(None, noted),)  # the code this user's `journal run` imported here
-    importable_cwd()
-    handlers = load_handlers(handler_specs) if handler_specs else None
+        handlers = load_handlers(handler_specs)
     # A lone TARGET is the code to run, whatever name the journal records; NAME=TARGET pairs
     # are looked up by the recorded name.
     fn = next(iter(handlers.values())) if handlers and lone_target(handler_specs) else None
@@ -313,6 +316,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
     """
     if reject is not None and value is not None:
         raise fail("give a JSON value or --reject MSG, not both")
+    invocation_id = full_id(db, invocation_id)
     decoded = None
     if value is not None:
         decoded, _ = read_input(value, None, name=f"the value for promise {name!r}")
@@ -384,6 +388,9 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tup
     from ._handlers import load_handlers, lone_target
 
     importable_cwd()
+    if handler_specs:  # bad code is refused before a look at the store
+        load_handlers(handler_specs)
+    invocation_id = full_id(db, invocation_id)
     show = sys.stderr.isatty() if progress is None else progress
     if not handler_specs and not runs_recorded_handlers(db):
         # The handler is not read from the database; the code `journal run` started it with here may run it.

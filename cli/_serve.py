@@ -122,7 +122,7 @@ def serve(db: str | None, address: str, handler_specs: tuple[Spec, ...], token_f
     Example:
 
     \b
-        journal serve --handler approve=examples/approval.py:approval --http 127.0.0.1:8420
+        journal serve --handler refund=examples/approval.py:refund --http 127.0.0.1:8420
     """
     try:
         import uvicorn

@@ -12,10 +12,12 @@ import click
 
 from journal import Capability, Store, UnencodableValue, open_store
 from journal.backends import describe
+from journal.errors import DiskFull
 from runtime import Engine, is_handler_name
 
 from . import _render as render
 from ._common import (
+    FAILED,
     INTERRUPTED,
     OK,
     Exit,
@@ -128,10 +130,13 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
               help="How long this worker's claim on an invocation lasts without renewal (renewed every third "
               "of it): a worker cut off from the database loses its invocations after this, and another "
               "takes them over.")
+@click.option("--disk-full-wait", metavar="SECONDS", type=click.FloatRange(0), default=None,
+              help="With --until-idle: how long to wait for room when the store's disk is full before giving "
+              "up with exit status 1 (default 60). Without --until-idle the worker waits as long as it takes.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
 def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, until_idle: bool, durability: str,
-           lease_ttl: float, quiet: bool) -> None:
+           lease_ttl: float, disk_full_wait: float | None, quiet: bool) -> None:
     """Run invocations as they become runnable, until Ctrl-C or SIGTERM.
 
     Picks up pending invocations, those whose owner died, and timers that are due;
@@ -154,6 +159,9 @@ def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, un
         journal worker --concurrency 32
         journal worker --db postgresql://app@db.internal/jobs --handler summarize=agents.summary:run
     """
+    if disk_full_wait is not None and not until_idle:
+        raise fail("--disk-full-wait bounds the wait of a worker started with --until-idle; a worker that runs "
+                   "until stopped waits for room on a full disk as long as it takes")
     path = store_path(db)
     if not runs_recorded_handlers(db) and not handler_specs:
         raise fail("a worker on PostgreSQL runs only the handlers it is given: pass --handler NAME=TARGET "
@@ -170,13 +178,15 @@ def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, un
         async with serving_engine(path, durability=durability, handlers=handlers, lease_ttl=lease_ttl) as engine:
             opened.append(engine.store)
             engine.observe(steps)
-            await engine.serve(concurrency=concurrency, idle_exit=until_idle)
+            await engine.serve(concurrency=concurrency, idle_exit=until_idle, disk_full_wait=disk_full_wait)
 
     try:
         if not quiet:
             echo_err(f"worker on {describe(path)} (pid {os.getpid()}, concurrency {concurrency}"
                      + (f", handlers {', '.join(sorted(handlers))}" if handlers else "") + f"); {how_to_stop()}")
         _, stopped_by = run_async(main, on_stop=lambda: stop_waiting(opened[0] if opened else None))
+    except DiskFull as exc:  # --until-idle, and the disk stayed full (a worker that runs on waits)
+        raise Exit(FAILED, f"{exc}. Once there is room, run this worker again") from None
     except KeyboardInterrupt:  # a Ctrl-C after the line that says it stops the worker, before the engine runs
         stopped_by = signal.SIGINT
     if stopped_by is not None and until_idle:  # a batch job stopped before its end, as `run` is

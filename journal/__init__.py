@@ -43,6 +43,7 @@ from ._fork import ForkError as ForkError
 from ._fork import fork as fork
 from ._fork import retry_fork as retry_fork
 from ._fork import retry_point as retry_point
+from ._ids import expand_id as expand_id
 from ._ids import validate_id as validate_id
 from ._listing import Cursor as Cursor
 from ._listing import Damaged as Damaged
@@ -104,7 +105,7 @@ __all__ = (
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork", "retry_fork", "retry_point",
     "Problem", "check", "compact", "entry_view", "export", "trim",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
-    "lease_is_live", "name_of", "validate_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
+    "lease_is_live", "name_of", "validate_id", "expand_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables", "Frame", "PromiseType", "check_schema",
     "schema_example", "promise_type",
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",

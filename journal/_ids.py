@@ -1,10 +1,14 @@
-"""Validation of the names that become store keys."""
+"""Validation of the names that become store keys, and finding the invocation a prefix of its id names."""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from .errors import InvalidId
+from .errors import AmbiguousId, InvalidId, InvocationNotFound
+
+if TYPE_CHECKING:
+    from ._store import Store
 
 MAX_ID_BYTES = 200
 # NUL separates key parts on disk and control characters make ids impossible to type.
@@ -32,3 +36,28 @@ def validate_id(value: object, what: str = "invocation id") -> bytes:
     if bad is not None:
         raise InvalidId(f"{what} {value!r} contains the control character {bad.group()!r}; use printable text")
     return raw
+
+
+# How many of the ids an ambiguous prefix starts are named in the error.
+_SHOWN = 10
+
+
+def expand_id(store: Store, text: str) -> str:
+    """The invocation id `text` names: itself if an invocation has that id, else the one id
+    that starts with it (`journal show 3f2a` for `3f2a9c01`). Raises `InvocationNotFound`
+    when none does and `AmbiguousId`, listing them, when several do. Reads the store's id
+    order (`Store.ids_starting`), never every record."""
+    validate_id(text)
+    if store.get(text) is not None:
+        return text
+    found = store.ids_starting(text, _SHOWN + 1)
+    if len(found) == 1:
+        return found[0]
+    where = store.path or "this store"
+    if not found:
+        raise InvocationNotFound(f"no invocation {text!r} (nor one whose id starts with it) in {where}; "
+                                 "`journal ls` lists them")
+    more = "" if len(found) <= _SHOWN else ", and more"
+    raise AmbiguousId(
+        f"{text!r} starts the ids of several invocations in {where}: {', '.join(found[:_SHOWN])}{more}; "
+        "give more of the id", found[:_SHOWN])

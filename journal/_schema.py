@@ -52,7 +52,7 @@ def refusal(record: InvocationRecord, name: str, raw: bytes) -> PromiseValueRefu
     fits = msgspec.json.encode(example(schema)).decode()
     return PromiseValueRefused(
         f"promise {name!r} of invocation {record.id!r} expects {wanted.type}, and this value does not fit it "
-        f"({reason}); nothing was delivered and the promise stays pending: resolve it with a {wanted.type}, "
+        f"({reason}); nothing was delivered and the promise stays pending: resolve it with a value of type {wanted.type}, "
         f"for example {fits if len(fits) <= 200 else fits[:197] + '...'}"
     )
 
@@ -121,8 +121,11 @@ def _check(node: Any, value: Any, root: dict[str, Any], where: str, depth: int) 
         if isinstance(choices, list) and choices:
             reasons = [_check(c, value, root, where, depth + 1) for c in choices]
             if all(r is not None for r in reasons):
-                if len(choices) == 1:
-                    return reasons[0]
+                # Of `Decision | bool`, an object can only have meant the Decision: say which
+                # of its fields is at fault, rather than that it is neither choice.
+                meant = [r for c, r in zip(choices, reasons, strict=True) if _same_kind(c, value, root)]
+                if len(choices) == 1 or len(meant) == 1:
+                    return (meant or reasons)[0]
                 wanted = " or ".join(_describe(c, root) for c in choices)
                 return f"{where}: expected {wanted}, got {_got(value)}"
     for part in node.get("allOf") or ():
@@ -226,6 +229,14 @@ def _check_object(node: dict[str, Any], value: dict[str, Any], root: dict[str, A
         if isinstance(node.get(key), int) and not ok(len(value), node[key]):
             return f"{where}: breaks {key} {node[key]}"
     return None
+
+
+def _same_kind(node: Any, value: Any, root: dict[str, Any]) -> bool:
+    """Whether the choice `node` declares the JSON type `value` has (an object for an object)."""
+    node = _resolve(node, root) if isinstance(node, dict) else node
+    kind = node.get("type") if isinstance(node, dict) else None
+    kinds = kind if isinstance(kind, list) else [kind]
+    return any(k in _TYPES and _TYPES[k](value) for k in kinds)
 
 
 def _describe(node: Any, root: dict[str, Any]) -> str:

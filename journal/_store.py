@@ -212,6 +212,11 @@ class Store(Protocol):
         """The ids of the invocations of `status`, read from the status index without decoding
         a record: what a worker looks through for work, reading only the records it does not hold."""
 
+    def ids_starting(self, prefix: str, limit: int) -> builtins.list[str]:
+        """Up to `limit` ids that start with `prefix` (an id itself included), in id order,
+        read from the order the records are kept in: neither every record nor any record's
+        value is read (`journal.expand_id` is built on it)."""
+
     def page(self, query: Query) -> Page:
         """One page of invocations, newest first (creation time, then id), filtered and
         continued after `query.after` as `journal.Query` says. A record that does not decode

@@ -14,6 +14,7 @@
     ├── LeaseLost                  another process took the invocation over (fencing)
     ├── InvocationBusy             a live process owns the invocation right now
     ├── InvocationNotFound         no invocation has that id
+    │   └── AmbiguousId            several invocations' ids start with the prefix given for one
     ├── InvocationConflict         the id exists with a different input
     ├── PromiseConflict            the promise was already resolved with another value
     ├── PromiseNotFound            the invocation neither waits on nor has recorded that promise
@@ -83,6 +84,15 @@ class InvocationBusy(JournalError):
 
 class InvocationNotFound(JournalError, LookupError):
     """No invocation has the given id."""
+
+
+class AmbiguousId(InvocationNotFound, ValueError):
+    """A prefix given for an invocation id (`journal.expand_id`) starts several ids; the
+    message lists them, and `matches` holds them (the first ones, if there are many)."""
+
+    def __init__(self, message: str, matches: list[str]) -> None:
+        super().__init__(message)
+        self.matches = matches
 
 
 class InvocationConflict(JournalError):

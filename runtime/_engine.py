@@ -44,7 +44,7 @@ from ._requests import check_rollback, refuse_child_promise, refuse_unknown_prom
 from ._step_threads import DEFAULT_LIMIT as DEFAULT_STEP_THREADS
 from ._step_threads import StepThreads
 from ._stream import events
-from ._worker import Worker
+from ._worker import DISK_FULL_WAIT, Worker
 from .errors import HandlerNotFound, TerminalError
 from .hooks import Observer, Observers, default_observers
 
@@ -434,13 +434,18 @@ class Engine:
         """Resume every invocation left pending or orphaned (its owner died or its lease expired)."""
         return await self._worker.recover(concurrency=concurrency)
 
-    async def serve(self, *, concurrency: int = 16, idle_exit: bool = False) -> None:
+    async def serve(self, *, concurrency: int = 16, idle_exit: bool = False,
+                    disk_full_wait: float | None = None) -> None:
         """The worker loop: run whatever becomes runnable until cancelled (or idle, with `idle_exit`).
 
         Cancelling it (Ctrl-C, SIGTERM) stops cleanly: invocations in flight give their lease
-        back and stay pending for the next worker.
+        back and stay pending for the next worker. When the store's disk is full it takes no
+        work and tries again every few seconds; with `idle_exit` it gives up once the disk has
+        stayed full for `disk_full_wait` seconds (None: 60) and raises `DiskFull`, since a
+        script waiting for it to end must not hang; without, it waits as long as it takes.
         """
-        await self._worker.serve(concurrency=concurrency, idle_exit=idle_exit)
+        await self._worker.serve(concurrency=concurrency, idle_exit=idle_exit,
+                                 disk_full_wait=DISK_FULL_WAIT if disk_full_wait is None else disk_full_wait)
 
     # -- execution (runtime/_executor.py) ---------------------------------------------------------
 

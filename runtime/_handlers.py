@@ -65,11 +65,15 @@ def load_handler(path: str) -> Callable[..., Any]:
         _module_root_clash(target, path)
         try:
             module = importlib.import_module(target)
-        except ImportError as exc:
-            raise HandlerNotFound(
-                f"cannot import module {target!r} for handler {path!r}: {exc}. Check the name, and that "
-                "the current directory or PYTHONPATH contains it"
-            ) from None
+        except Exception as exc:
+            missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+            if missing is not None and (target == missing or target.startswith(missing + ".")):
+                raise HandlerNotFound(
+                    f"cannot import module {target!r} for handler {path!r}: {exc}. Check the name, and that "
+                    "the current directory or PYTHONPATH contains it"
+                ) from None
+            # The module was found, and raised while it was imported (a missing dependency too).
+            raise _import_failed(path, _origin(target), exc) from exc
     obj: Any = module
     for part in attr.split("."):
         obj = getattr(obj, part, None)
@@ -91,12 +95,31 @@ def load_handler(path: str) -> Callable[..., Any]:
 _OWN_PACKAGES = frozenset({"journal", "runtime", "cli"})
 
 
-def _check_arity(fn: Callable[..., Any], path: str, name: str) -> None:
-    """A handler is called as fn(ctx) or fn(ctx, input): refuse others before anything is journaled."""
+def _check_arity(fn: Callable[..., Any], path: str | None, name: str) -> None:
+    """A handler is called as fn(ctx) or fn(ctx, input), the Context first: refuse others
+    before anything is journaled. (`path` None: the handler's own, worked out if it is refused.)"""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return
+    positional = [p for p in signature.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    if not positional:
+        raise HandlerNotFound(
+            f"handler {path or handler_path(fn)!r} takes no parameters, but its first parameter must be the "
+            f"Context, which every handler is called with: define it as `async def {name}(ctx: Context)` or "
+            f"`async def {name}(ctx: Context, input)`")
+    first = positional[0]
+    try:
+        hint = typing.get_type_hints(fn).get(first.name)
+    except Exception:  # an annotation that does not resolve here: nothing to judge it by
+        hint = None
+    if hint is not None and not _may_be_context(hint):
+        shown = type_text(hint)
+        raise HandlerNotFound(
+            f"handler {path or handler_path(fn)!r} takes `{first.name}: {shown}` first, but the first parameter "
+            f"of a handler is always the Context (the input comes second): define it as "
+            f"`async def {name}(ctx: Context, {first.name}: {shown})`")
     for args in ((None,), (None, None)):
         try:
             signature.bind(*args)
@@ -104,9 +127,29 @@ def _check_arity(fn: Callable[..., Any], path: str, name: str) -> None:
         except TypeError:
             continue
     raise HandlerNotFound(
-        f"handler {path!r} takes parameters {signature}, but a handler is called with the context and at most "
-        f"one input: define it as `async def {name}(ctx)` or `async def {name}(ctx, input)`"
+        f"handler {path or handler_path(fn)!r} takes parameters {signature}, but a handler is called with the "
+        f"Context first and at most one input: define it as `async def {name}(ctx)` or "
+        f"`async def {name}(ctx, input)`"
     )
+
+
+def _may_be_context(hint: Any) -> bool:
+    """Whether a parameter annotated `hint` may receive the Context (`Context`, a base or a
+    subclass of it, `Any`, a TypeVar, a union with one of those)."""
+    from ._context import Context
+
+    if hint is Any or isinstance(hint, typing.TypeVar):
+        return True
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_may_be_context(arg) for arg in typing.get_args(hint))
+    cls = origin or hint
+    if not isinstance(cls, type):
+        return True  # a form we cannot judge
+    try:
+        return issubclass(cls, Context) or issubclass(Context, cls)
+    except TypeError:  # a protocol that is not runtime-checkable, say
+        return True
 
 
 def _own_name_clash(directory: str, path: str) -> None:
@@ -187,8 +230,13 @@ def _check_recorded_file(target: str, path: str, named_by: str) -> None:
         raise HandlerNotFound(refuse + "a recorded file handler is an absolute path to a .py file" + fix)
     try:
         st = os.stat(target)
+    except FileNotFoundError:
+        raise HandlerNotFound(
+            f"{named_by} handler {path!r}, but {target} does not exist. If the file was moved or renamed, run "
+            f"the invocation with the code at its new place: --handler NEWPATH.py:{path.rpartition(':')[2]}"
+        ) from None
     except OSError:
-        return  # load_handler says that the file does not exist
+        return  # load_handler says what is wrong with it
     if not stat.S_ISREG(st.st_mode):
         raise HandlerNotFound(refuse + f"{target} is not a regular file" + fix)
     if st.st_uid not in (os.getuid(), 0):
@@ -244,10 +292,40 @@ def _load_file(target: str, path: str) -> Any:
         sys.path.insert(0, directory)
     try:
         spec.loader.exec_module(module)
+    except Exception as exc:  # the handler's own module: SyntaxError, NameError, a failed import, ...
+        del sys.modules[name]
+        raise _import_failed(path, full, exc) from exc
     except BaseException:
         del sys.modules[name]
         raise
     return module
+
+
+def _import_failed(path: str, file: str | None, exc: Exception) -> HandlerNotFound:
+    """One line, the same from every command and process that loads the handler: what its
+    module raised, and where in the user's file (the traceback stays on the exception's cause)."""
+    where = ""
+    if file is not None and not isinstance(exc, SyntaxError):  # (a SyntaxError says where itself)
+        lines = [tb.tb_lineno for tb in _frames(exc.__traceback__) if tb.tb_frame.f_code.co_filename == file]
+        where = f" (at {os.path.basename(file)}:{lines[-1]})" if lines else ""
+    return HandlerNotFound(f"cannot load handler {path!r}: importing it raised {type(exc).__name__}: {exc}{where}")
+
+
+def _origin(module: str) -> str | None:
+    """The file of `module`, if it can be found without importing it again."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except Exception:  # its package raises on import too: no file to point at
+        return None
+    return spec.origin if spec is not None else None
+
+
+def _frames(tb: types.TracebackType | None) -> list[types.TracebackType]:
+    found = []
+    while tb is not None:
+        found.append(tb)
+        tb = tb.tb_next
+    return found
 
 
 def input_type(fn: Callable[..., Any]) -> Any:
@@ -268,6 +346,9 @@ _input_types: weakref.WeakKeyDictionary[Callable[..., Any], Any] = weakref.WeakK
 
 
 def _input_type(fn: Callable[..., Any]) -> Any:
+    # A handler passed to the engine as a function is checked here, on first use, as one
+    # loaded from a TARGET is when it is loaded.
+    _check_arity(fn, None, getattr(fn, "__name__", "handler"))
     params = list(inspect.signature(fn).parameters.values())
     if len(params) < 2:
         return NO_INPUT
@@ -287,7 +368,7 @@ def prepare_input(fn: Callable[..., Any], value: Any, *, lax: bool = False) -> t
     wanted = input_type(fn)
     if wanted is NO_INPUT:
         if value is not None:
-            raise ValueError(f"handler {handler_path(fn)} takes no input, but an input was given")
+            raise ValueError(_no_input(fn))
         return encode_value(None), None
     try:
         typed = msgspec.convert(value, wanted, strict=not lax) if wanted is not Any else value
@@ -298,6 +379,19 @@ def prepare_input(fn: Callable[..., Any], value: Any, *, lax: bool = False) -> t
         ) from None
     raw = encode_value(typed)
     return raw, decode_input(fn, raw)
+
+
+def _no_input(fn: Callable[..., Any]) -> str:
+    """The message for an input given to a handler that takes none: its one parameter is
+    the Context, which may not be what its author meant."""
+    name = getattr(fn, "__name__", "handler")
+    params = list(inspect.signature(fn).parameters)
+    if params and params[0] not in ("ctx", "context"):
+        return (f"handler {handler_path(fn)} takes no input, but an input was given: its one parameter, "
+                f"`{params[0]}`, receives the Context, which is always a handler's first parameter; to take an "
+                f"input, define it as `async def {name}(ctx: Context, {params[0]})`")
+    return (f"handler {handler_path(fn)} takes no input (only the Context), but an input was given; to take "
+            f"one, define it as `async def {name}(ctx: Context, input)`")
 
 
 def decode_input(fn: Callable[..., Any], raw: bytes) -> Any:

@@ -43,6 +43,7 @@ from ._branches import _branch, branch_token, position_after, spawn_token
 from ._clock import now_us
 from ._frames import user_frames
 from ._groups import leaves as _leaves
+from ._mistakes import unjournalable
 from ._replayer import R, Replayer
 from ._suspend import ContinueAsNew, Restart, Suspend
 from .errors import Cancelled, NondeterminismError, TerminalError
@@ -369,7 +370,8 @@ class Machine:
             try:
                 raw = encode_value(result)
             except UnencodableValue as exc:
-                return self._failed(now, ErrorInfo("TerminalError", f"the handler's result cannot be journaled: {exc}"))
+                why = unjournalable(result, "the handler") or f"the handler's result cannot be journaled: {exc}"
+                return self._failed(now, ErrorInfo("TerminalError", why))
             return Ending("write", Status.COMPLETED, Completed(now, raw), {"result": raw})
         leaves = _leaves(error)
         if self.lost is not None or any(isinstance(e, LeaseLost) for e in leaves):

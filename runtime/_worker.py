@@ -8,6 +8,7 @@ the handler for, and leaves the others for a worker that has theirs.
 
 from __future__ import annotations
 
+import errno
 import time
 from typing import Any
 
@@ -23,6 +24,10 @@ from ._handlers import is_handler_name
 from ._outcome import Outcome
 
 _PAUSE_FIRST, _PAUSE_MAX = 0.5, 5.0  # seconds a worker waits before trying a full disk again
+DISK_FULL_WAIT = 60.0
+"""Seconds a worker that exits when idle (`journal worker --until-idle`) waits for room on a
+full disk before it gives up: a script or a cron job must not hang on it. A worker that runs
+until stopped waits as long as it takes."""
 
 
 class Worker:
@@ -38,6 +43,8 @@ class Worker:
         self._skipped: set[str] = set()  # left alone, and said so (`_skip`)
         self._paused_until: float | None = None  # taking no work until then: the disk is full (`_pause`)
         self._pause_for = _PAUSE_FIRST
+        self._full_since: float | None = None  # when the disk was first found full, this time
+        self._full: DiskFull | None = None  # what it said
         self._retry: set[str] = set()  # stopped by a full disk: taken again when the pause ends
 
     def runnable(self) -> list[str]:
@@ -110,8 +117,10 @@ class Worker:
                 tg.start_soon(one, invocation_id)
         return outcomes
 
-    async def serve(self, *, concurrency: int = 16, idle_exit: bool = False) -> None:
-        """Run whatever becomes runnable until cancelled (or idle, with `idle_exit`)."""
+    async def serve(self, *, concurrency: int = 16, idle_exit: bool = False,
+                    disk_full_wait: float = DISK_FULL_WAIT) -> None:
+        """Run whatever becomes runnable until cancelled (or idle, with `idle_exit`). With
+        `idle_exit`, a disk that stays full for `disk_full_wait` seconds raises `DiskFull`."""
         limiter = anyio.CapacityLimiter(concurrency)
         executor = self.executor
 
@@ -138,7 +147,13 @@ class Worker:
         async with anyio.create_task_group() as tg:
             while True:
                 if self._paused_until is not None:
-                    await anyio.sleep(max(0.0, self._paused_until - time.monotonic()))
+                    until = self._paused_until
+                    if idle_exit and self._full_since is not None:
+                        give_up = self._full_since + disk_full_wait
+                        if time.monotonic() >= give_up:
+                            raise self._given_up(disk_full_wait)
+                        until = min(until, give_up)
+                    await anyio.sleep(max(0.0, until - time.monotonic()))  # then a last try
                 settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
                 ids = await self._read(self.runnable)
                 for invocation_id in ids:
@@ -152,8 +167,10 @@ class Worker:
     def _pause(self, exc: DiskFull) -> None:
         """Take no work for a while: the store's disk is full. Each try that finds it still full
         waits twice as long, up to `_PAUSE_MAX` seconds; the first says so (`Observer.paused`)."""
+        self._full = exc
         if self._paused_until is None:
             self._pause_for = _PAUSE_FIRST
+            self._full_since = time.monotonic()
             self.executor.settings.observers.paused(
                 f"{exc}. The invocations stay pending; this worker tries again every few seconds and goes on "
                 "once there is room")
@@ -161,7 +178,12 @@ class Worker:
             self._pause_for = min(self._pause_for * 2, _PAUSE_MAX)
         self._paused_until = time.monotonic() + self._pause_for
 
+    def _given_up(self, waited: float) -> DiskFull:
+        return DiskFull(errno.ENOSPC, f"{self._full} (waited {waited:g} s for room, then gave up: the "
+                        "invocations it could not finish stay pending, with every step they committed)")
+
     def _went_on(self) -> None:
+        self._full_since = None
         if self._paused_until is not None:
             self._paused_until = None
             self.executor.settings.observers.went_on()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import os
+import re
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ class Backend(abc.ABC):
     title: str  # as messages name it ("LMDB")
     format_version: int  # the format this release reads and writes
     runs_recorded_handlers: bool
+    schemes: tuple[str, ...] = ()  # the URL schemes it claims ("postgresql"); none for a path
 
     @abc.abstractmethod
     def claims(self, target: str) -> bool:
@@ -95,9 +97,24 @@ def register(backend: Backend, *, default: bool = False) -> None:
     _versions[backend.name] = backend.format_version
 
 
+# `scheme://`, as RFC 3986 spells a scheme: a name that starts so is a URL, never a directory
+# (`postgress://app@host/db`, `sqlite:///x.db` would otherwise become nested directories).
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def backend_for(target: str | os.PathLike[str]) -> Backend:
-    """The backend of the store `target` names."""
+    """The backend of the store `target` names; a URL whose scheme no backend claims is
+    refused (naming the schemes there are), rather than taken for a directory path."""
     name = os.fspath(target)
+    url = _URL.match(name)
+    if url is not None:
+        known = [s for backend in _registry for s in backend.schemes]
+        if url.group(1) not in known:
+            # Only the scheme is shown: the rest of a URL may hold a password.
+            raise StoreError(
+                f"the store {url.group(1)}://... is a URL of a kind journal does not know; the URL schemes it "
+                f"knows are {', '.join(s + '://' for s in known)} (anything else must be a directory path, "
+                "for LMDB): check the spelling of --db or $JOURNAL_DB")
     for backend in _registry:
         if backend.claims(name):
             return backend

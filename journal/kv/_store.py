@@ -175,6 +175,11 @@ class KVStore(abc.ABC):
         with self._read() as txn:
             return [key[len(prefix):].decode(errors="replace") for key, _ in txn.scan("status", prefix)]
 
+    def ids_starting(self, prefix: str, limit: int) -> builtins.list[str]:
+        raw = prefix.encode("utf-8", "surrogatepass")
+        with self._read() as txn:  # the records' table is keyed by id: a range of keys, no value decoded
+            return [key.decode(errors="replace") for key, _ in txn.scan_some("invocations", raw, raw, limit)]
+
     def page(self, query: Query) -> Page:
         """A page of invocations newest first, through the listing index (`_listing.py`):
         only the records it returns are read (and one more, to know if a next page exists)."""

@@ -34,8 +34,10 @@ from .. import (
     decode_entry,
     decode_value,
     encode_value,
+    expand_id,
 )
 from ..errors import (
+    AmbiguousId,
     InvalidId,
     InvocationBusy,
     InvocationConflict,
@@ -481,6 +483,29 @@ class StoreContract(abc.ABC):
             store.require("nope")
         create(store)
         assert store.require("inv-1").id == "inv-1"
+
+    def test_ids_starting_a_prefix_come_in_id_order_up_to_the_limit(self, store: Any) -> None:
+        for name in ("run-b", "run-a2", "run-a1", "run", "rum", "ru\u00e9-1", "other"):
+            create(store, name)
+        assert store.ids_starting("run-a", 10) == ["run-a1", "run-a2"]
+        assert store.ids_starting("run", 10) == ["run", "run-a1", "run-a2", "run-b"]
+        assert store.ids_starting("run", 2) == ["run", "run-a1"]
+        assert store.ids_starting("ru\u00e9", 10) == ["ru\u00e9-1"]
+        assert store.ids_starting("nothing", 10) == []
+        store.delete(["run-a1"])
+        assert store.ids_starting("run-a", 10) == ["run-a2"]
+
+    def test_expand_id_takes_an_id_or_a_unique_prefix_and_names_the_ambiguous(self, store: Any) -> None:
+        for name in ("3f2a9c01", "3f2a9c01-retry-1", "3f2b0000"):
+            create(store, name)
+        assert expand_id(store, "3f2a9c01") == "3f2a9c01"  # an id, though it starts another
+        assert expand_id(store, "3f2a9c01-r") == "3f2a9c01-retry-1"
+        assert expand_id(store, "3f2b") == "3f2b0000"
+        with pytest.raises(AmbiguousId, match="3f2a9c01, 3f2a9c01-retry-1, 3f2b0000") as ambiguous:
+            expand_id(store, "3f2")
+        assert ambiguous.value.matches == ["3f2a9c01", "3f2a9c01-retry-1", "3f2b0000"]
+        with pytest.raises(InvocationNotFound, match="'4'"):
+            expand_id(store, "4")
 
     def test_live_lease_is_the_lease_only_while_it_protects_a_live_owner(self, store: Any) -> None:
         create(store)

@@ -236,7 +236,7 @@ CASES = [
     Case("run-target-attribute-missing", ["run", f("nope")], USAGE, says="has no attribute"),
     Case("run-target-not-async", ["run", f("not_async"), "--input", "1"], USAGE, says="not an async function"),
     Case("run-target-three-params", ["run", f("three_params"), "--input", "1"], USAGE, says="at most one input"),
-    Case("run-target-no-params", ["run", f("no_params")], USAGE, says="at most one input"),
+    Case("run-target-no-params", ["run", f("no_params")], USAGE, says="its first parameter must be the Context"),
     Case("run-target-syntax-error", ["run", "{broken}:h"], USAGE, setup=_syntax, says="SyntaxError"),
     Case("run-target-import-raises", ["run", "{nameerror}:h"], USAGE, setup=_syntax, says="NameError"),
     Case("run-target-is-directory", ["run", "/tmp:h"], USAGE),

@@ -121,7 +121,7 @@ def test_retry_no_run_leaves_it_pending_and_says_how_to_run_it(sh, world):
 def test_a_mistyped_approval_is_refused_and_the_run_stays_suspended_until_a_fitting_one(sh, world):
     run = sh("run", target("approval"), "--id", "a", "--input", world.args())
     assert run.returncode == 3
-    assert 'Deliver a console_agents.py:Approval (for example {"approved":false,"by":""})' in run.stderr
+    assert 'Deliver a value of type console_agents.py:Approval (for example {"approved":false,"by":""})' in run.stderr
 
     for wrong in ("true", '{"approved": "yes", "by": "ada"}', '{"approved": true}'):
         refused = sh("resolve", "a", "approval", wrong)

@@ -75,3 +75,28 @@ def test_a_worker_or_server_waits_for_room_and_goes_on(sh, small_disk, command):
         process.communicate()
     assert process.returncode == 0, said
     assert said.count("paused:") == 1 and "Traceback" not in said, said
+
+
+def test_a_worker_until_idle_gives_up_on_a_full_disk_after_its_bound(sh, small_disk):
+    # A script or cron job must not hang: --until-idle waits --disk-full-wait seconds (60 by
+    # default) for room, then exits 1 saying what happened and what to do.
+    db, ballast, fill = small_disk
+    assert sh("start", "fill", "--input", str(STEPS), "--id", "w", "--db", db, use_db=False).returncode == 0
+    argv = sh.argv("worker", "--until-idle", "--disk-full-wait", "1", "-q", "--handler", f"fill={fill}")[:-2]
+    done = subprocess.run(argv + ["--db", db], capture_output=True, text=True, env=sh.env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "paused: the disk holding" in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the disk holding") and "is full" in last, done.stderr
+    assert "Free some space" in last and "waited 1 s for room, then gave up" in last
+    assert "run this worker again" in last and "Traceback" not in done.stderr
+    assert _status(sh, db, "w") in ("pending", "running")
+    ballast.unlink()  # what it said to do
+    again = subprocess.run(argv + ["--db", db], capture_output=True, text=True, env=sh.env, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert _status(sh, db, "w") == "completed"
+
+
+def test_disk_full_wait_is_refused_without_until_idle(sh):
+    refused = sh("worker", "--disk-full-wait", "5")
+    assert refused.returncode == 2 and "--until-idle" in refused.stderr

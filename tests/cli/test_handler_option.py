@@ -29,4 +29,4 @@ def test_one_name_for_two_functions_is_refused_alike_everywhere(command, tmp_pat
 def test_serve_requires_a_name_and_says_how_to_give_one(tmp_path):
     result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "db"), "--handler", f"{AGENTS}:echo"])
     assert result.exit_code == 2
-    assert "is not NAME=TARGET (for example approve=examples/approval.py:approval)" in result.stderr
+    assert "is not NAME=TARGET (for example refund=examples/approval.py:refund)" in result.stderr

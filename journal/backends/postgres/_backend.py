@@ -19,6 +19,7 @@ class _Postgres(Backend):
     # A database user need not be allowed to run code on the workers' hosts: the handler an
     # invocation names is never imported from what the database says.
     runs_recorded_handlers = False
+    schemes = ("postgresql", "postgres")
 
     def claims(self, target: str) -> bool:
         return is_postgres_url(target)
