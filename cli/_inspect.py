@@ -24,7 +24,16 @@ from journal import (
     promise_type,
 )
 from journal.errors import CorruptEntry, InvocationNotFound
-from journal.views import children_of, decoded, entry_view, forked_from, invocation_json, listed_json, owner_json
+from journal.views import (
+    children_of,
+    decoded,
+    entry_view,
+    forked_from,
+    invocation_json,
+    listed_json,
+    owner_json,
+    updated_us,
+)
 from journal.views import export as export_entries
 
 from . import _render as render
@@ -88,6 +97,7 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
         items = items[:limit] if limit is not None else items
         items.reverse()
         rows_json = [listed_json(store, item) for item in items]
+        updated = [updated_us(store, item) if isinstance(item, InvocationRecord) else None for item in items]
     if as_json:
         click.echo(render.to_json(rows_json))
         return
@@ -98,8 +108,8 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
     rows = [
         [doc["id"], _listed_status(doc),
          short_handler(doc["handler"]) if doc["handler"] else "?", str(doc["entries"]),
-         render.age(item.updated_at) if isinstance(item, InvocationRecord) else "?"]
-        for doc, item in zip(rows_json, items, strict=True)
+         render.age(moved) if moved is not None else "?"]
+        for doc, moved in zip(rows_json, updated, strict=True)
     ]
     out(render.table(("ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"), rows, flex=(2, 0), right=(3,)))
     damaged = [item.id for item in items if isinstance(item, Damaged)]
@@ -171,7 +181,10 @@ def _header(record: InvocationRecord, entries: list[tuple[int, Any]],
     rows += links
     if record.key:
         rows.append(("key", record.key))
-    rows += [("created", render.when(record.created_at)), ("updated", render.when(record.updated_at))]
+    moved = record.updated_at
+    if record.status == Status.RUNNING:  # its steps' appends leave the record as it was taken
+        moved = max([moved] + [e.at for _, e in entries if not isinstance(e, Exception)])
+    rows += [("created", render.when(record.created_at)), ("updated", render.when(moved))]
     started = entries[0][1] if entries and entries[0][0] == 0 and not isinstance(entries[0][1], Exception) else None
     if started is not None and kind_of(started) == "started":
         rows.append(("input", render.raw_text(started.input)))
