@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -62,7 +63,7 @@ short_handler = render.short_handler
 @click.option("--status", "statuses", multiple=True, type=click.Choice(_STATUSES),
               help="Only invocations with this status (repeat for several).")
 @click.option("--key", metavar="KEY", help="Only the invocations of this key (the turns of one thread).")
-@click.option("--handler", metavar="NAME", help="Only the invocations of this handler (its NAME or TARGET).")
+@click.option("--handler", metavar="NAME", help="Only the invocations of this handler: its NAME, or its TARGET as run or as `ls` shows it (ops.py:slow).")
 @click.option("--search", "text", metavar="TEXT", help="Only those with TEXT in the id, handler, key or error.")
 @click.option("--since", metavar="TIME", help="Only those created at TIME (ISO 8601, UTC unless it says) or later.")
 @click.option("--until", metavar="TIME", help="Only those created before TIME.")
@@ -83,7 +84,7 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
         journal ls --status suspended --status diverged
         journal ls --search refund --since 2026-12-01
     """
-    query = Query(statuses=tuple(Status(s) for s in dict.fromkeys(statuses)), handler=handler, key=key,
+    query = Query(statuses=tuple(Status(s) for s in dict.fromkeys(statuses)), handler=_handler_filter(handler), key=key,
                   text=text or None, since=_instant(since, "--since"), until=_instant(until, "--until"),
                   limit=limit or 1000)
     items: list[InvocationRecord | Damaged] = []
@@ -147,6 +148,18 @@ def _linked(store: Store, invocation_id: str) -> str:
     """`kid-1 (completed)`: an invocation named in a link, with where it stands."""
     other = store.get(invocation_id)
     return f"{invocation_id} ({other.status.value if other is not None else 'removed'})"
+
+
+def _handler_filter(handler: str | None) -> str | None:
+    """`--handler` as the store matches it: a TARGET whose file exists from here is made
+    absolute, as `journal run` records it (`../ops.py:slow` too); any other is matched by the
+    tail of the recorded path (`ops.py:slow`, what `ls` shows)."""
+    if handler is None or ":" not in handler:
+        return handler
+    path, _, function = handler.rpartition(":")
+    if path.endswith(".py") and os.path.isfile(path):
+        return f"{os.path.abspath(path)}:{function}"
+    return handler
 
 
 def _links(store: Store, record: InvocationRecord, entries: list[tuple[int, Any]]) -> list[tuple[str, str]]:
