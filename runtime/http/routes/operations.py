@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from journal import ForkError, InvocationRecord, Status
+from journal.errors import InvocationConflict
 
 from ...errors import HandlerNotFound, NotResumable
 from .. import _service
@@ -85,7 +86,11 @@ async def fork_route(request: Request) -> Response:
             raise ApiError(422, "InvalidBody", f'"set" maps a seq to a value; {text!r} is not a seq '
                            '(for example {"set": {"2": "a better plan"}})')
         values[int(text)] = value
-    forked = await _forking(s.engine.fork(record.id, at=body.at, new_id=body.new_id, values=values))
+    try:
+        forked = await _forking(s.engine.fork(record.id, at=body.at, new_id=body.new_id, values=values))
+    except InvocationConflict:  # (the engine's message speaks of the command line's --new-id)
+        raise ApiError(409, "InvocationConflict", f"invocation {body.new_id!r} already exists: give the fork "
+                       "another new_id, or leave new_id out for a generated one") from None
     return JSONResponse(Forked(forked.id, forked.status, record.id, body.at), status_code=201)
 
 

@@ -27,7 +27,12 @@ function h(tag, attrs, ...children) {
 function show(...nodes) { main.replaceChildren(...nodes); }
 function text(value) { return value === undefined ? "" : (typeof value === "string" ? value : JSON.stringify(value, null, 2)); }
 function badge(status) { return h("span", { class: "status " + status, "data-status": status }, status); }
-function when(iso) { return iso ? new Date(iso).toLocaleString() : ""; }
+// Times in UTC, saying so, as the command line shows them (the browser's zone may not be the server's).
+function when(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  return isNaN(d) ? String(iso) : d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "").replace("Z", "") + " UTC";
+}
 function ago(iso) {
   if (!iso) return "";
   const s = Math.max(0, (Date.now() - new Date(iso).getTime()) / 1000);
@@ -191,7 +196,10 @@ async function listPage() {
       nextCursor = page.next_cursor;
       older.disabled = !nextCursor;
       body.replaceChildren(...page.invocations.map((inv) => h("tr", { "data-id": inv.id },
-        h("td", {}, invocationLink(inv.id)), h("td", {}, badge(inv.status)),
+        h("td", {}, invocationLink(inv.id)), h("td", {}, badge(inv.status),
+          inv.status === "running" && inv.owner && inv.owner.alive === false
+            ? h("span", { class: "tag error owner-gone", title: "its owner's process or session ended, or its lease expired: resume it" }, "owner gone")
+            : null),
         h("td", { class: "mono", title: inv.handler }, shortHandler(inv.handler)), h("td", {}, keyLink(inv.key)),
         h("td", { class: "num" }, inv.entries), h("td", { title: when(inv.updated_at) }, ago(inv.updated_at)))));
       const names = [...new Set(page.invocations.map((inv) => inv.handler))].sort();
@@ -297,7 +305,7 @@ async function invocationPage(id) {
     state.doc = doc;
     const gone = ownerGone(doc);
     const list = h("dl", { class: "facts" },
-      h("dt", {}, "status"), h("dd", { id: "status" }, badge(doc.status),
+      h("dt", {}, "status"), h("dd", { id: "status" }, rejected(doc) ? badge("rejected") : badge(doc.status),
         gone ? h("span", { class: "tag error", id: "owner-gone", title: "its owner's process or session ended, or its lease expired: resume it here" }, "owner gone") : null),
       h("dt", {}, "handler"), h("dd", { class: "mono", title: doc.handler }, shortHandler(doc.handler)),
       doc.owner ? [h("dt", {}, "owner"), h("dd", { class: "mono", id: "owner" },
@@ -338,6 +346,10 @@ async function invocationPage(id) {
     if (!FINISHED.includes(doc.status)) follow(id, addEntry, addChunk, renderFacts, leaving.signal);
   } catch (error) { failure(error); }
 }
+
+// A failure that is a rejected promise the handler let through (Reject on an approval): an
+// answer, not a fault, so it is shown as "rejected" and offers no Retry.
+function rejected(doc) { return doc.status === "failed" && !!doc.error && doc.error.type === "PromiseRejected"; }
 
 function ownerGone(doc) { return doc.status === "running" && !!doc.owner && doc.owner.alive === false; }
 
@@ -415,12 +427,19 @@ function operatorButtons(doc, state, panel, refresh) {
   const finished = FINISHED.includes(doc.status);
   const note = h("span", { class: "note", id: "action-note", role: "status" });
   const act = async (label, route, body, then) => {
+    note.classList.remove("failed");
+    note.setAttribute("role", "status");
     note.textContent = label + "…";
     try {
       const answer = await api("/invocations/" + encodeURIComponent(doc.id) + "/" + route, { method: "POST", body });
       note.textContent = "";
       if (then) then(answer);
-    } catch (error) { if (!(error instanceof Unauthorized)) note.textContent = String(error.message); }
+    } catch (error) {
+      if (error instanceof Unauthorized) return;
+      note.classList.add("failed");  // an error, shown as one
+      note.setAttribute("role", "alert");
+      note.textContent = String(error.message);
+    }
   };
   const buttons = [];
   if (!finished) {
@@ -436,7 +455,7 @@ function operatorButtons(doc, state, panel, refresh) {
   }
   buttons.push(h("button", { type: "button", class: "plain", id: "fork",
     onclick: () => panel.replaceChildren(forkForm(doc, state, () => panel.replaceChildren())) }, "Fork…"));
-  if (doc.status === "failed") {
+  if (doc.status === "failed" && !rejected(doc)) {
     buttons.push(h("button", { type: "button", class: "approve", id: "retry",
       title: "fork it just before its failing step, and run the fork",
       onclick: () => act("Retrying", "retry", {}, (answer) => go("/i/" + encodeURIComponent(answer.id))) }, "Retry"));
@@ -581,13 +600,24 @@ function defaultFor(schema, depth = 0, root = schema) {
   }
 }
 
+// Whether a value says no: `false`, or an object with a `false` among its fields. The green
+// Approve never sends one; the button then reads "Send" (the value goes as typed).
+function saysNo(value) {
+  if (value === false) return true;
+  return !!value && typeof value === "object" && !Array.isArray(value) && Object.values(value).some((v) => v === false);
+}
+
 function promiseRow(id, promise, refresh) {
   const name = promise.name;
   const schema = promise.schema || null;
-  const initial = JSON.stringify("example" in promise ? promise.example : defaultFor(schema));
+  // What approving means for the type: every yes/no of it yes (the server's example, for a
+  // form to start from, has `false` for each), the rest as the example has it.
+  const initial = JSON.stringify(schema ? defaultFor(schema) : ("example" in promise ? promise.example : true));
   const value = h("input", { value: initial, "aria-label": "value of " + name, class: "mono value-input" });
   const reason = h("input", { placeholder: "reason for rejecting", "aria-label": "reason" });
   const note = h("span", { class: "note refusal", role: "alert" });
+  const preview = h("code", { class: "muted sends", "aria-label": "what will be sent" });
+  const approveButton = h("button", { class: "approve" }, "Approve");
   const send = async (body) => {
     note.textContent = "";
     try {
@@ -596,17 +626,28 @@ function promiseRow(id, promise, refresh) {
       refresh();
     } catch (error) { if (!(error instanceof Unauthorized)) note.textContent = String(error.message); }
   };
-  const approve = () => {
-    let parsed;
-    try { parsed = JSON.parse(value.value); } catch { note.textContent = "the value is not JSON"; return; }
-    send({ value: parsed });
+  const parsed = () => { try { return { ok: true, value: JSON.parse(value.value) }; } catch { return { ok: false }; } };
+  const describe = () => {
+    const got = parsed();
+    approveButton.disabled = !got.ok;
+    const no = got.ok && saysNo(got.value);
+    approveButton.textContent = no ? "Send" : "Approve";
+    approveButton.className = no ? "plain" : "approve";
+    approveButton.title = no ? "this value says no: it is sent as typed (Reject rejects the promise instead)" : "";
+    preview.textContent = got.ok ? "sends " + JSON.stringify(got.value) : "not JSON yet";
   };
+  value.addEventListener("input", describe);
+  approveButton.addEventListener("click", () => {
+    const got = parsed();
+    if (!got.ok) { note.textContent = "the value is not JSON"; return; }
+    send({ value: got.value });
+  });
+  describe();
   return h("div", { class: "promise", "data-promise": name },
     h("strong", { class: "mono" }, name),
     schema || promise.type ? h("code", { class: "schema muted", title: schema ? JSON.stringify(schema) : "" },
       promise.type ? String(promise.type) : schemaSummary(schema)) : null,
-    value,
-    h("button", { class: "approve", onclick: approve }, "Approve"), reason,
+    value, approveButton, preview, reason,
     h("button", { class: "reject", onclick: () => send({ reject: reason.value || "rejected in the web UI" }) }, "Reject"),
     note);
 }
