@@ -23,6 +23,7 @@ from journal import (
     Store,
     kind_of,
     promise_type,
+    retries,
 )
 from journal.errors import CorruptEntry, InvocationNotFound
 from journal.views import (
@@ -126,6 +127,9 @@ def _listed_status(doc: dict[str, Any]) -> str:
     shown = render.status(Status(doc["status"]))
     if doc.get("owner") is not None and not doc["owner"]["alive"]:
         return render.Styled(shown + click.style(" (owner gone)", fg="yellow"))
+    going = [r["id"] for r in doc.get("retries", ()) if r["status"] not in ("failed", "cancelled")]
+    if going:  # a script that retries every failed invocation must not retry this one again
+        return render.Styled(shown + render.safe(f" (retried as {going[-1]})"))
     return shown
 
 
@@ -171,6 +175,10 @@ def _links(store: Store, record: InvocationRecord, entries: list[tuple[int, Any]
     children = children_of(entries)
     if children:
         rows.append(("children", ", ".join(_linked(store, c) for c in children)))
+    if record.status == Status.FAILED:
+        made = retries(store, record.id)
+        if made:
+            rows.append(("retries", ", ".join(f"{r.id} ({r.status.value})" for r in made)))
     if record.continued_from:
         rows.append(("continued from", _linked(store, record.continued_from)))
     if record.continued_as:

@@ -14,6 +14,7 @@ import msgspec
 
 from ._codec import decode_entry, decode_value
 from ._entries import Called, Entry, ErrorInfo, Failed, Frame, Started, kind_of, name_of
+from ._fork import retries
 from ._listing import Damaged
 from ._records import InvocationRecord, Status
 from ._schema import example
@@ -70,7 +71,17 @@ def listed_json(store: Store, item: InvocationRecord | Damaged) -> dict[str, Any
     entries = store.entry_count(item.id)
     if not isinstance(item, InvocationRecord):
         return damaged_json(item, entries)
-    return record_json(item, entries, owner_json(store, item), updated_us(store, item, entries))
+    doc = record_json(item, entries, owner_json(store, item), updated_us(store, item, entries))
+    if item.status == Status.FAILED:
+        doc["retries"] = retries_json(store, item)
+    return doc
+
+
+def retries_json(store: Store, record: InvocationRecord) -> list[dict[str, Any]]:
+    """A failed invocation's retries (`journal retry`, `POST /retry`): `[{"id", "status"}]`,
+    oldest first; one that has not failed means it was retried (and is not retried again
+    without --force)."""
+    return [{"id": r.id, "status": r.status.value} for r in retries(store, record.id)]
 
 
 def updated_us(store: Store, record: InvocationRecord, entries: int | None = None) -> int:
@@ -173,6 +184,8 @@ def _invocation(store: Store, record: InvocationRecord, input_value: Any, childr
     doc["continued_from"] = record.continued_from
     doc["continued_as"] = record.continued_as
     doc["forked_from"] = forked_from(store, record)
+    if record.status == Status.FAILED:
+        doc["retries"] = retries_json(store, record)
     return doc
 
 
@@ -308,5 +321,5 @@ def forked_from(store: Store, record: InvocationRecord) -> str | None:
 
 
 __all__ = ("children_of", "corrupt_view", "damaged_json", "listed_json", "decoded", "detail", "entry_view", "error_json", "export", "forked_from",
-           "frames_json", "invocation_json", "iso", "owner_json", "promise_json", "record_json", "result_json",
+           "frames_json", "invocation_json", "iso", "owner_json", "promise_json", "record_json", "result_json", "retries_json",
            "state_json", "updated_us", "waiting_on")

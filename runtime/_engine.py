@@ -420,10 +420,12 @@ class Engine:
         copy = await self._read(lambda: _fork_check.scratch(self.store, invocation_id, at))
         await _fork_check.refuse_unfit_values(handler, copy, invocation_id, at, raw)
 
-    async def retry(self, invocation_id: str, *, new_id: str | None = None) -> InvocationRecord:
+    async def retry(self, invocation_id: str, *, new_id: str | None = None, force: bool = False) -> InvocationRecord:
         """A failed invocation forked before its failing step, pending (`journal retry`): run it
-        with `resume` (a worker that has its handler takes it too). Its id is `ID-retry-N`."""
-        return await self._read(lambda: _actions.retry(self.store, invocation_id, new_id=new_id))
+        with `resume` (a worker that has its handler takes it too). Its id is `ID-retry-N`.
+        `AlreadyRetried` (an `InvocationConflict`) if it has a retry that has not failed,
+        unless `force`."""
+        return await self._read(lambda: _actions.retry(self.store, invocation_id, new_id=new_id, force=force))
 
     def runs(self, handler: str) -> bool:
         """Whether this engine has code for invocations that record `handler`: one of its

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from journal import ForkError, InvocationRecord, Status
+from journal import AlreadyRetried, ForkError, InvocationRecord, Status
 from journal.errors import InvocationConflict
 
 from ...errors import HandlerNotFound, NotResumable
@@ -22,7 +22,7 @@ from .._errors import ApiError, JSONResponse
 from .._params import convert, param
 from .._request_checks import checked_id, read_json
 from .._service import service
-from ..models import CancelRequest, Forked, ForkRequest, Started
+from ..models import CancelRequest, Error, ErrorDetail, Forked, ForkRequest, RetryRequest, Started
 
 
 def _body(data: Any) -> Any:
@@ -97,11 +97,16 @@ async def fork_route(request: Request) -> Response:
 async def retry_route(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
-    await read_json(request, s.max_body)
+    body = convert(_body(await read_json(request, s.max_body)), RetryRequest)
     if record.status != Status.FAILED:
         raise ApiError(409, "NotRetryable", f"invocation {record.id!r} is {record.status.value}: only a failed "
                        f"invocation is retried; `journal fork {record.id} --at SEQ` starts a new one from its journal")
-    forked = await _forking(s.engine.retry(record.id))
+    try:
+        forked = await _forking(s.engine.retry(record.id, force=body.force))
+    except AlreadyRetried as exc:  # a second click, or a script that retries every failed one
+        message = str(exc).replace(f"`journal retry {record.id} --force`", '{"force": true}')
+        return JSONResponse(Error(ErrorDetail("AlreadyRetried", message), exc.retry.id, exc.retry.status),
+                            status_code=409)
     task = BackgroundTask(s.run_here, forked.id) if _runs_here(s, forked) else None
     return JSONResponse(Forked(forked.id, forked.status, record.id), status_code=201,
                         background=task)

@@ -199,7 +199,8 @@ async function listPage() {
         h("td", {}, invocationLink(inv.id)), h("td", {}, badge(inv.status),
           inv.status === "running" && inv.owner && inv.owner.alive === false
             ? h("span", { class: "tag error owner-gone", title: "its owner's process or session ended, or its lease expired: resume it" }, "owner gone")
-            : null),
+            : null,
+          retriedAs(inv) ? h("span", { class: "tag retried", title: "retried as " + retriedAs(inv) }, "retried") : null),
         h("td", { class: "mono", title: inv.handler }, shortHandler(inv.handler)), h("td", {}, keyLink(inv.key)),
         h("td", { class: "num" }, inv.entries), h("td", { title: when(inv.updated_at) }, ago(inv.updated_at)))));
       const names = [...new Set(page.invocations.map((inv) => inv.handler))].sort();
@@ -315,6 +316,8 @@ async function invocationPage(id) {
       doc.forked_from ? [h("dt", {}, "forked from"), h("dd", { id: "forked-from" }, invocationLink(doc.forked_from))] : null,
       doc.children && doc.children.length ? [h("dt", {}, "children"), h("dd", {}, doc.children.map((c) => [invocationLink(c), " "]))] : null,
       doc.continued_as ? [h("dt", {}, "continued as"), h("dd", {}, invocationLink(doc.continued_as))] : null,
+      doc.retries && doc.retries.length ? [h("dt", {}, "retries"), h("dd", { id: "retries" },
+        doc.retries.flatMap((r) => [invocationLink(r.id), " ", badge(r.status), " "]))] : null,
       h("dt", {}, "created"), h("dd", {}, when(doc.created_at)),
       h("dt", {}, "updated"), h("dd", {}, when(doc.updated_at)),
       doc.steps_here ? [h("dt", {}, "in this server"), h("dd", { id: "runs" },
@@ -325,7 +328,7 @@ async function invocationPage(id) {
         tracebackOf(doc.error))] : null);
     facts.replaceChildren(list);
     // Drawn again only when what they act on changed: an operator may be typing a value.
-    const acting = JSON.stringify([doc.status, doc.waiting_on, doc.divergence, doc.fork_command, ownerGone(doc)]);
+    const acting = JSON.stringify([doc.status, doc.waiting_on, doc.divergence, doc.fork_command, ownerGone(doc), retriedAs(doc)]);
     if (acting !== state.acting) {
       state.acting = acting;
       operator.replaceChildren(...operatorButtons(doc, state, panel, renderFacts));
@@ -350,6 +353,13 @@ async function invocationPage(id) {
 // A failure that is a rejected promise the handler let through (Reject on an approval): an
 // answer, not a fault, so it is shown as "rejected" and offers no Retry.
 function rejected(doc) { return doc.status === "failed" && !!doc.error && doc.error.type === "PromiseRejected"; }
+
+// The retry of a failed invocation that is running or done (one that failed or was cancelled
+// does not count): it is not retried again by a click.
+function retriedAs(doc) {
+  const going = (doc.retries || []).filter((r) => r.status !== "failed" && r.status !== "cancelled");
+  return going.length ? going[going.length - 1].id : null;
+}
 
 function ownerGone(doc) { return doc.status === "running" && !!doc.owner && doc.owner.alive === false; }
 
@@ -455,7 +465,7 @@ function operatorButtons(doc, state, panel, refresh) {
   }
   buttons.push(h("button", { type: "button", class: "plain", id: "fork",
     onclick: () => panel.replaceChildren(forkForm(doc, state, () => panel.replaceChildren())) }, "Fork…"));
-  if (doc.status === "failed" && !rejected(doc)) {
+  if (doc.status === "failed" && !rejected(doc) && !retriedAs(doc)) {
     buttons.push(h("button", { type: "button", class: "approve", id: "retry",
       title: "fork it just before its failing step, and run the fork",
       onclick: () => act("Retrying", "retry", {}, (answer) => go("/i/" + encodeURIComponent(answer.id))) }, "Retry"));
