@@ -6,6 +6,7 @@ Each is also a `journal` command, with the same rules: the checks are the engine
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from starlette.background import BackgroundTask
@@ -16,6 +17,7 @@ from starlette.routing import Route
 from journal import AlreadyRetried, ForkError, InvocationRecord, Status
 from journal.errors import InvocationConflict
 
+from ..._handlers import is_handler_name
 from ...errors import HandlerNotFound, NotResumable
 from .. import _service
 from .._errors import ApiError, JSONResponse
@@ -68,10 +70,18 @@ async def resume(request: Request) -> Response:
     if not _runs_here(s, record):
         raise ApiError(422, "HandlerNotRegistered",
                        f"invocation {record.id!r} records handler {record.handler!r}, which this server was not "
-                       f"given; start it with --handler {record.handler}=TARGET, or run `journal resume` where "
-                       "its code is")
+                       f"given; start the server with {_handler_hint(record.handler)} (it then takes the invocation "
+                       f"over), or run `journal resume {record.id}` where its code is")
     return JSONResponse(Started(record.id, record.status), status_code=202,
                         background=BackgroundTask(s.run_here, record.id))
+
+
+def _handler_hint(handler: str) -> str:
+    """The `journal serve` option that gives a server the code of `handler`: a NAME needs its
+    TARGET; a recorded TARGET (what `journal run` records) is its own, as a bare TARGET."""
+    if is_handler_name(handler):
+        return f"--handler {handler}=path/to/file.py:function"
+    return f"--handler {shlex.quote(handler)}"
 
 
 async def fork_route(request: Request) -> Response:
