@@ -127,3 +127,26 @@ def test_a_refused_action_is_shown_as_an_error_and_a_dead_owner_is_marked_in_the
     finally:
         page.close()
         second.stop()
+
+
+def test_the_handler_box_finds_a_target_by_what_the_list_shows(browser, tmp_path):  # noqa: F811
+    from pathlib import Path
+
+    target = f"{Path(__file__).parent / 'serve_agents.py'}:echo"
+    s = Server(str(tmp_path / "db"), tmp_path / "serve.log", handlers=(target,), agents=None)
+    pages = _watched(browser, s, Refusals())
+    page = next(pages)
+    try:
+        s.client.post("/invocations", json={"handler": target, "input": "by path", "id": "by-path"})
+        _finished(s, "by-path")
+        page.goto(s.url + "/")
+        shown = page.locator('tr[data-id="by-path"] td.mono')
+        expect(shown).to_have_text("serve_agents.py:echo")
+        page.fill("#filter-handler", shown.inner_text())
+        page.click("#search button[type=submit]")
+        expect(page.locator("#invocations tbody tr[data-id]")).to_have_count(1)
+        expect(page.locator('tr[data-id="by-path"]')).to_be_visible()
+        next(pages, None)
+    finally:
+        page.close()
+        s.stop()
