@@ -17,7 +17,7 @@ from starlette.routing import Route
 from journal import AlreadyRetried, ForkError, InvocationRecord, Status
 from journal.errors import InvocationConflict
 
-from ..._handlers import is_handler_name
+from ... import is_handler_name
 from ...errors import HandlerNotFound, NotResumable
 from .. import _service
 from .._errors import ApiError, JSONResponse
