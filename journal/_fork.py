@@ -151,16 +151,18 @@ def retry_fork(store: Store, invocation_id: str, *, new_id: str | None = None,
     click or a script that retries every failed invocation does not pay twice:
     `InvocationConflict` names that retry, unless `force`."""
     at = retry_point(store, invocation_id)
-    if not force:
-        going = [r for r in retries(store, invocation_id) if r.status not in (Status.FAILED, Status.CANCELLED)]
-        if going:
-            raise AlreadyRetried(going[0])
     if new_id is None:
         root = _root(invocation_id)
         n = 1
         while store.get(f"{root}-retry-{n}") is not None:
             n += 1
         new_id = f"{root}-retry-{n}"
+    # The id is chosen before the check: a retry made by another process after the check
+    # takes that same id first, and this one's creation then finds it (below).
+    if not force:
+        going = [r for r in retries(store, invocation_id) if r.status not in (Status.FAILED, Status.CANCELLED)]
+        if going:
+            raise AlreadyRetried(going[0])
     try:
         return fork(store, invocation_id, at=at, new_id=new_id)
     except InvocationConflict:
