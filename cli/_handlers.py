@@ -1,8 +1,7 @@
 """`--handler [NAME=]TARGET`, one parameter type for every command that takes it.
 
-`worker`, `resume`, `cancel` and `replay` accept a bare TARGET (recorded, and so looked up, by
-its canonical path, as `journal run` records it) or NAME=TARGET; `serve` starts invocations
-over HTTP by name, so it requires NAME=TARGET. The syntax is checked when click parses the
+`worker`, `serve`, `resume`, `cancel` and `replay` accept a bare TARGET (recorded, and so looked
+up, by its canonical path, as `journal run` records it) or NAME=TARGET. The syntax is checked when click parses the
 option; the code is imported later, by `load_handlers`, once the command knows it needs it.
 """
 

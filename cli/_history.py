@@ -232,6 +232,8 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
 @click.command()
 @click.argument("invocation_id", metavar="ID")
 @click.option("--new-id", metavar="NEW", help="The new invocation's id (default: ID-retry-N, the first N free).")
+@click.option("--force", is_flag=True, help="Retry it even though a retry of it is running or completed "
+              "(without it, that is refused, naming the retry: a failed invocation is not retried twice by accident).")
 @click.option("--no-run", is_flag=True, help="Only create it, pending: a worker that has its handler (or "
               "`journal resume NEW`) runs it.")
 @click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
@@ -241,7 +243,7 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
 @json_option
 @click.pass_context
 @edge
-def retry(ctx: click.Context, invocation_id: str, new_id: str | None, no_run: bool, handler_specs: tuple[str, ...],
+def retry(ctx: click.Context, invocation_id: str, new_id: str | None, force: bool, no_run: bool, handler_specs: tuple[str, ...],
           db: str | None, as_json: bool) -> None:
     """Run a failed invocation again from before its failing step, as a new one.
 
@@ -249,7 +251,10 @@ def retry(ctx: click.Context, invocation_id: str, new_id: str | None, no_run: bo
     its `failed` entry, when the handler itself raised): the steps that succeeded are
     replayed, not run again, and the rest runs live with the current code. ID is
     untouched. The new invocation's id is printed, then it runs here as `journal resume`
-    runs it (exit status as for `journal run`); with --no-run it is left pending.
+    runs it (exit status as for `journal run`); with --no-run it is left pending. An
+    invocation with a retry that is pending, running, suspended, diverged or completed is
+    not retried again (exit 2, naming that retry) unless --force: the retry's steps keep
+    the idempotency keys of the steps they retry, but a second retry would still run them.
 
     Example:
 
@@ -261,7 +266,7 @@ def retry(ctx: click.Context, invocation_id: str, new_id: str | None, no_run: bo
 
     with open_store(db, readonly=False) as store:
         invocation_id = expand_id(store, invocation_id)
-        record = retry_fork(store, invocation_id, new_id=new_id)
+        record = retry_fork(store, invocation_id, new_id=new_id, force=force)
         store.sync()
         at = store.entry_count(record.id)
     if not (as_json and not no_run):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -23,10 +24,20 @@ from journal import (
     expand_id,
     kind_of,
     promise_type,
+    retries,
 )
 from journal.backends import describe
 from journal.errors import AmbiguousId, CorruptEntry, InvocationNotFound, StoreError
-from journal.views import children_of, decoded, entry_view, forked_from, invocation_json, listed_json, owner_json
+from journal.views import (
+    children_of,
+    decoded,
+    entry_view,
+    forked_from,
+    invocation_json,
+    listed_json,
+    owner_json,
+    updated_us,
+)
 from journal.views import export as export_entries
 
 from . import _render as render
@@ -68,7 +79,7 @@ short_handler = render.short_handler
 @click.option("--status", "statuses", multiple=True, type=click.Choice(_STATUSES),
               help="Only invocations with this status (repeat for several).")
 @click.option("--key", metavar="KEY", help="Only the invocations of this key (the turns of one thread).")
-@click.option("--handler", metavar="NAME", help="Only the invocations of this handler (its NAME or TARGET).")
+@click.option("--handler", metavar="NAME", help="Only the invocations of this handler: its NAME, or its TARGET as run or as `ls` shows it (ops.py:slow).")
 @click.option("--search", "text", metavar="TEXT", help="Only those with TEXT in the id, handler, key or error.")
 @click.option("--since", metavar="TIME", help="Only those created at TIME (ISO 8601, UTC unless it says) or later.")
 @click.option("--until", metavar="TIME", help="Only those created before TIME.")
@@ -89,7 +100,7 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
         journal ls --status suspended --status diverged
         journal ls --search refund --since 2026-12-01
     """
-    query = Query(statuses=tuple(Status(s) for s in dict.fromkeys(statuses)), handler=handler, key=key,
+    query = Query(statuses=tuple(Status(s) for s in dict.fromkeys(statuses)), handler=_handler_filter(handler), key=key,
                   text=text or None, since=_instant(since, "--since"), until=_instant(until, "--until"),
                   limit=limit or 1000)
     items: list[InvocationRecord | Damaged] = []
@@ -103,6 +114,7 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
         items = items[:limit] if limit is not None else items
         items.reverse()
         rows_json = [listed_json(store, item) for item in items]
+        updated = [updated_us(store, item) if isinstance(item, InvocationRecord) else None for item in items]
     if as_json:
         click.echo(render.to_json(rows_json))
         return
@@ -113,8 +125,8 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
     rows = [
         [doc["id"], _listed_status(doc),
          short_handler(doc["handler"]) if doc["handler"] else "?", str(doc["entries"]),
-         render.age(item.updated_at) if isinstance(item, InvocationRecord) else "?"]
-        for doc, item in zip(rows_json, items, strict=True)
+         render.age(moved) if moved is not None else "?"]
+        for doc, moved in zip(rows_json, updated, strict=True)
     ]
     # Only the handler gives way: an id is what the other commands are given, so it is never cut
     # (a line wider than the terminal wraps instead).
@@ -132,6 +144,9 @@ def _listed_status(doc: dict[str, Any]) -> str:
     shown = render.status(Status(doc["status"]))
     if doc.get("owner") is not None and not doc["owner"]["alive"]:
         return render.Styled(shown + click.style(" (owner gone)", fg="yellow"))
+    going = [r["id"] for r in doc.get("retries", ()) if r["status"] not in ("failed", "cancelled")]
+    if going:  # a script that retries every failed invocation must not retry this one again
+        return render.Styled(shown + render.safe(f" (retried as {going[-1]})"))
     return shown
 
 
@@ -156,6 +171,18 @@ def _linked(store: Store, invocation_id: str) -> str:
     return f"{invocation_id} ({other.status.value if other is not None else 'removed'})"
 
 
+def _handler_filter(handler: str | None) -> str | None:
+    """`--handler` as the store matches it: a TARGET whose file exists from here is made
+    absolute, as `journal run` records it (`../ops.py:slow` too); any other is matched by the
+    tail of the recorded path (`ops.py:slow`, what `ls` shows)."""
+    if handler is None or ":" not in handler:
+        return handler
+    path, _, function = handler.rpartition(":")
+    if path.endswith(".py") and os.path.isfile(path):
+        return f"{os.path.abspath(path)}:{function}"
+    return handler
+
+
 def _links(store: Store, record: InvocationRecord, entries: list[tuple[int, Any]]) -> list[tuple[str, str]]:
     """Rows for the invocations this one is linked to: parent or fork source, children, chain."""
     rows = []
@@ -165,6 +192,10 @@ def _links(store: Store, record: InvocationRecord, entries: list[tuple[int, Any]
     children = children_of(entries)
     if children:
         rows.append(("children", ", ".join(_linked(store, c) for c in children)))
+    if record.status == Status.FAILED:
+        made = retries(store, record.id)
+        if made:
+            rows.append(("retries", ", ".join(f"{r.id} ({r.status.value})" for r in made)))
     if record.continued_from:
         rows.append(("continued from", _linked(store, record.continued_from)))
     if record.continued_as:
@@ -188,7 +219,10 @@ def _header(record: InvocationRecord, entries: list[tuple[int, Any]],
     rows += links
     if record.key:
         rows.append(("key", record.key))
-    rows += [("created", render.when(record.created_at)), ("updated", render.when(record.updated_at))]
+    moved = record.updated_at
+    if record.status == Status.RUNNING:  # its steps' appends leave the record as it was taken
+        moved = max([moved] + [e.at for _, e in entries if not isinstance(e, Exception)])
+    rows += [("created", render.when(record.created_at)), ("updated", render.when(moved))]
     started = entries[0][1] if entries and entries[0][0] == 0 and not isinstance(entries[0][1], Exception) else None
     if started is not None and kind_of(started) == "started":
         rows.append(("input", render.raw_text(started.input)))

@@ -92,8 +92,10 @@ def _listen(host: str, port: int) -> socket.socket:
 @db_option
 @click.option("--http", "address", metavar="HOST:PORT", default=DEFAULT_HTTP, show_default=True,
               help="Where to listen. Anything but loopback needs a token. Port 0 picks a free port.")
-@handler_option("A handler requests may start, by NAME (repeat for several). TARGET is "
-                   "path/to/file.py:function or package.module:function.", names_required=True)
+@handler_option("A handler this server runs and requests may start (repeat for several): NAME=TARGET by "
+                "NAME, or a bare TARGET by its path, as `journal run` records it (so the server runs, and takes "
+                "over, invocations `journal run TARGET` started). TARGET is path/to/file.py:function or "
+                "package.module:function.")
 @click.option("--token-file", metavar="PATH", type=click.Path(dir_okay=False),
               help="A file holding the bearer token every request must carry (default: $JOURNAL_TOKEN).")
 @click.option("--allow-host", "allow_hosts", metavar="NAME", multiple=True,
@@ -110,8 +112,10 @@ def serve(db: str | None, address: str, handler_specs: tuple[Spec, ...], token_f
           allow_hosts: tuple[str, ...], workers: int, durability: str, max_body: int, quiet: bool) -> None:
     """Serve the HTTP API and web UI, and run invocations (until SIGTERM or Ctrl-C).
 
-    Requests may start only the handlers registered with --handler NAME=TARGET; they
-    never name code to import. Binding to anything but loopback requires a token
+    Requests may start only the handlers registered with --handler [NAME=]TARGET; they
+    never name code to import. A bare TARGET is known by its path, as `journal run
+    TARGET` records it: the server then runs, and takes over once their process is gone,
+    the invocations `journal run` started from that file. Binding to anything but loopback requires a token
     (--token-file or JOURNAL_TOKEN), which every API request must then send as
     `Authorization: Bearer TOKEN`. A request must address the server by the --http
     address or localhost (or a name given with --allow-host), and a request that changes

@@ -39,9 +39,12 @@ from ._entries import StateSet as StateSet
 from ._entries import Step as Step
 from ._entries import kind_of as kind_of
 from ._entries import name_of as name_of
+from ._fork import AlreadyRetried as AlreadyRetried
 from ._fork import ForkError as ForkError
 from ._fork import fork as fork
+from ._fork import retries as retries
 from ._fork import retry_fork as retry_fork
+from ._fork import retry_lineage as retry_lineage
 from ._fork import retry_point as retry_point
 from ._ids import expand_id as expand_id
 from ._ids import validate_id as validate_id
@@ -102,7 +105,7 @@ __all__ = (
     "StateKeys", "StateSet", "Continue", "Create", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "store_patience", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
-    "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork", "retry_fork", "retry_point",
+    "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork", "retry_fork", "retry_point", "AlreadyRetried", "retries", "retry_lineage",
     "Problem", "check", "compact", "entry_view", "export", "trim",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
     "lease_is_live", "name_of", "validate_id", "expand_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",

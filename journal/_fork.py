@@ -141,17 +141,76 @@ def retry_point(store: Store, invocation_id: str) -> int:
     return end
 
 
-def retry_fork(store: Store, invocation_id: str, *, new_id: str | None = None) -> InvocationRecord:
+def retry_fork(store: Store, invocation_id: str, *, new_id: str | None = None,
+               force: bool = False) -> InvocationRecord:
     """A failed invocation forked at its `retry_point`, pending: resumed, it replays what
-    succeeded and runs the rest live. Its id defaults to `ID-retry-N`, the first N free."""
+    succeeded and runs the rest live. Its id defaults to `ID-retry-N`, the first N free.
+
+    A failed invocation that already has a retry that has not failed (pending, running,
+    suspended, diverged or completed: `retries`) is not retried again, so that a second
+    click or a script that retries every failed invocation does not pay twice:
+    `InvocationConflict` names that retry, unless `force`."""
     at = retry_point(store, invocation_id)
     if new_id is None:
-        root = invocation_id.split("-retry-")[0][:180]
+        root = _root(invocation_id)
         n = 1
         while store.get(f"{root}-retry-{n}") is not None:
             n += 1
         new_id = f"{root}-retry-{n}"
-    return fork(store, invocation_id, at=at, new_id=new_id)
+    # The id is chosen before the check: a retry made by another process after the check
+    # takes that same id first, and this one's creation then finds it (below).
+    if not force:
+        going = [r for r in retries(store, invocation_id) if r.status not in (Status.FAILED, Status.CANCELLED)]
+        if going:
+            raise AlreadyRetried(going[0])
+    try:
+        return fork(store, invocation_id, at=at, new_id=new_id)
+    except InvocationConflict:
+        made = store.get(new_id)
+        if made is not None and made.parent == invocation_id and not force:
+            raise AlreadyRetried(made) from None  # another process retried it at the same moment
+        raise
+
+
+class AlreadyRetried(InvocationConflict):
+    """A failed invocation already has a retry that has not failed: `retry` is its record."""
+
+    def __init__(self, retry: InvocationRecord) -> None:
+        source = retry.parent or "it"
+        super().__init__(
+            f"invocation {source!r} was already retried as {retry.id!r}, which is {retry.status.value}: it is not "
+            f"retried twice (see `journal show {retry.id}`); to run another retry anyway, "
+            f"`journal retry {source} --force`")
+        self.retry = retry
+
+
+def _root(invocation_id: str) -> str:
+    """The invocation a chain of retries began with: `pay-8` for `pay-8-retry-2`."""
+    return invocation_id.split("-retry-")[0][:180]
+
+
+def retries(store: Store, invocation_id: str) -> list[InvocationRecord]:
+    """The retries made of `invocation_id` with generated ids (`ROOT-retry-N`, whose parent it
+    is), in the order they were made. Reads one record per retry of its chain, and one more."""
+    root = _root(invocation_id)
+    found: list[InvocationRecord] = []
+    n = 1
+    while (record := store.get(f"{root}-retry-{n}")) is not None:
+        if record.parent == invocation_id:
+            found.append(record)
+        n += 1
+    return found
+
+
+def retry_lineage(invocation_id: str, parent: str | None) -> str:
+    """The invocation whose step idempotency keys a retry keeps, so that a provider that saw
+    the failed attempt's key recognises the retry's call as the same one: for `ROOT-retry-N`
+    forked from ROOT or from another retry of ROOT, ROOT; for any other invocation, itself."""
+    root = _root(invocation_id)
+    head, sep, number = invocation_id.rpartition("-retry-")
+    if sep and head == root and number.isdigit() and parent is not None and _root(parent) == root:
+        return root
+    return invocation_id
 
 
 def _replace_value(source_id: str, seq: int, entry: Entry, raw: bytes) -> Entry:
@@ -163,4 +222,4 @@ def _replace_value(source_id: str, seq: int, entry: Entry, raw: bytes) -> Entry:
     return msgspec.structs.replace(entry, value=msgspec.Raw(raw) if raw is not None else NIL, error=None)
 
 
-__all__ = ("ForkError", "fork", "retry_fork", "retry_point")
+__all__ = ("AlreadyRetried", "ForkError", "fork", "retries", "retry_fork", "retry_lineage", "retry_point")

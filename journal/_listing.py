@@ -41,7 +41,7 @@ class Query(msgspec.Struct, frozen=True, gc=False):
         """Whether `record` passes every filter (the index already chose by one of them)."""
         if self.statuses and record.status not in self.statuses:
             return False
-        if self.handler is not None and record.handler != self.handler:
+        if self.handler is not None and not handler_matches(self.handler, record.handler):
             return False
         if self.key is not None and record.key != self.key:
             return False
@@ -56,6 +56,25 @@ class Query(msgspec.Struct, frozen=True, gc=False):
             if not any(needle in part.casefold() for part in haystack):
                 return False
         return True
+
+
+def handler_matches(wanted: str, recorded: str) -> bool:
+    """Whether a handler filter names the recorded handler: the same name, or, for a TARGET
+    (`path/to/file.py:fn`), the same function in a file whose path ends with the filter's
+    path, component by component. So `ops.py:slow` and `examples/ops.py:slow` (what the
+    listings show, what a user typed) find `/srv/app/examples/ops.py:slow`, and `s.py:slow`
+    does not. A dotted module target matches its dotted tail the same way."""
+    if wanted == recorded:
+        return True
+    path, colon, function = wanted.rpartition(":")
+    there, colon_there, function_there = recorded.rpartition(":")
+    if not (colon and colon_there) or function != function_there or not path or not there:
+        return False
+    while path.startswith("./"):
+        path = path[2:]
+    if not path or path.startswith("/"):
+        return path == there
+    return there == path or there.endswith("/" + path) or there.endswith("." + path)
 
 
 class Damaged(msgspec.Struct, frozen=True, gc=False):
@@ -74,4 +93,4 @@ class Page(msgspec.Struct, gc=False):
     next: Cursor | None = None
 
 
-__all__ = ("Cursor", "Damaged", "Page", "Query")
+__all__ = ("Cursor", "Damaged", "Page", "Query", "handler_matches")

@@ -14,6 +14,7 @@ import msgspec
 
 from ._codec import decode_entry, decode_value
 from ._entries import Called, Entry, ErrorInfo, Failed, Frame, Started, kind_of, name_of
+from ._fork import retries
 from ._listing import Damaged
 from ._records import InvocationRecord, Status
 from ._schema import example
@@ -25,16 +26,17 @@ iso = iso_from_us
 _FORK = re.compile(r"`(journal fork \S+ --at \d+)`")
 
 
-def record_json(record: InvocationRecord, entries: int, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+def record_json(record: InvocationRecord, entries: int, owner: dict[str, Any] | None = None,
+                updated_at: int | None = None) -> dict[str, Any]:
     """One invocation as `journal ls --json` and `GET /invocations` list it (`owner`: while
-    it is running, `owner_json`'s)."""
+    it is running, `owner_json`'s; `updated_at`: `updated_us`', else the record's)."""
     doc: dict[str, Any] = {
         "id": record.id,
         "handler": record.handler,
         "status": record.status.value,
         "key": record.key,
         "created_at": iso(record.created_at),
-        "updated_at": iso(record.updated_at),
+        "updated_at": iso(record.updated_at if updated_at is None else updated_at),
         "entries": entries,
     }
     if owner is not None:
@@ -69,7 +71,39 @@ def listed_json(store: Store, item: InvocationRecord | Damaged) -> dict[str, Any
     entries = store.entry_count(item.id)
     if not isinstance(item, InvocationRecord):
         return damaged_json(item, entries)
-    return record_json(item, entries, owner_json(store, item))
+    doc = record_json(item, entries, owner_json(store, item), updated_us(store, item, entries))
+    if item.status == Status.FAILED:
+        doc["retries"] = retries_json(store, item)
+    return doc
+
+
+def retries_json(store: Store, record: InvocationRecord) -> list[dict[str, Any]]:
+    """A failed invocation's retries (`journal retry`, `POST /retry`): `[{"id", "status"}]`,
+    oldest first; one that has not failed means it was retried (and is not retried again
+    without --force)."""
+    return [{"id": r.id, "status": r.status.value} for r in retries(store, record.id)]
+
+
+def updated_us(store: Store, record: InvocationRecord, entries: int | None = None) -> int:
+    """When the invocation last changed (µs): its record's time, or for a running one the
+    commit time of its latest entry if later. A plain step's append writes its entry and not
+    the record (one write less on the step path), so the record's time of a running
+    invocation is when it was taken; the entry's `at` says when it last moved. `entries`:
+    the entry count, when the caller has it."""
+    if record.status != Status.RUNNING:
+        return record.updated_at  # every other status is set by a write of the record itself
+    count = store.entry_count(record.id) if entries is None else entries
+    if count <= 0:
+        return record.updated_at
+    latest = store.entries(record.id, count - 1)
+    if not latest:
+        return record.updated_at
+    seq, data = latest[-1]
+    try:
+        at = decode_entry(data, invocation_id=record.id, seq=seq).at
+    except CorruptEntry:
+        return record.updated_at
+    return max(record.updated_at, at)
 
 
 def error_json(error: ErrorInfo | None, traceback: list[Frame] | None = None) -> dict[str, Any] | None:
@@ -94,7 +128,8 @@ def invocation_json(store: Store, record: InvocationRecord) -> dict[str, Any]:
     children = [e["child"] for e in entries if e["kind"] == "called"]
     failed = next((e for e in reversed(entries) if e["kind"] == "failed"), None)
     frames = [Frame(f["file"], f["line"], f["function"]) for f in failed.get("traceback", ())] if failed else None
-    return _invocation(store, record, started["input"] if started else None, children, entries, frames)
+    return _invocation(store, record, started["input"] if started else None, children, entries, frames,
+                       updated_us(store, record, len(entries)))
 
 
 def detail(store: Store, record: InvocationRecord, runs: Callable[[str], bool] | None = None) -> dict[str, Any]:
@@ -107,15 +142,18 @@ def detail(store: Store, record: InvocationRecord, runs: Callable[[str], bool] |
     (158 µs for a three-entry journal, growing with it: a `GET` under load, bench/http_load.py).
     """
     input_value, children, frames = None, [], None
+    latest = record.updated_at
     for seq, data in store.entries(record.id):
         entry = decode_entry(data, invocation_id=record.id, seq=seq)
+        latest = max(latest, entry.at)
         if isinstance(entry, Started):
             input_value = decode_value(entry.input)
         elif isinstance(entry, Called):
             children.append(entry.child)
         elif isinstance(entry, Failed):
             frames = entry.traceback
-    doc = _invocation(store, record, input_value, children, None, frames)
+    doc = _invocation(store, record, input_value, children, None, frames,
+                      latest if record.status == Status.RUNNING else record.updated_at)
     doc["waiting_on"] = waiting_on(record)
     if runs is not None and record.status == Status.PENDING and not runs(record.handler):
         doc["waiting_on"].append({"kind": "handler", "name": record.handler})
@@ -126,13 +164,13 @@ def detail(store: Store, record: InvocationRecord, runs: Callable[[str], bool] |
 
 
 def _invocation(store: Store, record: InvocationRecord, input_value: Any, children: list[str],
-                entries: list[dict[str, Any]] | None, frames: list[Frame] | None) -> dict[str, Any]:
+                entries: list[dict[str, Any]] | None, frames: list[Frame] | None, updated_at: int) -> dict[str, Any]:
     error = error_json(record.error, frames if record.status == Status.FAILED else None)
     if record.status == Status.DIVERGED and record.divergence and error is None:
         error = {"type": "NondeterminismError", "message": record.divergence, "terminal": False}
     doc: dict[str, Any] = {
         "id": record.id, "handler": record.handler, "status": record.status.value, "key": record.key,
-        "parent": record.parent, "created_at": iso(record.created_at), "updated_at": iso(record.updated_at),
+        "parent": record.parent, "created_at": iso(record.created_at), "updated_at": iso(updated_at),
         "input": input_value,
         "result": decode_value(record.result) if record.status == Status.COMPLETED else None,
         "error": error, "waiting": record.waiting, "wake_at": iso(record.wake_at),
@@ -146,6 +184,8 @@ def _invocation(store: Store, record: InvocationRecord, input_value: Any, childr
     doc["continued_from"] = record.continued_from
     doc["continued_as"] = record.continued_as
     doc["forked_from"] = forked_from(store, record)
+    if record.status == Status.FAILED:
+        doc["retries"] = retries_json(store, record)
     return doc
 
 
@@ -281,5 +321,5 @@ def forked_from(store: Store, record: InvocationRecord) -> str | None:
 
 
 __all__ = ("children_of", "corrupt_view", "damaged_json", "listed_json", "decoded", "detail", "entry_view", "error_json", "export", "forked_from",
-           "frames_json", "invocation_json", "iso", "owner_json", "promise_json", "record_json", "result_json",
-           "state_json", "waiting_on")
+           "frames_json", "invocation_json", "iso", "owner_json", "promise_json", "record_json", "result_json", "retries_json",
+           "state_json", "updated_us", "waiting_on")

@@ -55,8 +55,8 @@ def fork_with(store: Store, invocation_id: str, *, at: int, values: Mapping[int,
     return record
 
 
-def retry(store: Store, invocation_id: str, *, new_id: str | None = None) -> InvocationRecord:
+def retry(store: Store, invocation_id: str, *, new_id: str | None = None, force: bool = False) -> InvocationRecord:
     """`journal.retry_fork`, made durable."""
-    record = retry_fork(store, invocation_id, new_id=new_id)
+    record = retry_fork(store, invocation_id, new_id=new_id, force=force)
     store.sync()
     return record

@@ -34,7 +34,7 @@ from journal import (
 )
 from journal.errors import InvocationBusy, JournalError
 
-from . import _actions
+from . import _actions, _fork_check
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
@@ -399,14 +399,33 @@ class Engine:
     async def fork(self, invocation_id: str, *, at: int, values: Mapping[int, Any] | None = None,
                    new_id: str | None = None) -> InvocationRecord:
         """Copy entries `0 … at-1` into a new pending invocation (`journal fork`), with the
-        recorded values of the steps or promises at the seqs of `values` replaced by these."""
+        recorded values of the steps or promises at the seqs of `values` replaced by these.
+        With this engine's code for its handler, a replaced value that does not fit the type
+        the code reads it as is refused (`ForkError`) before anything is written."""
+        if values:
+            await self._refuse_unfit_values(invocation_id, at, values)
         return await self._read(lambda: _actions.fork_with(self.store, invocation_id, at=at, values=values,
                                                            new_id=new_id))
 
-    async def retry(self, invocation_id: str, *, new_id: str | None = None) -> InvocationRecord:
+    async def _refuse_unfit_values(self, invocation_id: str, at: int, values: Mapping[int, Any]) -> None:
+        record = await self._read(self.store.require, invocation_id)
+        try:
+            handler = self.handler_for(record.handler)
+        except Exception:  # no code for it here (or it does not import): its run will tell
+            return
+        try:
+            raw = {int(seq): bytes(encode_value(value)) for seq, value in values.items()}
+        except UnencodableValue:
+            return  # `fork_with` says so
+        copy = await self._read(lambda: _fork_check.scratch(self.store, invocation_id, at))
+        await _fork_check.refuse_unfit_values(handler, copy, invocation_id, at, raw)
+
+    async def retry(self, invocation_id: str, *, new_id: str | None = None, force: bool = False) -> InvocationRecord:
         """A failed invocation forked before its failing step, pending (`journal retry`): run it
-        with `resume` (a worker that has its handler takes it too). Its id is `ID-retry-N`."""
-        return await self._read(lambda: _actions.retry(self.store, invocation_id, new_id=new_id))
+        with `resume` (a worker that has its handler takes it too). Its id is `ID-retry-N`.
+        `AlreadyRetried` (an `InvocationConflict`) if it has a retry that has not failed,
+        unless `force`."""
+        return await self._read(lambda: _actions.retry(self.store, invocation_id, new_id=new_id, force=force))
 
     def runs(self, handler: str) -> bool:
         """Whether this engine has code for invocations that record `handler`: one of its

@@ -41,6 +41,7 @@ from journal import (
     digest,
     encode_entry,
     encode_value,
+    retry_lineage,
 )
 from journal.errors import (
     CorruptEntry,
@@ -197,6 +198,7 @@ class Executor:
             invocation_id=invocation_id, replayer=replayer, committer=self.committer, epoch=epoch,
             max_entry_bytes=self.store.max_entry_bytes, inline_sleep_limit=settings.inline_sleep_limit,
             always_replay=settings.always_replay, key=started.key, spawner=self.children, threads=settings.threads,
+            key_id=retry_lineage(invocation_id, started.parent),
         )
         if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
             ctx.state.preload(await self._read(self.store.state, started.key))

@@ -91,8 +91,11 @@ class InvocationContext(Composition, Context):
         spawner: Any = None,
         replay_only: bool = False,
         threads: StepThreads | None = None,
+        key_id: str | None = None,
     ) -> None:
         self._id = invocation_id
+        # The id its steps' idempotency keys begin with: a retry keeps the one it retries.
+        self.key_id = key_id or invocation_id
         self.machine = Machine(invocation_id, replayer, max_entry_bytes, replay_only=replay_only)
         self._committer = committer
         self._store = committer.store

@@ -83,8 +83,9 @@ def current_step() -> StepInfo:
         raise LookupError(
             "current_step() was called outside a step; call it from a function passed to ctx.run(...)"
         )
-    invocation_id, seq, name, attempt, token, _ = info
-    return StepInfo(invocation_id, seq, name, attempt, f"{invocation_id}:{token:016x}")
+    invocation_id, seq, name, attempt, token, ctx = info
+    key_id = getattr(ctx, "key_id", None) or invocation_id  # a retry's steps keep the keys of those it retries
+    return StepInfo(invocation_id, seq, name, attempt, f"{key_id}:{token:016x}")
 
 
 def in_step() -> bool:

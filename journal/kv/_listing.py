@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .._listing import Cursor, Damaged, Page, Query
+from .._listing import Cursor, Damaged, Page, Query, handler_matches
 from .._records import InvocationRecord
 from ..errors import CorruptEntry
 
@@ -76,7 +76,7 @@ def build(txn: Txn, decode: Decode) -> None:
 
 def page(txn: Txn, query: Query, decode: Decode) -> Page:
     """The page `query` asks for, reading the records its index leads to and no others."""
-    prefixes = _chosen(query)
+    prefixes = _chosen(txn, query)
     start = _newest(query.until - 1) if query.until is not None else b""
     if query.after is not None:
         after = _newest(query.after.created_at) + query.after.id.encode()
@@ -127,15 +127,32 @@ def page_by_scan(txn: Txn, query: Query, decode: Decode) -> Page:
     return Page(items, Cursor(items[-1].created_at, items[-1].id) if more else None)
 
 
-def _chosen(query: Query) -> list[bytes]:
-    """The index that narrows `query` most: its key, its handler, its statuses, or all."""
+def _chosen(txn: Txn, query: Query) -> list[bytes]:
+    """The index that narrows `query` most: its key, its handler(s), its statuses, or all."""
     if query.key is not None:
         return [b"k" + query.key.encode() + b"\x00"]
     if query.handler is not None:
-        return [b"h" + query.handler.encode("utf-8", "surrogatepass") + b"\x00"]
+        if ":" not in query.handler:  # a NAME: only itself
+            return [b"h" + query.handler.encode("utf-8", "surrogatepass") + b"\x00"]
+        return [b"h" + name + b"\x00" for name in _handler_names(txn)
+                if handler_matches(query.handler, name.decode("utf-8", "surrogatepass"))]
     if query.statuses:
         return [b"s" + s.value.encode() + b"\x00" for s in dict.fromkeys(query.statuses)]
     return [b"*\x00"]
+
+
+def _handler_names(txn: Txn) -> Iterator[bytes]:
+    """Every handler name in the index, each read once: one key per name, then a jump past
+    that name's keys (a TARGET filter such as `ops.py:slow` may match several)."""
+    low = b"h"
+    while True:
+        found = next(iter(txn.scan_some("listing", b"h", low, 1)), None)
+        if found is None:
+            return
+        key = bytes(found[0])
+        name = key[1:key.index(b"\x00", 1)]
+        yield name
+        low = b"h" + name + b"\x01"
 
 
 def _suffixes(txn: Txn, prefix: bytes, start: bytes) -> Iterator[bytes]:

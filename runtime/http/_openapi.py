@@ -23,6 +23,7 @@ from .models import (
     Page,
     PromiseRequest,
     Result,
+    RetryRequest,
     Started,
     StartRequest,
 )
@@ -123,10 +124,12 @@ OPENAPI: dict[str, Any] = {
             "responses": {"201": _json(_ref(Forked), "the fork, pending"),
                           **_errors(400, 401, 403, 404, 409, 413, 422)}}},
         "/invocations/{id}/retry": {"post": {
-            "summary": "Fork a failed invocation just before its failing step, and run the fork here",
+            "summary": "Fork a failed invocation just before its failing step, and run the fork here "
+                       "(409 if a retry of it is running or completed, unless force)",
             "parameters": [_ID],
+            "requestBody": _body(RetryRequest),
             "responses": {"201": _json(_ref(Forked), "the fork, started"),
-                          **_errors(400, 401, 403, 404, 409, 413)}}},
+                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
         "/keys/{key}/state": {"get": {
             "summary": "A key's durable state and the queue of its unfinished invocations",
             "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],

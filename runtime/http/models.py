@@ -45,6 +45,12 @@ class CancelRequest(msgspec.Struct, forbid_unknown_fields=True):
     rollback: Annotated[bool, Meta(description="also undo the ctx.state changes it made to its key")] = False
 
 
+class RetryRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /invocations/{id}/retry`; an empty body is `{}`."""
+
+    force: Annotated[bool, Meta(description="retry it even though a retry of it is running or completed")] = False
+
+
 class ForkRequest(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /invocations/{id}/fork`: a new invocation from the first `at` entries."""
 
@@ -66,7 +72,7 @@ class ErrorDetail(msgspec.Struct):
 
 class Error(msgspec.Struct):
     """Every answer other than success; an InvocationConflict also names the invocation
-    that exists (`id`, `status`)."""
+    that exists (`id`, `status`), and an AlreadyRetried the retry that is running or done."""
 
     error: ErrorDetail
     id: str | UnsetType = UNSET
@@ -112,6 +118,13 @@ class ErrorInfo(msgspec.Struct):
     traceback: list[Frame] | UnsetType = UNSET
 
 
+class Retry(msgspec.Struct):
+    """A retry of a failed invocation, and where it stands."""
+
+    id: str
+    status: Status
+
+
 class Summary(msgspec.Struct):
     """One invocation in a listing. A record that does not decode is listed too: status
     `damaged`, what is wrong in `damaged`, and null for what could not be read."""
@@ -125,6 +138,7 @@ class Summary(msgspec.Struct):
     entries: int
     owner: Owner | UnsetType = UNSET
     damaged: str | UnsetType = UNSET
+    retries: Annotated[list[Retry], Meta(description="a failed invocation's retries, oldest first")] | UnsetType = UNSET
 
 
 class Page(msgspec.Struct):
@@ -172,6 +186,7 @@ class Invocation(msgspec.Struct):
     fork_command: Annotated[str | None, Meta(description="once diverged: the journal fork command that mends it")]
     steps_here: Annotated[dict[str, int] | None, Meta(description="steps this server ran, by how they ended")]
     owner: Owner | UnsetType = UNSET
+    retries: Annotated[list[Retry], Meta(description="a failed invocation's retries, oldest first")] | UnsetType = UNSET
 
 
 class Entry(msgspec.Struct):
@@ -211,5 +226,5 @@ class Health(msgspec.Struct):
     workers: int
 
 
-REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest)
+REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest)
 ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health)

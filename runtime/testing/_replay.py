@@ -109,6 +109,14 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
     if the code no longer makes the recorded calls; otherwise returns a `ReplayReport`.
     `handler` is the function, a handler path, or None for the path entry 0 records.
     """
+    report, _ = await replay_outcome(handler, store, invocation_id)
+    return report
+
+
+async def replay_outcome(handler: Callable[..., Any] | str | None, store: Store,
+                         invocation_id: str) -> tuple[ReplayReport, BaseException | None]:
+    """`replay_journal`, and how the handler ended if it did (an exception it raised, such as
+    a recorded value that does not fit the type the code reads it as), else None."""
     record = store.get(invocation_id)
     if record is None:
         raise InvocationNotFound(f"no invocation {invocation_id!r} in {store.path or 'this store'}")
@@ -183,7 +191,7 @@ async def replay_journal(handler: Callable[..., Any] | str | None, store: Store,
         checked=machine.checked,
         finished=not stopped,
         stopped_at=machine.stopped_at,
-    )
+    ), outcome
 
 
 def _handler_ending(exc: BaseException) -> bool:

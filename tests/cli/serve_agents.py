@@ -144,3 +144,19 @@ async def typed_approval(ctx: Context, order: str) -> str:
 async def named(ctx: Context, name: str) -> str:
     """One step named by its input: what a step name full of markup looks like."""
     return await ctx.run(name, _echo, name)
+
+
+def _keyed_charge(args: dict) -> str:
+    from runtime import current_step
+
+    with open(args["log"], "a") as f:  # what the payment provider saw: the call's idempotency key
+        f.write(current_step().idempotency_key + "\n")
+    if not os.path.exists(args["marker"]):
+        raise TerminalError("the payment service is down")
+    return "charged"
+
+
+async def keyed_charge(ctx: Context, args: dict) -> str:
+    """Fetches, then charges with the step's idempotency key, failing until `marker` exists."""
+    await ctx.run("fetch", _echo, "fetched")
+    return await ctx.run("charge", _keyed_charge, args)

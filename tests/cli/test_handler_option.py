@@ -26,7 +26,8 @@ def test_one_name_for_two_functions_is_refused_alike_everywhere(command, tmp_pat
     assert "'a' is given twice, for different functions" in result.stderr
 
 
-def test_serve_requires_a_name_and_says_how_to_give_one(tmp_path):
-    result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "db"), "--handler", f"{AGENTS}:echo"])
+@pytest.mark.parametrize("command", [["worker"], ["serve"]])
+def test_serve_takes_a_bare_target_as_worker_does_and_refuses_a_bad_one_alike(command, tmp_path):
+    result = CliRunner().invoke(cli, [*command, "--db", str(tmp_path / "db"), "--handler", f"{AGENTS}:nothing"])
     assert result.exit_code == 2
-    assert "is not NAME=TARGET (for example refund=examples/approval.py:refund)" in result.stderr
+    assert "has no attribute" in result.stderr or "no function" in result.stderr, result.stderr

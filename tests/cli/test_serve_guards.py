@@ -143,7 +143,8 @@ def test_only_loopback_addresses_count_as_loopback(host, loopback):
 @pytest.mark.parametrize(("args", "says"), [
     (["--http", "8420"], "is not HOST:PORT"),
     (["--http", "127.0.0.1:99999"], "is not HOST:PORT"),
-    (["--handler", "approve"], "is not NAME=TARGET"),
+    (["--handler", "approve"], "is not of the form path/to/file.py:function"),
+    (["--handler", "a:b=tests/cli/serve_agents.py:echo"], "expected NAME=TARGET or TARGET"),
     (["--handler", "a=tests/cli/serve_agents.py:echo", "--handler", "a=tests/cli/serve_agents.py:quick"], "twice"),
     (["--handler", "a=tests/cli/serve_agents.py:nothing"], "has no attribute"),
     (["--token-file", "/nonexistent/token"], "cannot read --token-file"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,26 @@ def test_ls_searches_the_same_way(served):
     assert ls("--handler", "echo", "--limit", "2") == ["item-3", "item-4"]  # the newest two, oldest first
     assert ls("--key", "thread-a") == ["item-0", "item-1"]
     assert ls("--since", "2000-01-01T00:00:00Z", "--until", "2000-01-02") == []
+
+
+def test_a_handler_filter_takes_the_shown_form_and_a_relative_target(served):
+    server, db = served
+    agents = Path(__file__).parent / "agents.py"
+    done = subprocess.run([sys.executable, "-m", "cli", "run", f"{agents}:greet", "--input", '"ada"', "--id", "greeted",
+                           "--db", db], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    ids = lambda **params: [d["id"] for d in server.client.get("/invocations", params=params).json()["invocations"]]  # noqa: E731
+    assert ids(handler="agents.py:greet") == ["greeted"]  # what the list shows
+    assert ids(handler="tests/cli/agents.py:greet") == ["greeted"]
+    assert ids(handler=f"{agents}:greet") == ["greeted"]
+    assert ids(handler="agents.py:other") == []
+
+    def ls(*args: str, cwd: Path) -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "cli", "ls", "--json", *args, "--db", db], capture_output=True,
+                              text=True, timeout=60, cwd=cwd)
+        assert done.returncode == 0, done.stderr
+        return [d["id"] for d in json.loads(done.stdout)]
+
+    assert ls("--handler", "agents.py:greet", cwd=agents.parent) == ["greeted"]
+    assert ls("--handler", "../cli/agents.py:greet", cwd=agents.parent.parent / "journal") == ["greeted"]
+    assert ls("--handler", "tests/cli/agents.py:greet", cwd=agents.parents[2]) == ["greeted"]

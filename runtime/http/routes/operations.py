@@ -6,6 +6,7 @@ Each is also a `journal` command, with the same rules: the checks are the engine
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from starlette.background import BackgroundTask
@@ -13,15 +14,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from journal import ForkError, InvocationRecord, Status
+from journal import AlreadyRetried, ForkError, InvocationRecord, Status
+from journal.errors import InvocationConflict
 
+from ... import is_handler_name
 from ...errors import HandlerNotFound, NotResumable
 from .. import _service
 from .._errors import ApiError, JSONResponse
 from .._params import convert, param
 from .._request_checks import checked_id, read_json
 from .._service import service
-from ..models import CancelRequest, Forked, ForkRequest, Started
+from ..models import CancelRequest, Error, ErrorDetail, Forked, ForkRequest, RetryRequest, Started
 
 
 def _body(data: Any) -> Any:
@@ -67,10 +70,18 @@ async def resume(request: Request) -> Response:
     if not _runs_here(s, record):
         raise ApiError(422, "HandlerNotRegistered",
                        f"invocation {record.id!r} records handler {record.handler!r}, which this server was not "
-                       f"given; start it with --handler {record.handler}=TARGET, or run `journal resume` where "
-                       "its code is")
+                       f"given; start the server with {_handler_hint(record.handler)} (it then takes the invocation "
+                       f"over), or run `journal resume {record.id}` where its code is")
     return JSONResponse(Started(record.id, record.status), status_code=202,
                         background=BackgroundTask(s.run_here, record.id))
+
+
+def _handler_hint(handler: str) -> str:
+    """The `journal serve` option that gives a server the code of `handler`: a NAME needs its
+    TARGET; a recorded TARGET (what `journal run` records) is its own, as a bare TARGET."""
+    if is_handler_name(handler):
+        return f"--handler {handler}=path/to/file.py:function"
+    return f"--handler {shlex.quote(handler)}"
 
 
 async def fork_route(request: Request) -> Response:
@@ -85,18 +96,27 @@ async def fork_route(request: Request) -> Response:
             raise ApiError(422, "InvalidBody", f'"set" maps a seq to a value; {text!r} is not a seq '
                            '(for example {"set": {"2": "a better plan"}})')
         values[int(text)] = value
-    forked = await _forking(s.engine.fork(record.id, at=body.at, new_id=body.new_id, values=values))
+    try:
+        forked = await _forking(s.engine.fork(record.id, at=body.at, new_id=body.new_id, values=values))
+    except InvocationConflict:  # (the engine's message speaks of the command line's --new-id)
+        raise ApiError(409, "InvocationConflict", f"invocation {body.new_id!r} already exists: give the fork "
+                       "another new_id, or leave new_id out for a generated one") from None
     return JSONResponse(Forked(forked.id, forked.status, record.id, body.at), status_code=201)
 
 
 async def retry_route(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
-    await read_json(request, s.max_body)
+    body = convert(_body(await read_json(request, s.max_body)), RetryRequest)
     if record.status != Status.FAILED:
         raise ApiError(409, "NotRetryable", f"invocation {record.id!r} is {record.status.value}: only a failed "
                        f"invocation is retried; `journal fork {record.id} --at SEQ` starts a new one from its journal")
-    forked = await _forking(s.engine.retry(record.id))
+    try:
+        forked = await _forking(s.engine.retry(record.id, force=body.force))
+    except AlreadyRetried as exc:  # a second click, or a script that retries every failed one
+        message = str(exc).replace(f"`journal retry {record.id} --force`", '{"force": true}')
+        return JSONResponse(Error(ErrorDetail("AlreadyRetried", message), exc.retry.id, exc.retry.status),
+                            status_code=409)
     task = BackgroundTask(s.run_here, forked.id) if _runs_here(s, forked) else None
     return JSONResponse(Forked(forked.id, forked.status, record.id), status_code=201,
                         background=task)

@@ -27,7 +27,12 @@ function h(tag, attrs, ...children) {
 function show(...nodes) { main.replaceChildren(...nodes); }
 function text(value) { return value === undefined ? "" : (typeof value === "string" ? value : JSON.stringify(value, null, 2)); }
 function badge(status) { return h("span", { class: "status " + status, "data-status": status }, status); }
-function when(iso) { return iso ? new Date(iso).toLocaleString() : ""; }
+// Times in UTC, saying so, as the command line shows them (the browser's zone may not be the server's).
+function when(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  return isNaN(d) ? String(iso) : d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "").replace("Z", "") + " UTC";
+}
 function ago(iso) {
   if (!iso) return "";
   const s = Math.max(0, (Date.now() - new Date(iso).getTime()) / 1000);
@@ -191,7 +196,11 @@ async function listPage() {
       nextCursor = page.next_cursor;
       older.disabled = !nextCursor;
       body.replaceChildren(...page.invocations.map((inv) => h("tr", { "data-id": inv.id },
-        h("td", {}, invocationLink(inv.id)), h("td", {}, badge(inv.status)),
+        h("td", {}, invocationLink(inv.id)), h("td", {}, badge(inv.status),
+          inv.status === "running" && inv.owner && inv.owner.alive === false
+            ? h("span", { class: "tag error owner-gone", title: "its owner's process or session ended, or its lease expired: resume it" }, "owner gone")
+            : null,
+          retriedAs(inv) ? h("span", { class: "tag retried", title: "retried as " + retriedAs(inv) }, "retried") : null),
         h("td", { class: "mono", title: inv.handler }, shortHandler(inv.handler)), h("td", {}, keyLink(inv.key)),
         h("td", { class: "num" }, inv.entries), h("td", { title: when(inv.updated_at) }, ago(inv.updated_at)))));
       const names = [...new Set(page.invocations.map((inv) => inv.handler))].sort();
@@ -297,7 +306,7 @@ async function invocationPage(id) {
     state.doc = doc;
     const gone = ownerGone(doc);
     const list = h("dl", { class: "facts" },
-      h("dt", {}, "status"), h("dd", { id: "status" }, badge(doc.status),
+      h("dt", {}, "status"), h("dd", { id: "status" }, rejected(doc) ? badge("rejected") : badge(doc.status),
         gone ? h("span", { class: "tag error", id: "owner-gone", title: "its owner's process or session ended, or its lease expired: resume it here" }, "owner gone") : null),
       h("dt", {}, "handler"), h("dd", { class: "mono", title: doc.handler }, shortHandler(doc.handler)),
       doc.owner ? [h("dt", {}, "owner"), h("dd", { class: "mono", id: "owner" },
@@ -307,6 +316,8 @@ async function invocationPage(id) {
       doc.forked_from ? [h("dt", {}, "forked from"), h("dd", { id: "forked-from" }, invocationLink(doc.forked_from))] : null,
       doc.children && doc.children.length ? [h("dt", {}, "children"), h("dd", {}, doc.children.map((c) => [invocationLink(c), " "]))] : null,
       doc.continued_as ? [h("dt", {}, "continued as"), h("dd", {}, invocationLink(doc.continued_as))] : null,
+      doc.retries && doc.retries.length ? [h("dt", {}, "retries"), h("dd", { id: "retries" },
+        doc.retries.flatMap((r) => [invocationLink(r.id), " ", badge(r.status), " "]))] : null,
       h("dt", {}, "created"), h("dd", {}, when(doc.created_at)),
       h("dt", {}, "updated"), h("dd", {}, when(doc.updated_at)),
       doc.steps_here ? [h("dt", {}, "in this server"), h("dd", { id: "runs" },
@@ -317,7 +328,7 @@ async function invocationPage(id) {
         tracebackOf(doc.error))] : null);
     facts.replaceChildren(list);
     // Drawn again only when what they act on changed: an operator may be typing a value.
-    const acting = JSON.stringify([doc.status, doc.waiting_on, doc.divergence, doc.fork_command, ownerGone(doc)]);
+    const acting = JSON.stringify([doc.status, doc.waiting_on, doc.divergence, doc.fork_command, ownerGone(doc), retriedAs(doc)]);
     if (acting !== state.acting) {
       state.acting = acting;
       operator.replaceChildren(...operatorButtons(doc, state, panel, renderFacts));
@@ -339,6 +350,17 @@ async function invocationPage(id) {
   } catch (error) { failure(error); }
 }
 
+// A failure that is a rejected promise the handler let through (Reject on an approval): an
+// answer, not a fault, so it is shown as "rejected" and offers no Retry.
+function rejected(doc) { return doc.status === "failed" && !!doc.error && doc.error.type === "PromiseRejected"; }
+
+// The retry of a failed invocation that is running or done (one that failed or was cancelled
+// does not count): it is not retried again by a click.
+function retriedAs(doc) {
+  const going = (doc.retries || []).filter((r) => r.status !== "failed" && r.status !== "cancelled");
+  return going.length ? going[going.length - 1].id : null;
+}
+
 function ownerGone(doc) { return doc.status === "running" && !!doc.owner && doc.owner.alive === false; }
 
 // A failure's traceback: the frames of the user's code, innermost last, as text.
@@ -355,19 +377,29 @@ function tracebackOf(error) {
 // -- the waterfall ------------------------------------------------------------------------------
 // Entries record when they committed, not when their step began. A bar starts where the entry
 // before it (in seq order) committed, or the invocation began; when that entry committed after
-// this one (they ran concurrently), the bar starts where that entry's own bar starts.
+// this one (they ran concurrently), the bar starts where that entry's own bar starts. Nothing
+// runs before a timer fires (a step after a sleep starts at its `until` at the earliest), nor
+// in a fork or retry before it was made: its entries copied from the original carry the
+// original's times, and its first live step starts no earlier than the fork's creation.
 
-function stepSpans(entries) {
+function stepSpans(entries, createdAt) {
   const spans = [];
   const starts = new Map();
   let origin = null;
   let previous = null;
+  let ready = null;  // the earliest the next entry can have started (a timer, the fork's creation)
   for (const entry of entries) {
     const end = at(entry);
     if (end === null) continue;
     if (origin === null) origin = end;
     let start = previous === null ? end : at(previous);
     if (previous !== null && start > end) start = Math.min(starts.get(previous.seq), end);
+    if (createdAt !== null && previous !== null && at(previous) < createdAt && end >= createdAt) {
+      ready = Math.max(ready ?? createdAt, createdAt);  // the first entry this fork wrote itself
+    }
+    if (ready !== null) start = Math.min(end, Math.max(start, ready));
+    ready = null;
+    if (entry.kind === "sleep" && entry.until) ready = new Date(entry.until).getTime();
     starts.set(entry.seq, start);
     if (entry.kind === "step") spans.push({ entry, start, end });
     previous = entry;
@@ -375,37 +407,73 @@ function stepSpans(entries) {
   return { origin, spans };
 }
 
+// Where nothing ran for long (a wait for a promise or a timer, a crash, the time between a
+// run and its retry) the axis is cut: such a gap is drawn narrow and labelled with its length,
+// so a 1 ms step after a 1 min wait is still a bar one can see.
+function timeAxis(origin, spans, last) {
+  const busy = [];
+  for (const { start, end } of [...spans].sort((a, b) => a.start - b.start)) {
+    const top = busy[busy.length - 1];
+    if (top && start <= top[1]) top[1] = Math.max(top[1], end); else busy.push([start, end]);
+  }
+  const idle = [];
+  let cursor = origin;
+  for (const [start, end] of busy) {
+    if (start > cursor) idle.push([cursor, start]);
+    cursor = Math.max(cursor, end);
+  }
+  if (last > cursor) idle.push([cursor, last]);
+  const active = busy.reduce((sum, [s, e]) => sum + (e - s), 0);
+  const cut = idle.filter(([s, e]) => e - s > Math.max(1000, 0.2 * active));
+  const shown = Math.max(1, (last - origin) - cut.reduce((sum, [s, e]) => sum + (e - s), 0));
+  const gapWidth = cut.length ? shown * 0.08 : 0;
+  const width = shown + gapWidth * cut.length;
+  const x = (t) => {  // a time, as a percentage of the track
+    let units = t - origin;
+    for (const [s, e] of cut) {
+      if (t >= e) units += gapWidth - (e - s);
+      else if (t > s) units += (gapWidth * (t - s)) / (e - s) - (t - s);
+    }
+    return (units / width) * 100;
+  };
+  return { x, cut, shown };
+}
+
 function drawWaterfall(box, state) {
-  const { origin, spans } = stepSpans(state.entries);
+  const createdAt = state.doc && state.doc.created_at ? new Date(state.doc.created_at).getTime() : null;
+  const { origin, spans } = stepSpans(state.entries, createdAt);
   if (!spans.length) {
     box.replaceChildren(h("p", { class: "muted" }, "No steps yet."));
     return;
   }
   const last = Math.max(...state.entries.map((e) => at(e) || 0));
-  const total = Math.max(1, last - origin);
+  const { x, cut, shown } = timeAxis(origin, spans, last);
+  const gaps = (cls) => cut.map(([s, e]) => h("div", { class: cls, "data-left": x(s).toFixed(2),
+    "data-width": (x(e) - x(s)).toFixed(2), title: "nothing ran for " + duration(e - s) }, cls === "gap-label" ? "⋯ " + duration(e - s) : null));
   // The steps the latest run in this server replayed come first in program order.
   let replayed = state.doc && state.doc.steps_here ? state.doc.steps_here.replayed_latest || 0 : 0;
   const bars = spans.map(({ entry, start, end }) => {
     const isReplayed = replayed-- > 0;
-    const left = ((start - origin) / total) * 100;
-    const width = Math.max(0.4, ((end - start) / total) * 100);
+    const left = x(start);
+    const width = Math.max(0.4, x(end) - left);
     const classes = ["bar", entry.error ? "failed" : "ok", isReplayed ? "replayed" : null].filter(Boolean).join(" ");
     const label = [duration(end - start)];
     if (entry.attempts > 1) label.push(entry.attempts + " attempts");
     if (isReplayed) label.push("replayed");
     return h("div", { class: "lane", "data-seq": entry.seq, "data-step": entry.name },
       h("div", { class: "lane-name mono", title: entry.name }, entry.seq + " " + entry.name),
-      h("div", { class: "track" },
+      h("div", { class: "track" }, gaps("gap"),
         h("div", { class: classes, "data-left": left.toFixed(2), "data-width": width.toFixed(2),
           title: entry.name + ": committed " + when(entry.at) + (entry.error ? " with an error" : "") })),
       h("div", { class: "bar-label" }, label.join(" · ")));
   });
   box.replaceChildren(h("div", { class: "axis muted" }, h("div", {}),
-    h("div", { class: "ticks" }, h("span", {}, "0"), h("span", {}, duration(total))), h("div", {})), ...bars);
+    h("div", { class: "ticks" }, h("span", {}, "0"), h("span", {}, duration(shown) + (cut.length ? " running" : ""))), h("div", {})),
+    ...bars, cut.length ? h("div", { class: "axis muted gaps" }, h("div", {}, "waits"), h("div", { class: "track" }, gaps("gap-label")), h("div", {})) : null);
   // Positions are set through the CSSOM: the page's policy allows no inline style attributes.
-  for (const bar of box.querySelectorAll(".bar")) {
-    bar.style.left = bar.dataset.left + "%";
-    bar.style.width = bar.dataset.width + "%";
+  for (const el of box.querySelectorAll(".bar, .gap, .gap-label")) {
+    el.style.left = el.dataset.left + "%";
+    el.style.width = el.dataset.width + "%";
   }
 }
 
@@ -415,12 +483,19 @@ function operatorButtons(doc, state, panel, refresh) {
   const finished = FINISHED.includes(doc.status);
   const note = h("span", { class: "note", id: "action-note", role: "status" });
   const act = async (label, route, body, then) => {
+    note.classList.remove("failed");
+    note.setAttribute("role", "status");
     note.textContent = label + "…";
     try {
       const answer = await api("/invocations/" + encodeURIComponent(doc.id) + "/" + route, { method: "POST", body });
       note.textContent = "";
       if (then) then(answer);
-    } catch (error) { if (!(error instanceof Unauthorized)) note.textContent = String(error.message); }
+    } catch (error) {
+      if (error instanceof Unauthorized) return;
+      note.classList.add("failed");  // an error, shown as one
+      note.setAttribute("role", "alert");
+      note.textContent = String(error.message);
+    }
   };
   const buttons = [];
   if (!finished) {
@@ -436,7 +511,7 @@ function operatorButtons(doc, state, panel, refresh) {
   }
   buttons.push(h("button", { type: "button", class: "plain", id: "fork",
     onclick: () => panel.replaceChildren(forkForm(doc, state, () => panel.replaceChildren())) }, "Fork…"));
-  if (doc.status === "failed") {
+  if (doc.status === "failed" && !rejected(doc) && !retriedAs(doc)) {
     buttons.push(h("button", { type: "button", class: "approve", id: "retry",
       title: "fork it just before its failing step, and run the fork",
       onclick: () => act("Retrying", "retry", {}, (answer) => go("/i/" + encodeURIComponent(answer.id))) }, "Retry"));
@@ -581,13 +656,24 @@ function defaultFor(schema, depth = 0, root = schema) {
   }
 }
 
+// Whether a value says no: `false`, or an object with a `false` among its fields. The green
+// Approve never sends one; the button then reads "Send" (the value goes as typed).
+function saysNo(value) {
+  if (value === false) return true;
+  return !!value && typeof value === "object" && !Array.isArray(value) && Object.values(value).some((v) => v === false);
+}
+
 function promiseRow(id, promise, refresh) {
   const name = promise.name;
   const schema = promise.schema || null;
-  const initial = JSON.stringify("example" in promise ? promise.example : defaultFor(schema));
+  // What approving means for the type: every yes/no of it yes (the server's example, for a
+  // form to start from, has `false` for each), the rest as the example has it.
+  const initial = JSON.stringify(schema ? defaultFor(schema) : ("example" in promise ? promise.example : true));
   const value = h("input", { value: initial, "aria-label": "value of " + name, class: "mono value-input" });
   const reason = h("input", { placeholder: "reason for rejecting", "aria-label": "reason" });
   const note = h("span", { class: "note refusal", role: "alert" });
+  const preview = h("code", { class: "muted sends", "aria-label": "what will be sent" });
+  const approveButton = h("button", { class: "approve" }, "Approve");
   const send = async (body) => {
     note.textContent = "";
     try {
@@ -596,17 +682,28 @@ function promiseRow(id, promise, refresh) {
       refresh();
     } catch (error) { if (!(error instanceof Unauthorized)) note.textContent = String(error.message); }
   };
-  const approve = () => {
-    let parsed;
-    try { parsed = JSON.parse(value.value); } catch { note.textContent = "the value is not JSON"; return; }
-    send({ value: parsed });
+  const parsed = () => { try { return { ok: true, value: JSON.parse(value.value) }; } catch { return { ok: false }; } };
+  const describe = () => {
+    const got = parsed();
+    approveButton.disabled = !got.ok;
+    const no = got.ok && saysNo(got.value);
+    approveButton.textContent = no ? "Send" : "Approve";
+    approveButton.className = no ? "plain" : "approve";
+    approveButton.title = no ? "this value says no: it is sent as typed (Reject rejects the promise instead)" : "";
+    preview.textContent = got.ok ? "sends " + JSON.stringify(got.value) : "not JSON yet";
   };
+  value.addEventListener("input", describe);
+  approveButton.addEventListener("click", () => {
+    const got = parsed();
+    if (!got.ok) { note.textContent = "the value is not JSON"; return; }
+    send({ value: got.value });
+  });
+  describe();
   return h("div", { class: "promise", "data-promise": name },
     h("strong", { class: "mono" }, name),
     schema || promise.type ? h("code", { class: "schema muted", title: schema ? JSON.stringify(schema) : "" },
       promise.type ? String(promise.type) : schemaSummary(schema)) : null,
-    value,
-    h("button", { class: "approve", onclick: approve }, "Approve"), reason,
+    value, approveButton, preview, reason,
     h("button", { class: "reject", onclick: () => send({ reject: reason.value || "rejected in the web UI" }) }, "Reject"),
     note);
 }
