@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import interrupt
 
 import runtime.langchain
-from runtime import Context
+from runtime import Context, RetryPolicy
 from runtime.langchain import JournalMiddleware
 
 LOG = "JOURNAL_TEST_LOG"
@@ -53,7 +53,9 @@ class ScriptedModel(GenericFakeChatModel):
         if any(isinstance(m, ToolMessage) and m.status == "error" for m in messages):
             reply = AIMessage(content="Stopped: " + " | ".join(str(m.content) for m in messages
                                                                  if isinstance(m, ToolMessage)))
-        return ChatResult(generations=[ChatGeneration(message=reply.model_copy())])
+        # An id of its own, or LangChain gives it one from its run id (a new uuid per call),
+        # and check_determinism would see a crashed run's step differ from the reference's.
+        return ChatResult(generations=[ChatGeneration(message=reply.model_copy(update={"id": f"ai-{turn}"}))])
 
 
 def _call(name: str, args: dict[str, Any], id: str) -> dict[str, Any]:
@@ -176,3 +178,37 @@ async def story_handler(ctx: Context, question: str) -> str:
         if isinstance(chunk, AIMessage):
             text += str(chunk.content)
     return text
+
+
+BROKEN: list[bool] = []
+
+
+class FlakyStreamer(ScriptedModel):
+    """Streams three tokens and then fails, on its first call since `BROKEN` was cleared."""
+
+    def _stream(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                **kwargs: Any) -> Any:
+        for n, chunk in enumerate(super()._stream(messages, stop, run_manager, **kwargs)):
+            if n == 3 and not BROKEN:
+                BROKEN.append(True)
+                raise ConnectionError("the stream broke")
+            yield chunk
+
+
+flaky_agent = create_agent(FlakyStreamer(STORY), [], middleware=[
+    JournalMiddleware(model_retry=RetryPolicy(max_attempts=3, initial_interval=0.01, jitter=0))])
+
+
+async def flaky_story_handler(ctx: Context, question: str) -> str:
+    """Streams, and answers with the final state's last message (the stream holds the broken attempt's tokens too)."""
+    last: Any = None
+    async for mode, data in flaky_agent.astream(_ask(question), stream_mode=["messages", "values"]):
+        if mode == "values":
+            last = data
+    return str(last["messages"][-1].content)
+
+
+async def sync_handler(ctx: Context, question: str) -> str:
+    """Runs the agent synchronously, which a handler cannot journal."""
+    state = trip_agent.invoke(_ask(question))
+    return str(state["messages"][-1].content)
