@@ -106,7 +106,7 @@ def test_no_package_imports_another_ones_private_modules(package: str):
 
 
 @pytest.mark.parametrize("integration", ["runtime.langgraph", "runtime.otel", "runtime.http", "runtime.pydantic_ai",
-                                         "runtime.openai_agents", "runtime.mcp"])
+                                         "runtime.openai_agents", "runtime.mcp", "runtime.langchain", "runtime.adk"])
 def test_integrations_use_only_the_runtimes_public_names(integration: str):
     """An integration is an observer and public names: it could live outside this repository."""
     folder = ROOT / integration.replace(".", "/")

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.adk.agents.callback_context import CallbackContext
-from google.adk.agents.run_config import StreamingMode
+from google.adk.agents.run_config import StreamingMode  # type: ignore[attr-defined]
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
@@ -91,6 +91,8 @@ class JournalPlugin(BasePlugin):
     async def before_model_callback(self, *, callback_context: CallbackContext,
                                     llm_request: LlmRequest) -> LlmResponse | None:
         agent = callback_context.get_invocation_context().agent
+        if agent is None:
+            return None  # not an agent's call: nothing of ours
         ctx = _journaling(f"a model call of the agent {agent.name!r}")
         if ctx is None:
             return None  # inside a step: ADK calls the model, as part of that step

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
+from uuid import UUID
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -47,9 +48,13 @@ TOOL_STEP = "langchain.tool:"
 class _Emit(AsyncCallbackHandler):
     """Sends each token a streamed model call yields to the step's followers."""
 
-    async def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
-        if token:
-            current_step().emit(token)
+    async def on_llm_new_token(self, token: str | list[str | dict[str, Any]], *, chunk: Any = None, run_id: UUID,
+                               parent_run_id: UUID | None = None, tags: list[str] | None = None,
+                               **kwargs: Any) -> None:
+        text = token if isinstance(token, str) else "".join(
+            b if isinstance(b, str) else str(b.get("text", "")) for b in token if isinstance(b, (str, dict)))
+        if text:
+            current_step().emit(text)
 
 
 # Set only while a model step runs: every callback manager LangChain configures in that
@@ -83,7 +88,7 @@ def _sync_refused(what: str) -> JournalError:
     )
 
 
-class JournalMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class JournalMiddleware(AgentMiddleware):
     """Makes a LangChain agent durable inside journal handlers:
     `create_agent(model, tools, middleware=[..., JournalMiddleware()])`, placed last so that
     it wraps the model and the tools most closely.

@@ -19,6 +19,7 @@ import uuid
 import weakref
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
@@ -46,7 +47,8 @@ async def run(agent: Pregel[Any, Any, Any, Any], input: Any, config: dict[str, A
             "`async def handler(ctx, ...)` (Engine.run, journal run, a worker), or call agent.ainvoke to run the "
             "agent without durability"
         )
-    if agent.checkpointer is None:
+    saver = agent.checkpointer
+    if not isinstance(saver, BaseCheckpointSaver):  # None, or True/False (a subgraph's "use the parent's")
         raise JournalError(
             "runtime.langchain.run needs an agent that can pause: build it with a checkpointer, e.g. "
             "create_agent(..., checkpointer=InMemorySaver()) (in memory is enough; the journal is what survives a crash)"
@@ -58,7 +60,8 @@ async def run(agent: Pregel[Any, Any, Any, Any], input: Any, config: dict[str, A
     thread = given.get("thread_id") or f"journal:{ctx.invocation_id}:{uuid.uuid4().hex}"
     config["configurable"] = {**given, "thread_id": thread}
     try:
-        result = await agent.ainvoke(input, config, **kwargs)
+        ainvoke: Any = agent.ainvoke  # its overloads are by stream_mode, which `kwargs` may hold
+        result = await ainvoke(input, config, **kwargs)
         while isinstance(result, dict) and result.get("__interrupt__"):
             answers: dict[str, Any] = {}
             for interrupt in result["__interrupt__"]:
@@ -67,11 +70,11 @@ async def run(agent: Pregel[Any, Any, Any, Any], input: Any, config: dict[str, A
                     answers[interrupt.id] = await ctx.promise(f"{PROMISE}{number}")
                 except PromiseRejected as exc:
                     answers[interrupt.id] = _rejection(interrupt.value, exc)
-            result = await agent.ainvoke(Command(resume=answers), config, **kwargs)
+            result = await ainvoke(Command(resume=answers), config, **kwargs)
         return result
     finally:
         if "thread_id" not in given:  # ours: nobody will read it again
-            await agent.checkpointer.adelete_thread(thread)
+            await saver.adelete_thread(thread)
 
 
 def _rejection(asked: Any, exc: PromiseRejected) -> Any:
