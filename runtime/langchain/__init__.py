@@ -13,7 +13,7 @@ Inside a handler every model call of the agent is a journaled step (`langchain.m
 every tool call one too (`langchain.tool:{tool}`); after a crash the resumed handler replays
 the agent without calling the model or the tools again. `run(agent, input)` also waits on
 each human-in-the-loop interrupt as the promise `langchain.interrupt:{n}`, answered with
-`journal resolve ID langchain.interrupt:1 '{"decisions": [{"type": "approve"}]}'`."""
+`journal resolve ID langchain.interrupt:1 true` (or LangChain's own `{"decisions": [...]}`)."""
 
 from ._middleware import JournalMiddleware as JournalMiddleware
 from ._run import run as run

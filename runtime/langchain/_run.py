@@ -8,7 +8,8 @@ then resumed with all the answers. While it waits the invocation is suspended an
 nothing: after a restart the handler replays (model and tool calls come from the journal)
 to the same interrupt, gets the answer from the journal, and goes on.
 
-A rejected promise is told to the agent as LangChain's middleware expects a rejection: a
+`true` approves every tool call a `HumanInTheLoopMiddleware` interrupt asks about, and
+`false` rejects them. A rejected promise is told to the agent as LangChain's middleware expects a rejection: a
 `reject` decision with the rejection's message, for each action a `HumanInTheLoopMiddleware`
 interrupt asked about. For any other interrupt the rejection is raised (`PromiseRejected`).
 """
@@ -67,7 +68,7 @@ async def run(agent: Pregel[Any, Any, Any, Any], input: Any, config: dict[str, A
             for interrupt in result["__interrupt__"]:
                 _waited[ctx] = number = _waited.get(ctx, 0) + 1
                 try:
-                    answers[interrupt.id] = await ctx.promise(f"{PROMISE}{number}")
+                    answers[interrupt.id] = _answer(interrupt.value, await ctx.promise(f"{PROMISE}{number}"))
                 except PromiseRejected as exc:
                     answers[interrupt.id] = _rejection(interrupt.value, exc)
             result = await ainvoke(Command(resume=answers), config, **kwargs)
@@ -75,6 +76,19 @@ async def run(agent: Pregel[Any, Any, Any, Any], input: Any, config: dict[str, A
     finally:
         if "thread_id" not in given:  # ours: nobody will read it again
             await saver.adelete_thread(thread)
+
+
+def _answer(asked: Any, value: Any) -> Any:
+    """`true` or `false` as a human-in-the-loop middleware's decisions (approve or reject
+    every call it asked about); any other value as it is."""
+    if not isinstance(value, bool):
+        return value
+    decision = {"type": "approve"} if value else {"type": "reject"}
+    if isinstance(asked, dict) and isinstance(asked.get("action_requests"), list):  # HITL, one turn's calls
+        return {"decisions": [decision for _ in asked["action_requests"]]}
+    if isinstance(asked, dict) and asked.get("type") == "tool_approval":  # HITL, one call at a time
+        return decision
+    return value
 
 
 def _rejection(asked: Any, exc: PromiseRejected) -> Any:
