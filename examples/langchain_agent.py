@@ -86,7 +86,6 @@ class TripModel(GenericFakeChatModel):
         await simulated_latency()
         record_call("model")
         seen = {m.name: str(m.content) for m in messages if isinstance(m, ToolMessage)}
-        turn = sum(isinstance(m, AIMessage) for m in messages)
         if "find_flight" not in seen:
             reply = AIMessage(content="", tool_calls=[_call("find_flight", 1, city="Oslo")])
         elif "weather" not in seen:  # two at once: LangGraph runs them in parallel
@@ -97,8 +96,7 @@ class TripModel(GenericFakeChatModel):
                                                             hotel=seen["find_hotel"])])
         else:
             reply = AIMessage(content=f"{seen['weather']} in Oslo. Booked {seen['book'].removeprefix('booked ')}, have a good trip.")
-        # An id of the model's own (LangChain would make a random one): replays compare equal.
-        return ChatResult(generations=[ChatGeneration(message=reply.model_copy(update={"id": f"trip-{turn}"}))])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 def _model() -> Any:

@@ -31,6 +31,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, message_to_dict, messages_from_dict
 from langchain_core.tracers.context import register_configure_hook
+from langchain_core.utils.utils import LC_ID_PREFIX
 from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
@@ -137,7 +138,8 @@ class JournalMiddleware(AgentMiddleware):
                 response = await handler(request)
             finally:
                 _emitter.reset(token)
-            for message in response.result:
+            _name_messages(response)
+            for message in response.result if isinstance(response, ModelResponse) else [response]:
                 if isinstance(message, AIMessage):
                     report_tokens(message.usage_metadata)
             return _dump_response(response)
@@ -176,6 +178,17 @@ class JournalMiddleware(AgentMiddleware):
         message = messages_from_dict([done["message"]])[0]
         assert isinstance(message, ToolMessage)
         return message
+
+
+def _name_messages(response: ModelResponse[Any] | AIMessage) -> None:
+    """Give each message LangChain named from its run id (a new uuid per call) an id made
+    from the step's idempotency key instead: a call run again after a crash then answers
+    with the same ids, and `check_determinism` compares like with like."""
+    key = current_step().idempotency_key.rsplit(":", 1)[-1]
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    for n, message in enumerate(messages):
+        if message.id is None or message.id.startswith(LC_ID_PREFIX):
+            message.id = f"{LC_ID_PREFIX}journal-{key}-{n}"
 
 
 def _dump_response(response: ModelResponse[Any] | AIMessage) -> dict[str, Any]:

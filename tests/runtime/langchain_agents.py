@@ -53,9 +53,7 @@ class ScriptedModel(GenericFakeChatModel):
         if any(isinstance(m, ToolMessage) and m.status == "error" for m in messages):
             reply = AIMessage(content="Stopped: " + " | ".join(str(m.content) for m in messages
                                                                  if isinstance(m, ToolMessage)))
-        # An id of its own, or LangChain gives it one from its run id (a new uuid per call),
-        # and check_determinism would see a crashed run's step differ from the reference's.
-        return ChatResult(generations=[ChatGeneration(message=reply.model_copy(update={"id": f"ai-{turn}"}))])
+        return ChatResult(generations=[ChatGeneration(message=reply.model_copy())])
 
 
 def _call(name: str, args: dict[str, Any], id: str) -> dict[str, Any]:

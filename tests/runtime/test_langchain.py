@@ -17,7 +17,7 @@ from journal import Chunk, Status, decode_entry, kind_of, open_store
 from journal.errors import JournalError
 from runtime import Engine
 from runtime.langchain import JournalMiddleware
-from runtime.testing import check_determinism
+from runtime.testing import check_determinism, replay_journal
 
 from ..waiting import wait_until
 from . import langchain_agents as agents
@@ -213,3 +213,71 @@ def test_a_limit_is_refused_where_steps_cannot_acquire_one():
     with pytest.raises(NotImplementedError, match="limit="):
         JournalMiddleware(limit="openai")
     assert JournalMiddleware().limit is None
+
+
+def test_chat_openai_against_an_openai_compatible_endpoint_replays_without_requests(tmp_path, log):
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    from .fake_openai import FakeOpenAI
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        agents._log(f"tool weather {city}")
+        return f"sunny in {city}"
+
+    with FakeOpenAI() as endpoint:
+        model = ChatOpenAI(model="fake", base_url=endpoint.base_url, api_key="sk-test", max_retries=0)
+        agent = create_agent(model, [weather], middleware=[JournalMiddleware()])
+
+        async def forecast(ctx, question: str) -> dict:
+            state = await agent.ainvoke({"messages": [{"role": "user", "content": question}]})
+            answer = state["messages"][-1]
+            assert isinstance(answer, AIMessage)
+            return {"text": answer.content, "usage": answer.usage_metadata}
+
+        async def streamed(ctx, question: str) -> str:
+            text = ""
+            async for chunk, _ in agent.astream({"messages": [{"role": "user", "content": question}]},
+                                                stream_mode="messages"):
+                if isinstance(chunk, AIMessage):
+                    text += str(chunk.content)
+            return text
+
+        async def main() -> tuple:
+            async with Engine.open(str(tmp_path / "db")) as engine:
+                done = await engine.run(forecast, "Weather in Oslo?", id="f")
+                served = len(endpoint.requests)
+                got: list[Chunk] = []
+                await engine.start(streamed, "Weather in Oslo?", id="s")
+
+                async def follow() -> None:
+                    async for item in engine.stream("s"):
+                        if isinstance(item, Chunk):
+                            got.append(item)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(follow)
+                    out = await engine.resume("s")
+            return done.result, served, got, out.result
+
+        result, served, got, streamed_text = anyio.run(main)
+        assert result["text"] == "Forecast: sunny in Oslo" and result["usage"]["total_tokens"] == 42
+        assert served == 2 and endpoint.requests[0]["tools"][0]["function"]["name"] == "weather"
+        # The streamed run's second model call streamed its tokens through ChatOpenAI to followers.
+        assert "".join(c.data for c in got if c.seq == 3) == "Forecast: sunny in Oslo"
+        assert streamed_text.endswith("Forecast: sunny in Oslo")
+
+        # Replayed against its journal, the run asks the endpoint nothing and ends the same.
+        before = len(endpoint.requests)
+
+        async def replay() -> None:
+            with open_store(str(tmp_path / "db")) as store:
+                await replay_journal(forecast, store, "f")
+
+        anyio.run(replay)
+        assert len(endpoint.requests) == before
+        assert check_determinism(forecast, "Weather in Oslo?").crash_points
