@@ -49,11 +49,15 @@ TOOL_STEP = "langchain.tool:"
 class _Emit(AsyncCallbackHandler):
     """Sends each token a streamed model call yields to the step's followers."""
 
+    def __init__(self) -> None:
+        self.streamed = False
+
     async def on_llm_new_token(self, token: str | list[str | dict[str, Any]], *, chunk: Any = None, run_id: UUID,
                                parent_run_id: UUID | None = None, tags: list[str] | None = None,
                                **kwargs: Any) -> None:
         text = token if isinstance(token, str) else "".join(
             b if isinstance(b, str) else str(b.get("text", "")) for b in token if isinstance(b, (str, dict)))
+        self.streamed = True
         if text:
             current_step().emit(text)
 
@@ -133,12 +137,14 @@ class JournalMiddleware(AgentMiddleware):
             return await handler(request)
 
         async def step() -> Any:
-            token = _emitter.set(_Emit())
+            emit = _Emit()
+            token = _emitter.set(emit)
             try:
                 response = await handler(request)
             finally:
                 _emitter.reset(token)
-            _name_messages(response)
+            if not emit.streamed:  # a streamed message keeps the id its chunks had (LangGraph pairs them by it)
+                _name_messages(response)
             for message in response.result if isinstance(response, ModelResponse) else [response]:
                 if isinstance(message, AIMessage):
                     report_tokens(message.usage_metadata)

@@ -99,7 +99,8 @@ def weather(city: str) -> str:
 
 TRIP = [
     [_call("flights", city="Oslo")],
-    [_call("weather", city="Oslo"), _call("hotels", city="Oslo")],  # the parallel pair
+    # The parallel pair: `hotels` (first) is held until `weather` (second) has run.
+    [_call("hotels", city="Oslo"), _call("weather", city="Oslo")],
     [types.Part(text="Trip: LH123 to Oslo, Hotel Astoria in Oslo, sunny in Oslo")],
 ]
 

@@ -92,7 +92,8 @@ def weather(city: str) -> str:
 TRIP = [
     AIMessage(content="", tool_calls=[_call("flights", {"city": "Oslo"}, "c1")], usage_metadata=USAGE),
     # The parallel pair: LangGraph runs both tool calls at once.
-    AIMessage(content="", tool_calls=[_call("weather", {"city": "Oslo"}, "c2"), _call("hotels", {"city": "Oslo"}, "c3")],
+    # `hotels` (first) is held until `weather` (second) has run: one after the other, they never end.
+    AIMessage(content="", tool_calls=[_call("hotels", {"city": "Oslo"}, "c2"), _call("weather", {"city": "Oslo"}, "c3")],
               usage_metadata=USAGE),
     AIMessage(content="Trip: LH123 to Oslo, Hotel Astoria in Oslo, sunny in Oslo", usage_metadata=USAGE),
 ]

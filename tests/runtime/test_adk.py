@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 AGENTS = "tests.runtime.adk_agents"
 CLI = [sys.executable, "-m", "cli"]
 TRIP = {"text": "Trip: LH123 to Oslo, Hotel Astoria in Oslo, sunny in Oslo", "state": {"hotel": "Astoria, Oslo"}}
-STEPS = ["adk.model:planner", "adk.tool:flights", "adk.model:planner", "adk.tool:weather", "adk.tool:hotels",
+STEPS = ["adk.model:planner", "adk.tool:flights", "adk.model:planner", "adk.tool:hotels", "adk.tool:weather",
          "adk.model:planner"]
 
 
