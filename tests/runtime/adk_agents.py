@@ -21,7 +21,7 @@ from google.adk.sessions import InMemorySessionService
 from google.adk.tools import FunctionTool, ToolContext
 from google.genai import types
 
-from runtime import Context
+from runtime import Context, RetryPolicy
 from runtime.adk import JournalPlugin
 
 LOG = "JOURNAL_TEST_LOG"
@@ -153,3 +153,28 @@ story_app = App(name="story", root_agent=LlmAgent(name="teller", model=ScriptedL
 
 async def story_handler(ctx: Context, question: str) -> str:
     return (await ask(story_app, question, RunConfig(streaming_mode=StreamingMode.SSE)))[0]
+
+
+BROKEN: list[bool] = []
+
+
+class FlakyStreamer(ScriptedLlm):
+    """Streams three words and then fails, on its first call since `BROKEN` was cleared."""
+
+    async def generate_content_async(self, llm_request: LlmRequest,
+                                     stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
+        n = 0
+        async for response in super().generate_content_async(llm_request, stream):
+            if n == 3 and not BROKEN:
+                BROKEN.append(True)
+                raise ConnectionError("the stream broke")
+            n += 1
+            yield response
+
+
+flaky_app = App(name="flaky", root_agent=LlmAgent(name="teller", model=FlakyStreamer(model="scripted", script=STORY)),
+                plugins=[JournalPlugin(model_retry=RetryPolicy(max_attempts=3, initial_interval=0.01, jitter=0))])
+
+
+async def flaky_story_handler(ctx: Context, question: str) -> str:
+    return (await ask(flaky_app, question, RunConfig(streaming_mode=StreamingMode.SSE)))[0]

@@ -137,10 +137,10 @@ def test_outside_a_handler_the_run_refuses(log):
     assert _lines(log) == []  # neither the model nor a tool was called
 
 
-def test_a_streamed_model_calls_text_reaches_followers_as_chunks(tmp_path):
+def _followed(tmp_path: Path, handler: object) -> tuple[list[Chunk], str]:
     async def main() -> tuple[list[Chunk], str]:
         async with Engine.open(str(tmp_path / "db")) as engine:
-            await engine.start(agents.story_handler, "Tell a story", id="s")
+            await engine.start(handler, "Tell a story", id="s")
             got: list[Chunk] = []
 
             async def follow() -> None:
@@ -153,10 +153,22 @@ def test_a_streamed_model_calls_text_reaches_followers_as_chunks(tmp_path):
                 out = await engine.resume("s")
             return got, out.result
 
-    got, result = anyio.run(main)
+    return anyio.run(main)
+
+
+def test_a_streamed_model_calls_text_reaches_followers_as_chunks(tmp_path):
+    got, result = _followed(tmp_path, agents.story_handler)
     assert result == "Once upon a time in Oslo"
     assert len(got) == 6 and all(c.seq == 1 and c.attempt == 1 for c in got)
     assert "".join(c.data for c in got) == "Once upon a time in Oslo "
+
+
+def test_a_retried_model_calls_chunks_carry_the_new_attempt(tmp_path):
+    agents.BROKEN.clear()
+    got, result = _followed(tmp_path, agents.flaky_story_handler)
+    assert result == "Once upon a time in Oslo"
+    assert "".join(c.data for c in got if c.attempt == 1) == "Once upon a "  # the broken stream: three words
+    assert "".join(c.data for c in got if c.attempt == 2) == "Once upon a time in Oslo "
 
 
 def test_a_limit_is_refused_where_steps_cannot_acquire_one():
