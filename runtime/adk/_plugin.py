@@ -62,7 +62,7 @@ def _journaling(what: str) -> Context | None:
 
 class JournalPlugin(BasePlugin):
     """Makes an ADK runner durable inside journal handlers: `App(..., plugins=[JournalPlugin()])`
-    or `Runner(..., plugins=[JournalPlugin()])`.
+    (or ADK 2's deprecated `Runner(..., plugins=[JournalPlugin()])`).
 
     Inside a handler every model call is a step named `adk.model:{agent}` and every tool
     call a step named `adk.tool:{tool}`; after a crash the resumed handler replays the run

@@ -181,3 +181,4 @@ def test_a_limit_is_refused_where_steps_cannot_acquire_one():
     with pytest.raises(NotImplementedError, match="limit="):
         JournalPlugin(limit="gemini")
     assert JournalPlugin().limit is None
+
