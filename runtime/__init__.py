@@ -9,7 +9,7 @@ __all__ = (
     "Cancelled", "Context", "DeterminismViolation", "Engine", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
     "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
-    "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
+    "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RateLimited", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
     "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path",
     "idempotency_key", "is_handler_name", "load_handler", "pause",
 )
@@ -25,6 +25,7 @@ _LAZY: dict[str, str] = {
     "MemoryTable": "._memory_table", "Outcome": "._outcome", "RetryPolicy": "._retry",
     "StepInfo": "._step_info", "current_context": "._step_info", "current_step": "._step_info",
     "handler_context": "._step_info", "idempotency_key": "._steps", "pause": "._suspend",
+    "RateLimited": ".limits",
 }
 _LAZY.update(dict.fromkeys((
     "Cancelled", "DeterminismViolation", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
@@ -54,6 +55,7 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._step_info import handler_context as handler_context
     from ._steps import idempotency_key as idempotency_key
     from ._suspend import pause as pause
+    from .limits import RateLimited as RateLimited
     from .errors import Cancelled as Cancelled
     from .errors import DeterminismViolation as DeterminismViolation
     from .errors import HandlerNotFound as HandlerNotFound

@@ -45,11 +45,14 @@ from ._step_threads import DEFAULT_LIMIT as DEFAULT_STEP_THREADS
 from ._step_threads import StepThreads
 from ._stream import events
 from ._worker import Worker
+from .limits._limiter import Limiter
 from .errors import HandlerNotFound, TerminalError
 from .hooks import Observer, Observers, default_observers
 
 if TYPE_CHECKING:
     from journal import Chunk
+
+    from .limits._admin import Limits
 
 T = TypeVar("T")
 
@@ -90,12 +93,22 @@ class Engine:
         self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         # Told of attempts, steps and parked invocations (runtime.hooks); OpenTelemetry's by default.
         self.observers = Observers(default_observers() if observers is None else observers)
+        self._limiter = Limiter(store, self.owner)  # opens the store's limits on first use only
         self._executor = Executor(Settings(
             committer=self.committer, owner=self.owner, lease_ttl=lease_ttl, inline_sleep_limit=inline_sleep_limit,
             always_replay=always_replay, handler_for=self.handler_for, observers=self.observers,
-            poll_interval=poll_interval, threads=StepThreads(step_threads)))
+            poll_interval=poll_interval, threads=StepThreads(step_threads), limiter=self._limiter))
         self._running = self._executor.running  # executing in this process right now
         self._worker = Worker(self._executor, self.handlers, poll_interval)
+
+    @property
+    def limits(self) -> Limits:
+        """The store's limits, which every process sharing the store obeys (`runtime/limits/`):
+        `await engine.limits.set("openai", concurrency=4, rate="500/m", tokens="200000/m")`,
+        `await engine.limits.ls()`, `await engine.limits.remove("openai")`."""
+        from .limits._admin import Limits
+
+        return Limits(self._limiter)
 
     def observe(self, observer: Observer) -> None:
         """Tell `observer` what happens to the invocations this engine runs from now on (runtime.hooks)."""

@@ -82,6 +82,7 @@ class Settings:
     observers: Observers
     poll_interval: float
     threads: StepThreads  # where plain step functions run
+    limiter: Any = None  # the engine's `runtime/limits/_limiter.py::Limiter`: steps under `limit=` take units through it
 
 
 class Fresh(NamedTuple):
@@ -200,6 +201,7 @@ class Executor:
         if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
             ctx.state.preload(await self._read(self.store.state, started.key))
         ctx.on_step = settings.observers.step_reporter(invocation_id)
+        ctx.limiter = settings.limiter
         if record.cancel_requested:
             ctx.request_cancel("cancel requested")
         ctx.machine.rollback = record.cancel_rollback

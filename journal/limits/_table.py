@@ -102,6 +102,7 @@ class LimitTable(abc.ABC):
 
     def close(self) -> None:
         """Let go of what the table opened (the store closes it)."""
+        return None
 
 
 class MemoryLimits(LimitTable):
