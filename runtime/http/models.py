@@ -56,6 +56,22 @@ class ForkRequest(msgspec.Struct, forbid_unknown_fields=True):
     new_id: Annotated[str | None, Meta(description="default: ID-fork-<6 hex digits>")] = None
 
 
+class LimitWindow(msgspec.Struct, forbid_unknown_fields=True):
+    """At most `limit` in every window of `period` seconds (a sliding window)."""
+
+    limit: Annotated[int, Meta(ge=1)]
+    period: Annotated[float, Meta(gt=0, description="seconds")]
+
+
+class LimitRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`PUT /limits/{name}`: the rule of a name (or of every PREFIX:<anything> for PREFIX:*), replacing
+    the one it had. At least one of the three. A window may also be written "N/PERIOD" ("500/m")."""
+
+    concurrency: Annotated[int, Meta(ge=1)] | None = None
+    rate: LimitWindow | str | None = None
+    tokens: LimitWindow | str | None = None
+
+
 # -- answers --------------------------------------------------------------------------------------
 
 
@@ -206,10 +222,27 @@ class KeyState(msgspec.Struct):
     queue: list[str]
 
 
+class Limit(msgspec.Struct):
+    """One limit, as `journal limit ls --json` shows it."""
+
+    name: str
+    concurrency: int | None
+    rate: LimitWindow | None
+    tokens: LimitWindow | None
+    in_use: int
+    waiting: int
+    tokens_used: Annotated[int, Meta(description="tokens counted in the current window of its tokens rule")]
+    paused_until: Annotated[_Time | None, Meta(description="a provider pushed back: nothing is granted before then")]
+
+
+class Limits(msgspec.Struct):
+    limits: list[Limit]
+
+
 class Health(msgspec.Struct):
     status: Literal["ok"]
     workers: int
 
 
-REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest)
-ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health)
+REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, LimitRequest)
+ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Limit, Limits)
