@@ -55,7 +55,6 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._step_info import handler_context as handler_context
     from ._steps import idempotency_key as idempotency_key
     from ._suspend import pause as pause
-    from .limits import RateLimited as RateLimited
     from .errors import Cancelled as Cancelled
     from .errors import DeterminismViolation as DeterminismViolation
     from .errors import HandlerNotFound as HandlerNotFound
@@ -70,6 +69,7 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from .errors import PromiseRejected as PromiseRejected
     from .errors import StepTimeout as StepTimeout
     from .errors import TerminalError as TerminalError
+    from .limits import RateLimited as RateLimited
 
 
 def __getattr__(name: str) -> object:

@@ -45,9 +45,9 @@ from ._step_threads import DEFAULT_LIMIT as DEFAULT_STEP_THREADS
 from ._step_threads import StepThreads
 from ._stream import events
 from ._worker import Worker
-from .limits._limiter import Limiter
 from .errors import HandlerNotFound, TerminalError
 from .hooks import Observer, Observers, default_observers
+from .limits._limiter import Limiter
 
 if TYPE_CHECKING:
     from journal import Chunk

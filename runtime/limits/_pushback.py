@@ -73,10 +73,10 @@ def _from_response(response: Any) -> float | None:
     headers = getattr(response, "headers", None)
     now = time.time()
     waits: list[float] = []
-    millis = _header(headers, "retry-after-ms")
+    millis = _header(headers, "retry-after-ms")  # the most precise word, when a server gives it
     if millis is not None:
         try:
-            waits.append(float(millis) / 1000)
+            return float(millis) / 1000
         except ValueError:
             pass
     for name in ("retry-after", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens",
