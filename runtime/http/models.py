@@ -153,7 +153,7 @@ class Page(msgspec.Struct):
 class WaitingOn(msgspec.Struct):
     """One thing a suspended or pending invocation waits for."""
 
-    kind: Literal["promise", "timer", "child", "turn", "handler"]
+    kind: Literal["promise", "timer", "child", "turn", "handler", "limit"]
     name: str | UnsetType = UNSET
     until: _Time | UnsetType = UNSET
     id: str | UnsetType = UNSET

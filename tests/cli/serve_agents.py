@@ -144,3 +144,8 @@ async def typed_approval(ctx: Context, order: str) -> str:
 async def named(ctx: Context, name: str) -> str:
     """One step named by its input: what a step name full of markup looks like."""
     return await ctx.run(name, _echo, name)
+
+
+async def limited(ctx: Context, name: str) -> str:
+    """One step under the limit `name`: it waits in line while the limit's units are held."""
+    return await ctx.run("call", _echo, name, limit=name)

@@ -4,12 +4,13 @@ process sharing it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from .serving import Server
+from .serving import Server, wait_for
 
 
 def journal(*args: str, db: str) -> subprocess.CompletedProcess[str]:
@@ -78,4 +79,29 @@ def test_limits_over_http_are_the_same_as_the_commands(tmp_path):
         assert missing.status_code == 404 and missing.json()["error"]["type"] == "LimitNotFound"
         assert server.client.get("/limits").json() == {"limits": []}
     finally:
+        server.stop()
+
+
+def test_an_invocation_waiting_for_a_unit_shows_it_and_goes_on_when_another_process_frees_it(tmp_path):
+    from journal import HOST, open_store
+    from journal.limits import Granted, Request
+
+    db = str(tmp_path / "db")
+    server = Server(db, tmp_path / "serve.log")
+    store = open_store(db)
+    try:
+        assert server.client.put("/limits/db", json={"concurrency": 1}).status_code == 200
+        # This test's process holds the only unit.
+        assert store.limits().acquire(Request("mine", ("db",), f"{HOST}:{os.getpid()}:t", HOST, os.getpid())) == Granted()
+        server.client.post("/invocations", json={"handler": "limited", "input": "db", "id": "w"})
+        doc = wait_for(lambda: (d := server.client.get("/invocations/w").json())["waiting_on"] and d,
+                       what="the invocation to wait on the limit")
+        assert doc["status"] == "running" and doc["waiting_on"] == [{"kind": "limit", "name": "db"}]
+        listed = server.client.get("/limits").json()["limits"]
+        assert (listed[0]["in_use"], listed[0]["waiting"]) == (1, 1)
+        store.limits().release("mine", ("db",))
+        assert server.wait_status("w", "completed")["result"] == "db"
+        assert server.client.get("/invocations/w").json()["waiting_on"] == []
+    finally:
+        store.close()
         server.stop()

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import lmdb
 
+from ...errors import StoreError
 from ...kv._rules import Txn
 from ...limits import LIMIT_TABLES, LimitTable
 from ._files import check_files
@@ -64,7 +65,10 @@ class LmdbLimits(LimitTable):
 
     def __init__(self, store_path: str) -> None:
         self._path = os.path.join(store_path, "limits")
-        self._env, self._dbs = _open(self._path)
+        try:
+            self._env, self._dbs = _open(self._path)
+        except (OSError, lmdb.Error) as exc:
+            raise StoreError(f"cannot open the limits of the store at {store_path}: {exc}") from None
         self._closed = False
 
     def _transact(self, work: Callable[[Txn], T], *, durable: bool = False) -> T:
