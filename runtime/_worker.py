@@ -15,9 +15,10 @@ import anyio
 
 from journal import Capability, InvocationRecord, Status
 from journal.errors import CorruptEntry, DiskFull, InvocationBusy, LeaseLost
+from journal.limits import Blocked
 
 from ._clock import now_us
-from ._executor import Executor
+from ._executor import Executor, run_hold
 from ._first_of import first_of
 from ._handlers import is_handler_name
 from ._outcome import Outcome
@@ -65,6 +66,8 @@ class Worker:
             record = self._record(invocation_id)
             if record is None:
                 continue
+            if record.limits and not self._unit_free(record):
+                continue  # it waits in its limits' line, pending, until a unit frees
             if self.handlers is not None:
                 if record.handler in self.handlers:  # others are left for a worker given their handler
                     out.append(invocation_id)
@@ -77,6 +80,15 @@ class Worker:
             else:
                 out.append(invocation_id)
         return out
+
+    def _unit_free(self, record: InvocationRecord) -> bool:
+        """Take a unit of the invocation's limits for it, or stand it in their line (by priority,
+        then age): a worker claims no invocation whose limit is full. The hold is the one the
+        execution takes (`run_hold`), so taking it here and there is taking it once."""
+        limiter = self.executor.settings.limiter
+        request = limiter.request(tuple(sorted(set(record.limits))), hid=run_hold(record.id), priority=record.priority,
+                                  label=record.id, arrival=record.created_at)
+        return not isinstance(limiter.table.acquire(request), Blocked)
 
     def _record(self, invocation_id: str) -> InvocationRecord | None:
         """The invocation's record; None if it is gone, or damaged (said once, `_skip`)."""

@@ -57,6 +57,7 @@ class Request(msgspec.Struct, frozen=True, gc=False):
     tokens: int = 0
     priority: int = 0
     label: str = ""
+    arrival: int | None = None  # µs: its place in line (an invocation's creation time); default now
 
 
 # -- rules -----------------------------------------------------------------------------------
@@ -143,7 +144,7 @@ def _oldest(txn: Txn, name: str, kind: bytes) -> int | None:
 def _ahead(state: LimitState, request: Request, now: int, alive: Alive, dropped: list[str]) -> int:
     """How many live waiters come before `request` (dropping the dead ones met on the way)."""
     mine = state.waiters.get(request.hid)
-    arrival = mine.arrival if mine is not None else now + 1
+    arrival = mine.arrival if mine is not None else request.arrival if request.arrival is not None else now + 1
     count = 0
     for wid, waiter in list(state.waiters.items()):
         if wid == request.hid:
@@ -179,6 +180,14 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive) ->
     if not limited:
         return Granted()
     if all(request.hid in state.holds for _, _, state in limited):
+        # Granted already (a retry whose answer was lost, or another process claiming the same
+        # invocation): the holder is the latest to ask, so its death frees the unit.
+        for name, _, state in limited:
+            held = state.holds[request.hid]
+            if (held.owner, held.pid) != (request.owner, request.pid):
+                state.holds[request.hid] = Holder(request.owner, request.host, request.pid, held.at, held.tokens,
+                                                  held.label)
+                _put_state(txn, name, state)
         return Granted()
     blocking: list[str] = []
     retry_at: int | None = None
@@ -227,7 +236,8 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive) ->
             if name in blocking:
                 state.waiters[request.hid] = Waiter(
                     request.owner, request.host, request.pid, request.priority,
-                    mine.arrival if mine is not None else now, now, request.label)
+                    mine.arrival if mine is not None else request.arrival if request.arrival is not None else now,
+                    now, request.label)
                 changed.add(name)
             elif mine is not None:  # no longer blocked here: it waits on the others only
                 del state.waiters[request.hid]

@@ -29,6 +29,8 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[str | None, Meta(description="default: a new one; the same id and input again is not a new run")] = None
     key: str | None = None
     durability: Literal["sync", "async", "exit"] | None = None
+    limit: Annotated[str | list[str] | None, Meta(description="limits it holds a unit of while it runs")] = None
+    priority: Annotated[int, Meta(description="its place in a limit's line: higher first, then the oldest")] = 0
 
 
 class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -64,11 +64,17 @@ class Limiter:
         if bell is not None:
             bell.set()
 
-    async def acquire(self, names: tuple[str, ...], *, tokens: int = 0, priority: int = 0, label: str = "") -> str:
+    def request(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
+                label: str = "", arrival: int | None = None) -> Request:
+        return Request(hid or secrets.token_hex(8), names, self._owner, HOST, self._pid, tokens, priority, label,
+                       arrival)
+
+    async def acquire(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
+                      label: str = "", arrival: int | None = None) -> str:
         """Take a unit of every name (all at once, in line behind earlier and higher waiters);
         the hold's id, for `release`."""
-        hid = secrets.token_hex(8)
-        request = Request(hid, names, self._owner, HOST, self._pid, tokens, priority, label)
+        request = self.request(names, hid=hid, tokens=tokens, priority=priority, label=label, arrival=arrival)
+        hid = request.hid
         table = self.table
         if not table.blocking:  # the uncontended path: one unsynced transaction, no await
             answer = table.acquire(request)

@@ -194,3 +194,66 @@ async def limited_agent(ctx: Context) -> int:
     a = await ctx.run("a", lambda: 1, limit="db", tokens=10)
     b = await ctx.run("b", lambda: 2, limit=["db", "other"], tokens=10)
     return a + b
+
+
+# -- invocations under limits ------------------------------------------------------------------
+
+RUNS: list[str] = []
+RUNNING = Gauge()
+
+
+async def limited_job(ctx: Context, name: str) -> str:
+    await ctx.run("work", RUNNING, name, 0.02)
+    RUNS.append(name)
+    if name.startswith("wait"):
+        await ctx.promise("go")
+    return name
+
+
+async def test_an_invocation_holds_a_unit_while_it_runs_and_none_while_suspended(open_engine):
+    RUNS.clear()
+    RUNNING.most = RUNNING.now = 0
+    async with open_engine() as engine:
+        await engine.limits.set("jobs", concurrency=2)
+        # Two wait on a promise (suspended: they hold nothing), then eight that must get through.
+        for name in ["wait-1", "wait-2"] + [f"job-{i}" for i in range(8)]:
+            await engine.start(limited_job, name, id=name, limit="jobs")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(engine.serve, concurrency=16))
+            with anyio.fail_after(60):
+                while len([n for n in RUNS if n.startswith("job")]) < 8:
+                    view = await engine.limits.get("jobs")
+                    assert view.in_use <= 2
+                    await anyio.sleep(0.01)
+                for name in ("wait-1", "wait-2"):
+                    while (await engine.get(name)).status != "suspended":
+                        await anyio.sleep(0.01)
+                    await engine.resolve(name, "go", True)
+                for name in ("wait-1", "wait-2"):
+                    while (await engine.get(name)).status != "completed":
+                        await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        assert RUNNING.most <= 2
+        view = await engine.limits.get("jobs")
+        assert (view.in_use, view.waiting) == (0, 0)
+
+
+async def test_waiting_invocations_are_served_by_priority_then_age(open_engine):
+    RUNS.clear()
+    async with open_engine() as engine:
+        await engine.limits.set("one", concurrency=1)
+        table = engine.store.limits()
+        assert str(table.acquire(Request("blocker", ("one",), "x", HOST, os.getpid()))) == "Granted()"
+        for name, priority in [("a", 0), ("b", 5), ("c", 0), ("d", 9), ("e", 5)]:
+            await engine.start(limited_job, name, id=name, limit="one", priority=priority)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(engine.serve, concurrency=16))
+            with anyio.fail_after(60):
+                while (await engine.limits.get("one")).waiting < 5:  # all in line, none running
+                    await anyio.sleep(0.01)
+                assert (await engine.get("a")).status == "pending"
+                table.release("blocker", ("one",))
+                while len(RUNS) < 5:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    assert RUNS == ["d", "b", "e", "a", "c"]
