@@ -3,13 +3,17 @@
 Tables (a backend provides them as `journal.kv.Txn` tables):
     limit_rules   name                          -> LimitRule (an exact name or `PREFIX:*`)
     limit_state   name                          -> LimitState (a limited name's holders, waiters, pause)
-    limit_events  name 0x00 kind t(u64 BE) hid  -> tokens (u64 BE): what each window counts,
-                  kind `r` for the rate and `t` for tokens, in time order
+    limit_events  name 0x00 kind end(u64 BE)    -> count (u64 BE): what each window counts, kind `r`
+                  for the rate (grants) and `t` for tokens, in buckets of a hundredth of the period
+                  that end at `end` (µs), in time order
 
-A rate or tokens window is exact (no burst beyond N in any PERIOD, wherever it starts): each
-grant records an event, events older than the period are pruned from the front as they expire
-(amortised O(1) a grant), and the state keeps the running count and token sum of the events
-still in the window, so an uncontended grant reads one state, the oldest event, and writes both.
+A rate or tokens window holds wherever it starts (no burst beyond N in any PERIOD): each grant
+is counted in the bucket of its time, and a bucket counts until its *end* has left the window,
+a little longer than each of its grants would (at most a hundredth of the period: the price of
+keeping a hundred keys per name instead of one per grant, so the table does not grow with the
+rate). Buckets leave from the front as they expire (amortised O(1) a grant), and the state keeps
+the running count and token sum of those still in the window, so an uncontended grant reads one
+state and the oldest bucket, and writes both and the current bucket.
 
 Waiters are served by priority (higher first), then by arrival: a request is granted only if
 no live waiter comes before it on a name that limits it. A holder or a waiter whose process is
@@ -109,29 +113,51 @@ def _event_prefix(name: str, kind: bytes) -> bytes:
     return name.encode() + b"\x00" + kind
 
 
-def _event_key(name: str, kind: bytes, at: int, hid: str) -> bytes:
-    return _event_prefix(name, kind) + at.to_bytes(8, "big") + hid.encode()
+def _bucket_key(name: str, kind: bytes, at: int, period: float) -> tuple[bytes, int]:
+    """The key of the bucket a grant at `at` counts in, and when that bucket ends (µs)."""
+    length = max(1000, int(period * 1e6) // 100)
+    end = (at // length + 1) * length
+    return _event_prefix(name, kind) + end.to_bytes(8, "big"), end
+
+
+def _add(txn: Txn, key: bytes, amount: int) -> tuple[int, int]:
+    """Add `amount` (may be negative) to a bucket, not below 0: (before, after)."""
+    raw = txn.get("limit_events", key)
+    before = int.from_bytes(raw, "big") if raw is not None else 0
+    after = max(0, before + amount)
+    if after:
+        txn.put("limit_events", key, after.to_bytes(8, "big"))
+    elif raw is not None:
+        txn.delete("limit_events", key)
+    return before, after
 
 
 def _prune(txn: Txn, name: str, state: LimitState, rule: LimitRule, now: int) -> None:
-    """Drop the events that left their window (and every event of a window the rule no longer has)."""
+    """Drop the buckets that left their window (and every bucket of a window the rule no longer has)."""
     for kind, window in ((b"r", rule.rate), (b"t", rule.tokens)):
-        if (state.rate_count if kind == b"r" else state.tokens_in_window) == 0:
+        rate = kind == b"r"
+        if (state.rate_count if rate else state.tokens_in_window) == 0:
             continue
-        prefix = _event_prefix(name, kind)
         horizon = now - int(window.period * 1e6) if window is not None else None
+        oldest = state.rate_oldest if rate else state.tokens_oldest
+        if horizon is not None and oldest > horizon:
+            continue  # the oldest bucket still counts: nothing to look at (the uncontended path)
+        prefix = _event_prefix(name, kind)
         gone: list[tuple[bytes, int]] = []
+        oldest = 0
         for key, raw in txn.scan("limit_events", prefix):
             at = int.from_bytes(key[len(prefix): len(prefix) + 8], "big")
             if horizon is not None and at > horizon:
+                oldest = at
                 break
             gone.append((key, int.from_bytes(raw, "big")))
-        for key, tokens in gone:
+        for key, amount in gone:
             txn.delete("limit_events", key)
-            if kind == b"r":
-                state.rate_count = max(0, state.rate_count - 1)
-            else:
-                state.tokens_in_window = max(0, state.tokens_in_window - tokens)
+        removed = sum(amount for _, amount in gone)
+        if rate:
+            state.rate_count, state.rate_oldest = max(0, state.rate_count - removed), oldest
+        else:
+            state.tokens_in_window, state.tokens_oldest = max(0, state.tokens_in_window - removed), oldest
 
 
 def _oldest(txn: Txn, name: str, kind: bytes) -> int | None:
@@ -250,11 +276,15 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive) ->
         state.waiters.pop(request.hid, None)
         state.holds[request.hid] = Holder(request.owner, request.host, request.pid, now, request.tokens, request.label)
         if rule.rate is not None:
-            txn.put("limit_events", _event_key(name, b"r", now, request.hid), (0).to_bytes(8, "big"))
+            key, end = _bucket_key(name, b"r", now, rule.rate.period)
+            _add(txn, key, 1)
             state.rate_count += 1
+            state.rate_oldest = state.rate_oldest or end
         if rule.tokens is not None and request.tokens:
-            txn.put("limit_events", _event_key(name, b"t", now, request.hid), request.tokens.to_bytes(8, "big"))
+            key, end = _bucket_key(name, b"t", now, rule.tokens.period)
+            _add(txn, key, request.tokens)
             state.tokens_in_window += request.tokens
+            state.tokens_oldest = state.tokens_oldest or end
         _put_state(txn, name, state)
     return Granted()
 
@@ -277,14 +307,12 @@ def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None,
                 charged = used_tokens
                 rule = rule_for(txn, name)
                 if rule is not None and rule.tokens is not None and used_tokens != holder.tokens:
-                    key = _event_key(name, b"t", holder.at, hid)
-                    # Still in the window (an estimate of 0 wrote no event): settle it there.
-                    if holder.tokens == 0 or txn.get("limit_events", key) is not None:
-                        if used_tokens > 0:
-                            txn.put("limit_events", key, used_tokens.to_bytes(8, "big"))
-                        else:
-                            txn.delete("limit_events", key)
-                        state.tokens_in_window = max(0, state.tokens_in_window - holder.tokens + used_tokens)
+                    key, end = _bucket_key(name, b"t", holder.at, rule.tokens.period)
+                    if end > now - int(rule.tokens.period * 1e6):  # its bucket still counts: settled there
+                        before, after = _add(txn, key, used_tokens - holder.tokens)
+                        state.tokens_in_window = max(0, state.tokens_in_window + after - before)
+                        if after and not state.tokens_oldest:
+                            state.tokens_oldest = end
             state.tokens_total += charged
         _put_state(txn, name, state)
 

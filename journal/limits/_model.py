@@ -65,6 +65,8 @@ class LimitState(msgspec.Struct, gc=False):
     tokens_in_window: int = 0
     paused_until: int = 0  # µs: a provider pushed back; nothing is granted before then
     tokens_total: int = 0  # every token ever charged (settled usage, else the estimate)
+    rate_oldest: int = 0  # µs: the end of the oldest rate bucket still counted (0: none known)
+    tokens_oldest: int = 0  # ... and of the oldest tokens bucket: nothing to prune before then
 
 
 class LimitView(msgspec.Struct, gc=False):
