@@ -151,7 +151,7 @@ def _prune(txn: Txn, name: str, state: LimitState, rule: LimitRule, now: int) ->
                 oldest = at
                 break
             gone.append((key, int.from_bytes(raw, "big")))
-        for key, amount in gone:
+        for key, _amount in gone:
             txn.delete("limit_events", key)
         removed = sum(amount for _, amount in gone)
         if rate:
