@@ -7,6 +7,7 @@ stay the SDK's: each try is a step of its own."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,7 +15,7 @@ from agents.items import ModelResponse, TResponseStreamEvent
 from agents.models.interface import Model, ModelProvider
 from pydantic import TypeAdapter
 
-from runtime import RetryPolicy, handler_context
+from runtime import RetryPolicy, current_step, handler_context
 
 _RESPONSE = TypeAdapter(ModelResponse)
 
@@ -22,22 +23,32 @@ _RESPONSE = TypeAdapter(ModelResponse)
 class JournaledModel(Model):
     """`model`'s calls as steps named `openai_agents.model:{label}`."""
 
-    def __init__(self, model: Model, label: str, retry: RetryPolicy | None) -> None:
+    def __init__(self, model: Model, label: str, retry: RetryPolicy | None,
+                 limit: str | list[str] | None = None) -> None:
         self.model = model
         self.label = label
         self._retry = retry
+        self._limit = limit
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
         ctx = handler_context()
         if ctx is None:  # a nested run inside a tool's step: that step is journaled
             return await self.model.get_response(*args, **kwargs)
 
+        limit = self._limit
+
         async def step() -> Any:
             response = await self.model.get_response(*args, **kwargs)
+            if limit is not None:  # its real usage settles the estimate
+                current_step().used(tokens=int(response.usage.total_tokens or 0))
             return _RESPONSE.dump_python(response, mode="json", by_alias=True, exclude_none=True)
 
-        return _RESPONSE.validate_python(await ctx.run(f"openai_agents.model:{self.label}", step, retry=self._retry,
-                                                          type=Any))
+        tokens = estimate(args, kwargs) if limit is not None else None
+        data = await ctx.run(f"openai_agents.model:{self.label}", step, retry=self._retry, type=Any, limit=limit,
+                             tokens=tokens)
+        if isinstance(data, dict):  # a chat-completions model's response has no id, which the dump left out
+            data.setdefault("response_id", None)
+        return _RESPONSE.validate_python(data)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
         if handler_context() is not None:
@@ -54,16 +65,30 @@ class JournaledModel(Model):
         await self.model.close()
 
 
+def estimate(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """A model request's tokens, before it is sent: its instructions and input (a token per 4
+    characters of their JSON) and the completion it allows (`max_tokens`, else 1,000)."""
+    names = ("system_instructions", "input", "model_settings")
+    given = dict(zip(names, args, strict=False)) | {k: v for k, v in kwargs.items() if k in names}
+    text = json.dumps([given.get("system_instructions"), given.get("input")], default=str)
+    settings = given.get("model_settings")
+    completion = getattr(settings, "max_tokens", None) or 1000
+    return len(text) // 4 + int(completion)
+
+
 class JournaledProvider(ModelProvider):
     """The run's model provider, whose models' calls are steps."""
 
-    def __init__(self, provider: ModelProvider, retry: RetryPolicy | None) -> None:
+    def __init__(self, provider: ModelProvider, retry: RetryPolicy | None,
+                 limit: str | list[str] | None = None) -> None:
         self.provider = provider
         self._retry = retry
+        self._limit = limit
 
     def get_model(self, model_name: str | None) -> Model:
         model = self.provider.get_model(model_name)
-        return model if isinstance(model, JournaledModel) else JournaledModel(model, model_name or "default", self._retry)
+        return model if isinstance(model, JournaledModel) else JournaledModel(model, model_name or "default",
+                                                                              self._retry, self._limit)
 
     async def aclose(self) -> None:
         await self.provider.aclose()
