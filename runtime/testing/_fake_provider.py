@@ -56,8 +56,8 @@ class FakeProvider:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
 
     def start(self) -> FakeProvider:
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-provider", daemon=True)

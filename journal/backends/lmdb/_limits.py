@@ -45,9 +45,9 @@ def _open(path: str) -> tuple[lmdb.Environment, dict[str, object]]:
         check_files(path, create=True)
         env = lmdb.open(path, map_size=_MAP_SIZE, max_dbs=len(LIMIT_TABLES), sync=False, metasync=False,
                         readahead=False, mode=0o600, max_readers=510)
-        dbs: dict[str, object] = {name: env.open_db(name.encode()) for name in LIMIT_TABLES}
-        _envs[path] = (env, dbs, 1)
-        return env, dbs
+        opened: dict[str, object] = {name: env.open_db(name.encode()) for name in LIMIT_TABLES}
+        _envs[path] = (env, opened, 1)
+        return env, opened
 
 
 def _release(path: str) -> None:
