@@ -8,6 +8,7 @@ the handler for, and leaves the others for a worker that has theirs.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -23,7 +24,8 @@ from ._first_of import first_of
 from ._handlers import is_handler_name
 from ._outcome import Outcome
 
-_PAUSE_FIRST, _PAUSE_MAX = 0.5, 5.0  # seconds a worker waits before trying a full disk again
+_PAUSE_FIRST, _PAUSE_MAX = 0.5, 5.0
+_ASK_AGAIN = 5.0  # seconds: how often an invocation behind a full limit keeps its place in line (it is gone after 30)  # seconds a worker waits before trying a full disk again
 
 
 class Worker:
@@ -40,6 +42,8 @@ class Worker:
         self._paused_until: float | None = None  # taking no work until then: the disk is full (`_pause`)
         self._pause_for = _PAUSE_FIRST
         self._retry: set[str] = set()  # stopped by a full disk: taken again when the pause ends
+        self._in_line = False  # the last look left invocations waiting in a limit's line
+        self._asked: dict[str, float] = {}  # invocations in a limit's line: when their place was last kept
 
     def runnable(self) -> list[str]:
         """Invocations that should run now: pending, running with a dead owner, due timers.
@@ -62,23 +66,51 @@ class Worker:
         # `seen.add` returns None: the idiom keeps each id's first occurrence, in order.
         ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]  # type: ignore[func-returns-value]
         out = []
+        in_line: list[InvocationRecord] = []
         for invocation_id in ids:
             record = self._record(invocation_id)
             if record is None:
                 continue
-            if record.limits and not self._unit_free(record):
-                continue  # it waits in its limits' line, pending, until a unit frees
             if self.handlers is not None:
-                if record.handler in self.handlers:  # others are left for a worker given their handler
-                    out.append(invocation_id)
+                if record.handler not in self.handlers:  # left for a worker given its handler
+                    continue
             elif is_handler_name(record.handler):
                 self._skip(invocation_id, (
                     f"it records the handler name {record.handler!r}, and this worker was given no code for "
                     f"it; it stays pending for a worker started with --handler {record.handler}=path/to/file.py:"
                     f"function, or run it here: journal resume {invocation_id} --handler "
                     f"{record.handler}=path/to/file.py:function"))
+                continue
+            if record.limits:
+                in_line.append(record)
             else:
                 out.append(invocation_id)
+        return out + self._free_of_line(in_line)
+
+    def _free_of_line(self, records: list[InvocationRecord]) -> list[str]:
+        """The invocations under limits that may run now: each takes its unit, in the order the
+        line serves them (priority, then age). Behind one that must wait, the others of the same
+        limits wait too: they are asked again (which keeps their place) only every few seconds,
+        so a look at a thousand waiting invocations costs a few transactions, not a thousand."""
+        self._in_line = False
+        now = time.monotonic()
+        full: set[tuple[str, ...]] = set()
+        out = []
+        for record in sorted(records, key=lambda r: (-r.priority, r.created_at, r.id)):
+            names = tuple(sorted(set(record.limits)))
+            if names in full and now - self._asked.get(record.id, 0.0) < _ASK_AGAIN:
+                self._in_line = True
+                continue
+            self._asked[record.id] = now
+            if self._unit_free(record):
+                self._asked.pop(record.id, None)
+                out.append(record.id)
+            else:
+                full.add(names)
+                self._in_line = True
+        if len(self._asked) > 4 * len(records) + 1000:  # forget those that left the line elsewhere
+            waiting = {r.id for r in records}
+            self._asked = {i: t for i, t in self._asked.items() if i in waiting}
         return out
 
     def _unit_free(self, record: InvocationRecord) -> bool:
@@ -182,7 +214,12 @@ class Worker:
         """Wait for work: a store that can (PostgreSQL, with a NOTIFY) wakes us when something
         becomes runnable, or when its next timer falls due; any other store is polled."""
         if Capability.WAKE_ON_WORK not in self.store.capabilities:
-            await anyio.sleep(self.poll_interval)
+            limiter = self.executor.settings.limiter
+            if self._in_line and limiter is not None:
+                # A unit given back here may let an invocation waiting in a limit's line go now.
+                await first_of(functools.partial(anyio.sleep, self.poll_interval), limiter.rung)
+            else:
+                await anyio.sleep(self.poll_interval)
             return
         wake = await self._read(self.store.next_wake)
         # A worker that dies sends no NOTIFY: its session's end (or its lease's expiry) is seen

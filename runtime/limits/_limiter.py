@@ -100,6 +100,13 @@ class Limiter:
             raise
         return hid
 
+    async def rung(self) -> None:
+        """Return when a unit is next given back in this process (a worker waiting for work
+        looks again at once: an invocation in a limit's line may go now)."""
+        if self._bell is None:
+            self._bell = anyio.Event()
+        await self._bell.wait()
+
     async def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> None:
         with anyio.CancelScope(shield=True):  # a unit is given back even by a cancelled step
             await self._call(self.table.release, hid, names, used_tokens)
