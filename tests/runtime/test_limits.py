@@ -257,3 +257,41 @@ async def test_waiting_invocations_are_served_by_priority_then_age(open_engine):
                     await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
     assert RUNS == ["d", "b", "e", "a", "c"]
+
+
+async def test_a_rule_changed_while_steps_wait_is_obeyed_at_once_and_prefix_rules_count_each_name(open_engine):
+    gauge = Gauge()
+    release = anyio.Event()
+
+    async def hold(i):
+        await gauge(i, 0)
+        if i < 2:
+            await release.wait()  # the first ones keep their units until the rule has changed
+        return i
+
+    async def agent(ctx: Context, tenant: str) -> list:
+        out = []
+
+        async def one(i):
+            out.append(await ctx.run(f"s{i}", hold, i, limit=f"tenant:{tenant}"))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                tg.start_soon(one, i)
+        return sorted(out)
+
+    async with open_engine() as engine:
+        await engine.limits.set("tenant:*", concurrency=1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(engine.run, agent, "a", id="a"))
+            tg.start_soon(functools.partial(engine.run, agent, "b", id="b"))
+            with anyio.fail_after(30):
+                while {v.name: v.in_use for v in await engine.limits.ls()} != {"tenant:*": 0, "tenant:a": 1,
+                                                                                  "tenant:b": 1}:
+                    await anyio.sleep(0.01)  # one each: the prefix rule counts each tenant apart
+                await engine.limits.set("tenant:*", concurrency=2)
+                while {v.name: v.in_use for v in await engine.limits.ls()} != {"tenant:*": 0, "tenant:a": 2,
+                                                                                  "tenant:b": 2}:
+                    await anyio.sleep(0.01)
+            release.set()
+        assert (await engine.get("a")).result == list(range(6))
