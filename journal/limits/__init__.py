@@ -11,10 +11,11 @@ from ._model import LimitError as LimitError
 from ._model import LimitRule as LimitRule
 from ._model import LimitView as LimitView
 from ._model import Window as Window
+from ._model import check_name as check_name
 from ._model import parse_window as parse_window
 from ._model import period_text as period_text
 from ._table import LimitTable as LimitTable
 from ._table import MemoryLimits as MemoryLimits
 
 __all__ = ("LIMIT_TABLES", "Request", "Blocked", "Granted", "LimitError", "LimitRule", "LimitView", "Window",
-           "parse_window", "period_text", "LimitTable", "MemoryLimits")
+           "parse_window", "period_text", "check_name", "LimitTable", "MemoryLimits")

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from journal import HOST, Store
-from journal.limits import Blocked, LimitTable, Request
+from journal.limits import Blocked, LimitError, LimitTable, Request, check_name
 
 _LOCAL_POLL = 0.02  # seconds between looks at the line, for the waiter first in it (LMDB)
 _REMOTE_POLL = 0.05  # the same on a store on the network
@@ -34,7 +34,8 @@ def limit_names(limit: str | Sequence[str] | None) -> tuple[str, ...]:
     names = (limit,) if isinstance(limit, str) else tuple(limit)
     for name in names:
         if not isinstance(name, str) or not name:
-            raise TypeError(f"limit= takes a limit name or a list of names (non-empty strings), got {limit!r}")
+            raise LimitError(f"limit= takes a limit name or a list of names (non-empty strings), got {limit!r}")
+        check_name(name)
     return tuple(sorted(set(names)))
 
 

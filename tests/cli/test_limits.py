@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -105,3 +106,29 @@ def test_an_invocation_waiting_for_a_unit_shows_it_and_goes_on_when_another_proc
     finally:
         store.close()
         server.stop()
+
+
+def test_start_and_run_take_limit_and_priority(tmp_path):
+    agents = Path(__file__).parent / "limit_agents.py"
+    db = str(tmp_path / "db")
+    env = {**os.environ, "LIMIT_GAUGE": str(tmp_path / "gauge")}
+
+    def sh(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cli", *args, "--db", db], capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    assert sh("limit", "set", "jobs", "--concurrency", "1").returncode == 0
+    for n in range(3):
+        done = sh("start", f"{agents}:three_steps", "--input", str(n), "--id", f"j{n}", "--limit", "jobs",
+                  "--priority", str(n))
+        assert done.returncode == 0, done.stderr
+    assert sh("worker", "--until-idle").returncode == 0
+    ran = sh("run", f"{agents}:three_steps", "--input", "9", "--limit", "jobs", "--json")
+    assert ran.returncode == 0 and json.loads(ran.stdout)["result"] == 9, ran.stderr
+    assert [i["status"] for i in json.loads(sh("ls", "--json").stdout)] == ["completed"] * 4
+    # The worker ran them one at a time, highest priority first.
+    order = [line.split()[1] for line in (tmp_path / "gauge.runs").read_text().splitlines()]
+    assert order[:9] == ["20", "21", "22", "10", "11", "12", "0", "1", "2"]
+    assert (tmp_path / "gauge").read_text().split("\n")[0] == "1"
+    bad = sh("start", f"{agents}:three_steps", "--input", "1", "--limit", "")
+    assert bad.returncode == 2 and "limit" in bad.stderr
