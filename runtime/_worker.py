@@ -25,7 +25,8 @@ from ._handlers import is_handler_name
 from ._outcome import Outcome
 
 _PAUSE_FIRST, _PAUSE_MAX = 0.5, 5.0
-_ASK_AGAIN = 5.0  # seconds: how often an invocation behind a full limit keeps its place in line (it is gone after 30)  # seconds a worker waits before trying a full disk again
+_ASK_AGAIN = 5.0  # seconds: how often an invocation behind a full limit keeps its place in line (it is gone after 30)
+_KEPT_PER_LOOK = 64  # ... and how many places one look keeps at most (a thousand in line: every 4 s at 0.25 s a look)  # seconds a worker waits before trying a full disk again
 
 
 class Worker:
@@ -96,11 +97,15 @@ class Worker:
         now = time.monotonic()
         full: set[tuple[str, ...]] = set()
         out = []
+        kept = 0
         for record in sorted(records, key=lambda r: (-r.priority, r.created_at, r.id)):
             names = tuple(sorted(set(record.limits)))
-            if names in full and now - self._asked.get(record.id, 0.0) < _ASK_AGAIN:
+            if names in full and record.id in self._asked and (
+                    now - self._asked[record.id] < _ASK_AGAIN or kept >= _KEPT_PER_LOOK):
                 self._in_line = True
                 continue
+            if names in full and record.id in self._asked:
+                kept += 1  # a place kept: a few a look, so a long line costs no look much
             self._asked[record.id] = now
             if self._unit_free(record):
                 self._asked.pop(record.id, None)

@@ -168,22 +168,21 @@ def _oldest(txn: Txn, name: str, kind: bytes) -> int | None:
 
 
 def _ahead(state: LimitState, request: Request, now: int, alive: Alive, dropped: list[str]) -> int:
-    """How many live waiters come before `request` (dropping the dead ones met on the way)."""
+    """How many waiters come before `request`. Those first in line that are gone (a dead owner,
+    or unseen for long) leave it; behind the first live one, the others are counted as they are
+    (asking a thousand pids on every acquisition would cost more than the line)."""
     mine = state.waiters.get(request.hid)
     arrival = mine.arrival if mine is not None else request.arrival if request.arrival is not None else now + 1
-    count = 0
-    for wid, waiter in list(state.waiters.items()):
-        if wid == request.hid:
-            continue
-        if waiter.priority > request.priority or (
-            waiter.priority == request.priority and (waiter.arrival, wid) < (arrival, request.hid)
-        ):
-            if now - waiter.seen > WAITER_GONE_US or not alive(waiter.owner, waiter.host, waiter.pid):
-                del state.waiters[wid]
-                dropped.append(wid)
-                continue
-            count += 1
-    return count
+    place = (-request.priority, arrival, request.hid)
+    ahead = sorted((-w.priority, w.arrival, wid) for wid, w in state.waiters.items()
+                   if wid != request.hid and (-w.priority, w.arrival, wid) < place)
+    for n, (_, _, wid) in enumerate(ahead):
+        waiter = state.waiters[wid]
+        if now - waiter.seen <= WAITER_GONE_US and alive(waiter.owner, waiter.host, waiter.pid):
+            return len(ahead) - n
+        del state.waiters[wid]
+        dropped.append(wid)
+    return 0
 
 
 def _reap_holds(state: LimitState, alive: Alive) -> bool:
