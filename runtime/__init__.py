@@ -39,6 +39,8 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from journal import Chunk as Chunk
     from journal import default_path as default_path
 
+    from ._asking import Reply as Reply
+    from ._asking import Value as Value
     from ._context import Context as Context
     from ._engine import Engine as Engine
     from ._handlers import check_recorded as check_recorded
@@ -58,8 +60,6 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._steps import idempotency_key as idempotency_key
     from ._suspend import pause as pause
     from ._talk import Message as Message
-    from ._asking import Reply as Reply
-    from ._asking import Value as Value
     from .errors import Cancelled as Cancelled
     from .errors import DeterminismViolation as DeterminismViolation
     from .errors import HandlerNotFound as HandlerNotFound

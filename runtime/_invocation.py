@@ -50,7 +50,6 @@ from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._state import State
 from ._step_info import Running, _current
 from ._step_threads import StepThreads, runs_on_loop
-from ._talk import Talking
 from ._steps import (
     PLAIN,
     attempts,
@@ -63,6 +62,7 @@ from ._steps import (
     step_entry,
 )
 from ._suspend import Restart, Suspend
+from ._talk import Talking
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
 if TYPE_CHECKING:

@@ -36,6 +36,9 @@ from journal.errors import (
 from journal.errors import (
     LeaseLost as LeaseLost,
 )
+from journal.errors import MessageNotFound as MessageNotFound
+from journal.errors import MessageRefused as MessageRefused
+from journal.errors import MessageValueRefused as MessageValueRefused
 from journal.errors import (
     PromiseConflict as PromiseConflict,
 )
@@ -45,9 +48,6 @@ from journal.errors import (
 from journal.errors import (
     PromiseValueRefused as PromiseValueRefused,
 )
-from journal.errors import MessageNotFound as MessageNotFound
-from journal.errors import MessageRefused as MessageRefused
-from journal.errors import MessageValueRefused as MessageValueRefused
 from journal.errors import ValueNotPublished as ValueNotPublished
 
 
