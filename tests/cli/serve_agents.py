@@ -144,3 +144,18 @@ async def typed_approval(ctx: Context, order: str) -> str:
 async def named(ctx: Context, name: str) -> str:
     """One step named by its input: what a step name full of markup looks like."""
     return await ctx.run(name, _echo, name)
+
+
+async def talker(ctx: Context, greeting: str) -> list:
+    """A conversation: receives words on topic `chat` (strings only), publishes how many it has,
+    answers requests with that count, and ends at "bye"."""
+    words: list[str] = []
+    await ctx.publish("count", 0)
+    while True:
+        message = await ctx.receive("chat", type=str)
+        if message.value == "bye":
+            return words
+        words.append(message.value)
+        await ctx.publish("count", len(words))
+        if message.wants_reply:
+            await message.reply({"greeting": greeting, "count": len(words)})

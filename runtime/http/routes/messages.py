@@ -76,6 +76,7 @@ async def _answer(s: Service, invocation_id: str, message_id: str, wait: float) 
 async def _until_stopping(s: Service, wait: Awaitable[T]) -> T | None:
     """What `wait` gives, or None if the server stops first (a long poll does not hold it up)."""
     got: list[T] = []
+    failed: list[Exception] = []
     async with anyio.create_task_group() as tg:
 
         async def stop() -> None:
@@ -83,8 +84,13 @@ async def _until_stopping(s: Service, wait: Awaitable[T]) -> T | None:
             tg.cancel_scope.cancel()
 
         tg.start_soon(stop)
-        got.append(await wait)
+        try:
+            got.append(await wait)
+        except Exception as exc:  # raised as itself, not in the task group's exception group
+            failed.append(exc)
         tg.cancel_scope.cancel()
+    if failed:
+        raise failed[0]
     return got[0] if got else None
 
 
