@@ -29,6 +29,7 @@ from journal import (
 from journal.errors import InvalidId
 
 from ._clock import now_us
+from ._composition import race
 from ._handlers import type_text
 from ._promise_types import decode_promise_value, is_validation_error, promise_type
 from ._suspend import Suspend
@@ -135,6 +136,11 @@ class Talking:
                 await self._commit(seq, recorded)
             else:
                 number, message = found
+                contest = race.get()
+                if contest is not None and not contest[0].take(contest[1]):
+                    # Another branch of the select won by taking its own message: this one
+                    # stays in the inbox for a later receive (the select cancels this branch).
+                    await anyio.sleep_forever()
                 taken = self._taken if self._taken is not None else {}
                 self._taken = taken
                 taken[topic] = max(taken.get(topic, 0), number)

@@ -197,3 +197,21 @@ async def test_published_values_are_read_from_the_store_by_name(open_engine):
         # ... and, given the seq of one already seen, returns the newer one at once.
         newer = await engine.get_value("v", "phase", wait=5, after=phase.seq)
         assert newer.value == "finished" and newer.seq > phase.seq
+
+
+async def test_a_select_over_two_receives_takes_one_message_and_leaves_the_other(open_engine):
+    async def agent(ctx: Context) -> list:
+        got = []
+        for _ in range(2):
+            index, message = await ctx.select(ctx.receive("a"), ctx.receive("b"))
+            got.append([index, message.value])
+        return got
+
+    async with open_engine() as engine:
+        await engine.start(agent, id="two")
+        await engine.send_message("two", "a", "from a")
+        await engine.send_message("two", "b", "from b")
+        outcome = await engine.resume("two")
+        # Both were waiting when the select began: one wins, the other is not lost.
+        assert sorted(value for _, value in outcome.result) == ["from a", "from b"]
+        assert kinds(engine.store, "two").count("received") == 2
