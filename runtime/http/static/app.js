@@ -235,8 +235,21 @@ async function invocationPage(id) {
   const timeline = h("table", { class: "timeline", id: "timeline" },
     h("thead", {}, h("tr", {}, ["seq", "kind", "name", "at", "after", "value"].map((t) => h("th", {}, t)))), rows);
   const events = h("ol", { class: "events", id: "events" });
-  show(h("h1", {}, id), facts, operator, panel, actions, h("h2", {}, "Waterfall"), waterfall,
-    h("h2", {}, "Timeline"), timeline, h("h2", {}, "Emitted events"), events);
+  const published = h("dl", { class: "facts", id: "published" }, h("dd", { class: "muted" }, "none yet"));
+  show(h("h1", {}, id), facts, operator, panel, actions, h("h2", {}, "Published values"), published,
+    h("h2", {}, "Waterfall"), waterfall, h("h2", {}, "Timeline"), timeline, h("h2", {}, "Emitted events"), events);
+  // The latest value under each name (`ctx.publish`), from the journal's `published` entries
+  // as they arrive: the page keeps the one of the highest seq.
+  const latest = new Map();
+  const publish = (entry) => {
+    const known = latest.get(entry.name);
+    if (known && known.seq > entry.seq) return;
+    latest.set(entry.name, entry);
+    published.replaceChildren(...[...latest.keys()].sort().flatMap((name) => [
+      h("dt", { class: "mono" }, name),
+      h("dd", { "data-name": name, title: "seq " + latest.get(name).seq + ", " + (latest.get(name).at || "") },
+        h("pre", { class: "value" }, text(latest.get(name).value)))]));
+  };
 
   const state = { doc: null, entries: [] };
   const seen = new Map();
@@ -286,6 +299,7 @@ async function invocationPage(id) {
     seen.set(entry.seq, row);
     state.entries.push(entry);
     if (entry.kind === "emitted") events.append(h("li", { "data-seq": entry.seq }, h("pre", {}, text(entry.value))));
+    if (entry.kind === "published") publish(entry);
     if (!state.loading) {  // (the first page of entries is drawn once, when all of it is in)
       state.entries.sort((a, b) => a.seq - b.seq);
       drawWaterfall(waterfall, state);
