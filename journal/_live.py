@@ -60,6 +60,7 @@ class Chunk(msgspec.Struct, kw_only=True, frozen=True):
     attempt: int
     data: str | bytes
     index: int
+    epoch: int = 0  # the lease epoch of the execution that ran it (a later one replaces it)
 
 
 class Sent(msgspec.Struct, frozen=True, gc=False):
@@ -238,7 +239,7 @@ class LiveFeed:
                     continue  # seen already
             streams[sent.seq] = (sent.epoch, sent.attempt, sent.number + 1)
             out.append(Chunk(invocation_id=sent.invocation_id, seq=sent.seq, attempt=sent.attempt, data=sent.data,
-                             index=sent.number))
+                             index=sent.number, epoch=sent.epoch))
         return out
 
     def wait(self, timeout: float) -> None:

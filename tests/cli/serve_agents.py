@@ -159,3 +159,22 @@ async def talker(ctx: Context, greeting: str) -> list:
         await ctx.publish("count", len(words))
         if message.wants_reply:
             await message.reply({"greeting": greeting, "count": len(words)})
+
+
+async def halves(ctx: Context, args: dict) -> str:
+    """A step that streams the words of `args["first"]`, waits for `args["half"]` to exist, streams
+    `args["second"]`, and returns once `args["release"]` exists: a stream cut off in the middle."""
+    from runtime import current_step
+
+    async def answer() -> str:
+        for word in args["first"]:
+            current_step().emit(word)
+        while not os.path.exists(args["half"]):
+            await anyio.sleep(0.01)
+        for word in args["second"]:
+            current_step().emit(word)
+        while not os.path.exists(args["release"]):
+            await anyio.sleep(0.01)
+        return "".join(args["first"] + args["second"])
+
+    return await ctx.run("answer", answer)

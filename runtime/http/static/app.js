@@ -50,7 +50,7 @@ function invocationLink(id) { return h("a", { href: "/i/" + encodeURIComponent(i
 function keyLink(key) { return key === null || key === undefined ? "" : h("a", { href: "/k/" + encodeURIComponent(key), class: "mono" }, key); }
 
 async function api(path, options = {}) {
-  const headers = {};
+  const headers = { ...(options.headers || {}) };
   const token = sessionStorage.getItem("journal-token");
   if (token) headers["Authorization"] = "Bearer " + token;
   const init = { method: options.method || "GET", headers, signal: options.signal };
@@ -646,11 +646,16 @@ function divergenceCard(doc) {
 
 // Server-Sent Events read with fetch, so the bearer token can go with them.
 async function follow(id, addEntry, addChunk, refresh, signal) {
+  // The id of the last event taken: a reconnection asks for what came after it (Last-Event-ID),
+  // so that a streamed answer cut off mid-way goes on where it stopped, nothing lost or doubled.
+  let lastId = null;
   while (!signal.aborted) {
     let finished = false;
     try {
-      const response = await api("/invocations/" + encodeURIComponent(id) + "/events", { raw: true, signal });
-      if (!response.ok) return;
+      const headers = lastId === null ? {} : { "Last-Event-ID": lastId };
+      const response = await api("/invocations/" + encodeURIComponent(id) + "/events", { raw: true, signal, headers });
+      if (!response.ok && response.status < 500) return;  // gone (404): nothing to follow
+      if (!response.ok) throw new Error("HTTP " + response.status);  // starting again: try again soon
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
       for (;;) {
@@ -661,16 +666,18 @@ async function follow(id, addEntry, addChunk, refresh, signal) {
         while ((cut = buffer.indexOf("\n\n")) >= 0) {
           const block = buffer.slice(0, cut);
           buffer = buffer.slice(cut + 2);
-          let name = "message", data = "";
+          let name = "message", data = "", eventId = null;
           for (const line of block.split("\n")) {
             if (line.startsWith("event: ")) name = line.slice(7);
             else if (line.startsWith("data: ")) data += line.slice(6);
+            else if (line.startsWith("id: ")) eventId = line.slice(4);
           }
           const payload = JSON.parse(data);
           if (name === "entry") addEntry(payload, true);
           else if (name === "chunk") addChunk(payload);
           else if (name === "status") await refresh();
           else if (name === "end") { finished = true; await refresh(); }
+          if (eventId !== null) lastId = eventId;
         }
       }
     } catch (error) {
