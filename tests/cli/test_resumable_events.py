@@ -103,8 +103,9 @@ def test_chunks_resume_after_the_last_one_seen_while_the_step_runs_on_in_a_worke
 
 
 def test_the_console_shows_the_whole_answer_once_after_the_server_is_killed_and_restarted(tmp_path):
-    from .test_serve_ui import CHROMIUM, HOSTILE  # (skips with it where there is no browser)
     from playwright.sync_api import expect, sync_playwright
+
+    from .test_serve_ui import CHROMIUM, HOSTILE  # (skips with it where there is no browser)
 
     db, port = str(tmp_path / "db"), _free_port()
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker", "--db", db, "--handler",
