@@ -17,9 +17,9 @@ import msgspec
 from journal import InvocationRecord, Status, Store, open_store
 from journal.errors import JournalError
 from runtime import (
-    Message,
     Context,
     Engine,
+    Message,
     NondeterminismError,
     Outcome,
     PromiseRejected,
