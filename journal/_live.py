@@ -9,9 +9,10 @@ any process through the store's `LiveChannel`:
   store directory), written without ever being synced, holding the chunks of running steps
   only (a step's are removed once it commits), so a follower that arrives late still sees
   the step's output so far; followers are woken by a datagram, not by polling;
-- PostgreSQL (`_live_postgres.py`): `NOTIFY` with the chunks as payload, on a channel per
-  invocation that followers `LISTEN` to; nothing is stored, so a follower sees the chunks
-  sent after it began to listen;
+- PostgreSQL (`backends/postgres/_live.py`): `NOTIFY` with the chunks as payload, on a
+  channel per invocation that followers `LISTEN` to, and the running steps' chunks kept in an
+  unlogged table, which a follower reads once it listens, so that it too sees the output so
+  far;
 - memory: handed over inside the process.
 
 Each chunk carries where it comes from: the step's seq, the lease epoch of the execution

@@ -1,7 +1,7 @@
 """The events stream resumes after the last event a client saw (`Last-Event-ID`, `?after=`):
 nothing lost, nothing repeated; in headless Chromium, the console's live view goes on by
-itself after the server is killed and restarted mid-answer. LMDB keeps a running step's
-chunks for a late follower; PostgreSQL does not yet (see docs/messages.md)."""
+itself after the server is killed and restarted mid-answer. On LMDB and on PostgreSQL, both
+of which keep a running step's chunks for a follower that comes back."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sys
 import httpx
 import pytest
 
+from ..conftest import store_target
 from .serving import AGENTS, Server
 
 
@@ -70,8 +71,9 @@ def _halves_input(tmp_path, first, second):
     return {"first": first, "second": second, "half": str(tmp_path / "half"), "release": str(tmp_path / "release")}
 
 
-def test_chunks_resume_after_the_last_one_seen_while_the_step_runs_on_in_a_worker(tmp_path):
-    db = str(tmp_path / "db")
+@pytest.mark.parametrize("kind", ["lmdb", "postgres"])
+def test_chunks_resume_after_the_last_one_seen_while_the_step_runs_on_in_a_worker(tmp_path, request, kind):
+    db = store_target(kind, request, tmp_path)
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker", "--db", db, "--handler",
                                f"halves={AGENTS}:halves"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server = Server(db, tmp_path / "serve.log", "--workers", "0")
@@ -102,12 +104,13 @@ def test_chunks_resume_after_the_last_one_seen_while_the_step_runs_on_in_a_worke
         worker.wait(timeout=30)
 
 
-def test_the_console_shows_the_whole_answer_once_after_the_server_is_killed_and_restarted(tmp_path):
+@pytest.mark.parametrize("kind", ["lmdb", "postgres"])
+def test_the_console_shows_the_whole_answer_once_after_the_server_is_killed_and_restarted(tmp_path, request, kind):
     from playwright.sync_api import expect, sync_playwright
 
     from .test_serve_ui import CHROMIUM, HOSTILE  # (skips with it where there is no browser)
 
-    db, port = str(tmp_path / "db"), _free_port()
+    db, port = store_target(kind, request, tmp_path), _free_port()
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker", "--db", db, "--handler",
                                f"halves={AGENTS}:halves"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server = Server(db, tmp_path / "serve.log", "--workers", "0", http=f"127.0.0.1:{port}")
