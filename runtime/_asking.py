@@ -19,7 +19,9 @@ from .errors import TerminalError
 
 T = TypeVar("T")
 Read = Callable[..., Awaitable[Any]]
-_LOOK_EVERY = 0.02  # seconds between two looks at the store while waiting for a reply or a value
+# Seconds between two looks at the store while waiting for a reply or a value: a local read
+# costs microseconds; a query to a database server is a round trip for each waiting caller.
+LOOK_EVERY_LOCAL, LOOK_EVERY_NETWORK = 0.005, 0.02
 
 
 class Reply(NamedTuple):
@@ -63,7 +65,7 @@ def reply_of(message_id: str, sent: SentMessage) -> Reply:
 
 
 async def wait_for_reply(read: Read, message: Callable[[str, str], SentMessage | None], invocation_id: str,
-                         message_id: str, wait: float | None) -> Reply:
+                         message_id: str, wait: float | None, every: float = LOOK_EVERY_NETWORK) -> Reply:
     """The reply to `message_id`, waiting up to `wait` seconds for it (None: not at all)."""
     deadline = None if wait is None else now_us() + int(max(wait, 0) * 1e6)
     while True:
@@ -75,12 +77,12 @@ async def wait_for_reply(read: Read, message: Callable[[str, str], SentMessage |
             )
         if sent.replied or deadline is None or time_left(deadline) <= 0:
             return reply_of(message_id, sent)
-        await anyio.sleep(min(_LOOK_EVERY, time_left(deadline)))
+        await anyio.sleep(min(every, time_left(deadline)))
 
 
 async def read_value(read: Read, published: Callable[..., dict[str, PublishedValue]],
                      require: Callable[[str], InvocationRecord], invocation_id: str, name: str,
-                     wait: float | None, after: int | None) -> Value:
+                     wait: float | None, after: int | None, every: float = LOOK_EVERY_NETWORK) -> Value:
     """The latest value published under `name`. With `wait`, one newer than `after` (the seq
     of a value already seen; None: the value current now), waiting up to `wait` seconds
     for it and otherwise answering the current one."""
@@ -92,7 +94,7 @@ async def read_value(read: Read, published: Callable[..., dict[str, PublishedVal
             record = await read(require, invocation_id)
             if record.finished:
                 break  # nothing more will be published
-            await anyio.sleep(min(_LOOK_EVERY, time_left(deadline)))
+            await anyio.sleep(min(every, time_left(deadline)))
             found = (await read(published, invocation_id, name)).get(name)
     if found is None:
         await read(require, invocation_id)  # an unknown invocation says so first

@@ -360,7 +360,8 @@ class Engine:
 
     async def reply(self, invocation_id: str, message_id: str, *, wait: float | None = None) -> _asking.Reply:
         """The reply to message `message_id`, waiting up to `wait` seconds for it."""
-        return await _asking.wait_for_reply(self._read, self.store.message, invocation_id, message_id, wait)
+        return await _asking.wait_for_reply(self._read, self.store.message, invocation_id, message_id, wait,
+                                            self._look_every)
 
     async def get_value(self, invocation_id: str, name: str, *, wait: float | None = None,
                         after: int | None = None) -> _asking.Value:
@@ -368,7 +369,11 @@ class Engine:
         store: no worker needs to run. With `wait`, wait up to that many seconds for a newer one
         (than the seq `after`, or than the current one). `ValueNotPublished` if there is none."""
         return await _asking.read_value(self._read, self.store.published, self.store.require, invocation_id, name,
-                                        wait, after)
+                                        wait, after, self._look_every)
+
+    @property
+    def _look_every(self) -> float:
+        return _asking.LOOK_EVERY_NETWORK if self.store.blocking else _asking.LOOK_EVERY_LOCAL
 
     async def values(self, invocation_id: str) -> dict[str, _asking.Value]:
         """Every value the invocation published, by name (the latest of each)."""
