@@ -50,6 +50,8 @@ from ._listing import Page as Page
 from ._listing import Query as Query
 from ._records import FINISHED as FINISHED
 from ._records import HOST as HOST
+from ._records import PRIORITY_MAX as PRIORITY_MAX
+from ._records import PRIORITY_MIN as PRIORITY_MIN
 from ._records import InvocationRecord as InvocationRecord
 from ._records import Lease as Lease
 from ._records import PromiseType as PromiseType
@@ -108,7 +110,7 @@ __all__ = (
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables", "Frame", "PromiseType", "check_schema",
     "schema_example", "promise_type",
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
-    "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent",
+    "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent", "PRIORITY_MAX", "PRIORITY_MIN",
 )
 
 # Imported on first use: the append path brings in anyio and asyncio, which reading a

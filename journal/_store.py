@@ -232,6 +232,12 @@ class Store(Protocol):
 
     def due_timers(self, now_us: int) -> builtins.list[str]: ...
 
+    def ready(self, limit: int | None = None) -> builtins.list[str]:
+        """Pending invocations that may start now (a delayed start is not among them until
+        it is due: `due_timers` has it), highest priority first, then oldest, read from an
+        index; at most `limit`."""
+        ...
+
     def cancel_requests_made(self) -> int:
         """How many cancel requests the store has recorded, ever (`Capability.CANCEL_COUNTER`)."""
         raise NotImplementedError

@@ -36,6 +36,9 @@ def record_json(record: InvocationRecord, entries: int, owner: dict[str, Any] | 
         "created_at": iso(record.created_at),
         "updated_at": iso(record.updated_at),
         "entries": entries,
+        "priority": record.priority,
+        "start_at": iso(record.start_at),
+        "tags": dict(record.tags),
     }
     if owner is not None:
         doc["owner"] = owner
@@ -136,6 +139,7 @@ def _invocation(store: Store, record: InvocationRecord, input_value: Any, childr
         "input": input_value,
         "result": decode_value(record.result) if record.status == Status.COMPLETED else None,
         "error": error, "waiting": record.waiting, "wake_at": iso(record.wake_at),
+        "priority": record.priority, "start_at": iso(record.start_at), "tags": dict(record.tags),
     }
     owner = owner_json(store, record)
     if owner is not None:
@@ -170,7 +174,7 @@ def waiting_on(record: InvocationRecord) -> list[dict[str, Any]]:
             out.append({"kind": kind, "id": rest})
         elif record.status == Status.SUSPENDED:
             out.append(promise_json(record, name))
-    if record.wake_at is not None and record.status == Status.SUSPENDED:
+    if record.wake_at is not None:  # a timer, or a delayed start (pending until then)
         out.append({"kind": "timer", "until": iso(record.wake_at)})
     return out
 

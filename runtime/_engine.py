@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import uuid as _uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 import anyio
 import anyio.lowlevel
@@ -34,7 +35,7 @@ from journal import (
 )
 from journal.errors import InvocationBusy, JournalError
 
-from . import _actions
+from . import _actions, _start_options
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
@@ -50,6 +51,15 @@ from .hooks import Observer, Observers, default_observers
 
 if TYPE_CHECKING:
     from journal import Chunk
+
+
+class _StartOptions(NamedTuple):
+    priority: int = 0
+    tags: Mapping[str, str] | None = None
+    limit: str | Sequence[str] | None = None
+    delay: float | None = None
+    start_at: datetime.datetime | None = None
+
 
 T = TypeVar("T")
 
@@ -140,16 +150,23 @@ class Engine:
         return register(fn)
 
     async def start(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
-                    key: str | None = None, lax_input: bool = False) -> InvocationRecord:
+                    key: str | None = None, lax_input: bool = False, priority: int = 0,
+                    tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
+                    delay: float | None = None, start_at: datetime.datetime | None = None) -> InvocationRecord:
         """Create the invocation (idempotent by id) without running it. Returns its record.
 
         `handler` is a function, a TARGET path, or a NAME: a name this engine was given in
-        `handlers`, or one recorded as is (its input unchecked) for a worker that has it."""
-        record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input)
+        `handlers`, or one recorded as is (its input unchecked) for a worker that has it.
+        Workers claim runnable invocations highest `priority` first, then oldest; with
+        `delay` (seconds) or `start_at` (an aware datetime) it stays pending, waiting on a
+        timer, until then. `tags` and `limit` names are recorded with it."""
+        options = _StartOptions(priority, tags, limit, delay, start_at)
+        record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input, options=options)
         return record
 
     async def _start(self, handler: Callable[..., Any] | str, input: Any, *, id: str | None, key: str | None,
-                     lax_input: bool, lease: bool = False) -> tuple[InvocationRecord, Fresh | None]:
+                     lax_input: bool, lease: bool = False,
+                     options: _StartOptions | None = None) -> tuple[InvocationRecord, Fresh | None]:
         """`start`, and what the invocation's journal is if this call created it.
 
         With `lease`, a local store also leases the invocation it creates to this engine, in
@@ -170,6 +187,10 @@ class Engine:
         at = now_us()
         input_digest = digest(bytes(raw))
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
+        if options is not None:
+            _start_options.apply(record, priority=options.priority, tags=options.tags, limit=options.limit,
+                                 delay=options.delay, start_at=options.start_at)
+            lease = lease and record.start_at is None  # a delayed start is run when its time comes
         trace = self.observers.trace_context(invocation_id, path)
         entry = Started(path, raw, at, key, input_digest, None, trace)
         started = encode_entry(entry, self.store.max_entry_bytes)
@@ -201,17 +222,23 @@ class Engine:
     async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False,
                   started: Callable[[InvocationRecord], None] | None = None,
-                  queued: Callable[[InvocationRecord], None] | None = None) -> Outcome[T]: ...
+                  queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
+                  tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
+                  delay: float | None = None, start_at: datetime.datetime | None = None) -> Outcome[T]: ...
     @overload
     async def run(self, handler: str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False,
                   started: Callable[[InvocationRecord], None] | None = None,
-                  queued: Callable[[InvocationRecord], None] | None = None) -> Outcome: ...
+                  queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
+                  tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
+                  delay: float | None = None, start_at: datetime.datetime | None = None) -> Outcome: ...
 
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False,
                   started: Callable[[InvocationRecord], None] | None = None,
-                  queued: Callable[[InvocationRecord], None] | None = None) -> Outcome:
+                  queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
+                  tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
+                  delay: float | None = None, start_at: datetime.datetime | None = None) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges.
 
         With a `key`, invocations of the key run one at a time, in creation order: this one
@@ -220,10 +247,15 @@ class Engine:
         If the earlier one is not in anyone's hands (suspended, diverged, pending with nobody
         to run it), waiting would never end: the outcome is this one `pending`, waiting on
         `turn:ID`. `started` is told the record once the invocation exists (created or found).
+        The start options are `start`'s; a delayed one is run here once its time comes.
         """
-        record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True)
+        options = _StartOptions(priority, tags, limit, delay, start_at)
+        record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True,
+                                          options=options)
         if started is not None:
             started(record)
+        if record.start_at is not None and record.status == Status.PENDING:
+            await anyio.sleep(max(0.0, (record.start_at - now_us()) / 1e6))
         fn = self.handler_for(record.handler)  # (the same as `_start`'s when it leased the invocation)
         return await self._run_in_turn(record, fn, fresh, queued)
 

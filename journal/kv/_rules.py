@@ -19,6 +19,7 @@ Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
     keyq         key 0x00 queued_at(u64 BE) id -> b"" (invocations of a key, in creation order)
     listing      dimension 0x00 newest(u64 BE) id -> b"" (newest first, overall and by status,
                  handler and key: `_listing.py`)
+                 b"q" 0x00 priority id -> b"" (the run queue: `_runnable.py`)
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ..errors import (
     JournalError,
     LeaseLost,
 )
-from . import _listing
+from . import _listing, _runnable
 
 TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq", "listing")
 
@@ -351,6 +352,8 @@ def _unindex(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:
     txn.delete("listing", _listing.status_key(record, id_bytes))
     if record.wake_at is not None:
         txn.delete("timers", record.wake_at.to_bytes(8, "big") + id_bytes)
+    if _runnable.queued(record):
+        txn.delete("listing", _runnable.key(record, id_bytes))
 
 
 def _put_record(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: InvocationRecord | None) -> None:
@@ -363,6 +366,8 @@ def _put_record(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: Invoca
         _listing.put_all(txn, id_bytes, record)
     if record.wake_at is not None:
         txn.put("timers", record.wake_at.to_bytes(8, "big") + id_bytes, b"")
+    if _runnable.queued(record):
+        txn.put("listing", _runnable.key(record, id_bytes), b"")
 
 
 def _transition(

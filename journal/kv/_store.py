@@ -49,7 +49,7 @@ from ..errors import (
     PromiseConflict,
     StoreUnavailable,
 )
-from . import _listing
+from . import _listing, _runnable
 from ._rules import (
     _CANCELS,
     Txn,
@@ -88,6 +88,7 @@ class KVStore(abc.ABC):
     blocking: bool = False
     capabilities: frozenset[Capability] = frozenset({Capability.CANCEL_COUNTER})
     _listing_built = False  # this store's listing index is known to cover every record
+    _ready_built = False  # ... and its run queue every pending record
 
     @abc.abstractmethod
     def _read(self) -> AbstractContextManager[Txn]: ...
@@ -157,6 +158,20 @@ class KVStore(abc.ABC):
         prefix = Status(status).value.encode() + b"\x00"
         with self._read() as txn:
             return [key[len(prefix):].decode(errors="replace") for key, _ in txn.scan("status", prefix)]
+
+    def ready(self, limit: int | None = None) -> builtins.list[str]:
+        """Pending invocations that may start now (not delayed), in the order workers claim
+        them: highest priority first, then oldest; read from the run queue (`_runnable.py`)."""
+        if not self._ready_built:
+            with self._read() as txn:
+                built = txn.get("meta", _runnable.BUILT) is not None
+            if not built:
+                if getattr(self, "readonly", False):
+                    return self.ids(Status.PENDING)[:limit]
+                self._transact(lambda txn: None if txn.get("meta", _runnable.BUILT) else _runnable.build(txn))
+            self._ready_built = True
+        with self._read() as txn:
+            return _runnable.ids(txn, limit)
 
     def page(self, query: Query) -> Page:
         """A page of invocations newest first, through the listing index (`_listing.py`):
@@ -467,7 +482,8 @@ class KVStore(abc.ABC):
         txn.put("meta", _CANCELS, ((0 if count is None else int.from_bytes(count, "big")) + 1).to_bytes(8, "big"))
         record.cancel_rollback = record.cancel_rollback or op.rollback
         record.updated_at = op.at
-        if record.status in (Status.SUSPENDED, Status.DIVERGED):
+        if record.status in (Status.SUSPENDED, Status.DIVERGED) or record.wake_at is not None:
+            # (a delayed start that is asked to cancel runs now, to receive it)
             record.status = Status.PENDING
             record.waiting = None
             record.waiting_any = []

@@ -29,6 +29,11 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[str | None, Meta(description="default: a new one; the same id and input again is not a new run")] = None
     key: str | None = None
     durability: Literal["sync", "async", "exit"] | None = None
+    priority: Annotated[int, Meta(description="runnable invocations are claimed highest first, then oldest")] = 0
+    delay: Annotated[float, Meta(ge=0, description="seconds before it may run; it stays pending meanwhile")] | None = None
+    start_at: Annotated[_Time | None, Meta(description="not run before this time (ISO 8601 with a zone)")] = None
+    tags: dict[str, str] | None = None
+    limit: Annotated[str | list[str] | None, Meta(description="limits it holds while it runs")] = None
 
 
 class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -125,6 +130,9 @@ class Summary(msgspec.Struct):
     entries: int
     owner: Owner | UnsetType = UNSET
     damaged: str | UnsetType = UNSET
+    priority: Annotated[int, Meta(description="claimed highest first, then oldest")] | UnsetType = UNSET
+    start_at: Annotated[_Time | None, Meta(description="a delayed start: not run before then")] | UnsetType = UNSET
+    tags: dict[str, str] | UnsetType = UNSET
 
 
 class Page(msgspec.Struct):
@@ -171,6 +179,9 @@ class Invocation(msgspec.Struct):
     divergence: str | None
     fork_command: Annotated[str | None, Meta(description="once diverged: the journal fork command that mends it")]
     steps_here: Annotated[dict[str, int] | None, Meta(description="steps this server ran, by how they ended")]
+    priority: Annotated[int, Meta(description="claimed highest first, then oldest")]
+    start_at: Annotated[_Time | None, Meta(description="a delayed start: not run before then")]
+    tags: dict[str, str]
     owner: Owner | UnsetType = UNSET
 
 

@@ -1,0 +1,68 @@
+"""`journal start|run --priority/--delay/--at` and `POST /invocations` with `priority`,
+`delay` and `start_at`: what a user types, and what `ls --json` and `show --json` say."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+
+from .conftest import target
+from .serving import Server
+
+
+def test_start_records_priority_and_a_delay_and_ls_shows_them(journal):
+    done = journal("start", target("greet"), "--input", '"ada"', "--id", "urgent", "--priority", "7", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["priority"] == 7
+    later = journal("start", target("greet"), "--input", '"bob"', "--id", "later", "--delay", "1h", "--json")
+    assert later.exit_code == 0, later.stderr
+    start_at = json.loads(later.stdout)["start_at"]
+    assert start_at is not None
+    listed = {row["id"]: row for row in json.loads(journal("ls", "--json").stdout)}
+    assert listed["urgent"]["priority"] == 7 and listed["urgent"]["start_at"] is None
+    assert listed["later"]["status"] == "pending" and listed["later"]["start_at"] == start_at
+    shown = json.loads(journal("show", "later", "--json").stdout)
+    assert shown["start_at"] == start_at
+    # The worker runs the urgent one and leaves the delayed one for its time.
+    assert journal("worker", "--until-idle").exit_code == 0
+    listed = {row["id"]: row["status"] for row in json.loads(journal("ls", "--json").stdout)}
+    assert listed == {"urgent": "completed", "later": "pending"}
+
+
+def test_at_takes_an_iso_time_and_bad_options_exit_2_writing_nothing(journal):
+    at = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)).replace(microsecond=0)
+    done = journal("start", target("greet"), "--input", '"x"', "--id", "a", "--at", at.isoformat(), "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["start_at"] == at.isoformat().replace("+00:00", "Z")
+    for args, said in [(["--delay", "soon"], "--delay 'soon' is not a duration"),
+                       (["--at", "tomorrow"], "--at 'tomorrow' is not an ISO 8601 time"),
+                       (["--delay", "1m", "--at", at.isoformat()], "--delay or --at, not both"),
+                       (["--priority", "9999999999"], "out of range")]:
+        bad = journal("start", target("greet"), "--input", '"x"', "--id", "b", *args)
+        assert bad.exit_code == 2 and said in bad.stderr, (args, bad.stderr)
+    assert [row["id"] for row in json.loads(journal("ls", "--json").stdout)] == ["a"]
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = Server(str(tmp_path / "db"), tmp_path / "serve.log", "--workers", "1")
+    yield s
+    s.stop()
+
+
+def test_http_start_takes_priority_delay_and_start_at(server):
+    answer = server.client.post("/invocations", json={"handler": "echo", "input": "x", "id": "d", "delay": 3600,
+                                                      "priority": 3})
+    assert answer.status_code == 201, answer.text
+    doc = server.status("d")
+    assert doc["status"] == "pending" and doc["priority"] == 3 and doc["start_at"] is not None
+    assert doc["waiting_on"] == [{"kind": "timer", "until": doc["start_at"]}]
+    answer = server.client.post("/invocations", json={"handler": "echo", "input": "x", "id": "e",
+                                                      "start_at": "2000-01-01T00:00:00Z"})
+    assert answer.status_code == 201, answer.text
+    assert server.wait_status("e", "completed")["start_at"] is None  # a time already past: at once
+    bad = server.client.post("/invocations", json={"handler": "echo", "input": "x", "start_at": "noon"})
+    assert bad.status_code == 422 and "start_at" in bad.json()["error"]["message"]
+    assert server.status("d")["status"] == "pending"
