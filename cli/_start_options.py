@@ -45,16 +45,26 @@ def start_options(fn: F) -> F:
                      help="Keep it pending for this long before it may run (30s, 15m, 2h, 1d)."),
         click.option("--at", "at_text", metavar="ISO",
                      help="Keep it pending until this time (ISO 8601; UTC when it names no zone)."),
+        click.option("--debounce", "debounce_text", metavar="DURATION",
+                     help="With --key: while a debounced start of this handler and key has not begun, this one "
+                     "replaces its input and moves its start to DURATION from now; the same id is printed."),
+        click.option("--debounce-max", "debounce_max_text", metavar="DURATION",
+                     help="Never move a debounced start past this long after the first start of the burst."),
     )):
         fn = decorator(fn)
     return fn
 
 
-def start_kwargs(priority: int, delay_text: str | None, at_text: str | None) -> dict[str, Any]:
+def start_kwargs(priority: int, delay_text: str | None, at_text: str | None, debounce_text: str | None = None,
+                 debounce_max_text: str | None = None) -> dict[str, Any]:
     """The options as `Engine.start` keywords."""
     if delay_text is not None and at_text is not None:
         raise fail("give --delay or --at, not both")
+    if debounce_max_text is not None and debounce_text is None:
+        raise fail("--debounce-max goes with --debounce DURATION")
     return {
+        "debounce": parse_duration(debounce_text, "--debounce") if debounce_text is not None else None,
+        "debounce_max": parse_duration(debounce_max_text, "--debounce-max") if debounce_max_text else None,
         "priority": priority,
         "delay": parse_duration(delay_text, "--delay") if delay_text is not None else None,
         "start_at": parse_instant(at_text, "--at") if at_text is not None else None,

@@ -232,6 +232,15 @@ class Store(Protocol):
 
     def due_timers(self, now_us: int) -> builtins.list[str]: ...
 
+    def debounce(self, record: InvocationRecord, started: bytes, wait_us: int,
+                 max_us: int | None) -> tuple[InvocationRecord, bool]:
+        """Start `record` (pending, keyed) debounced, in one transaction: if a debounced start
+        of the same handler and key is still waiting to begin, it takes `started`'s input and
+        its start moves to `wait_us` after `record.created_at` (never more than `max_us` after
+        the first start of the burst), and that record comes back with False; otherwise
+        `record` is created to start `wait_us` from then, with True."""
+        ...
+
     def ready(self, limit: int | None = None) -> builtins.list[str]:
         """Pending invocations that may start now (a delayed start is not among them until
         it is due: `due_timers` has it), highest priority first, then oldest, read from an

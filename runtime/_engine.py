@@ -59,6 +59,8 @@ class _StartOptions(NamedTuple):
     limit: str | Sequence[str] | None = None
     delay: float | None = None
     start_at: datetime.datetime | None = None
+    debounce: float | None = None
+    debounce_max: float | None = None
 
 
 T = TypeVar("T")
@@ -152,15 +154,21 @@ class Engine:
     async def start(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                     key: str | None = None, lax_input: bool = False, priority: int = 0,
                     tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
-                    delay: float | None = None, start_at: datetime.datetime | None = None) -> InvocationRecord:
+                    delay: float | None = None, start_at: datetime.datetime | None = None,
+                    debounce: float | None = None, debounce_max: float | None = None) -> InvocationRecord:
         """Create the invocation (idempotent by id) without running it. Returns its record.
 
         `handler` is a function, a TARGET path, or a NAME: a name this engine was given in
         `handlers`, or one recorded as is (its input unchecked) for a worker that has it.
         Workers claim runnable invocations highest `priority` first, then oldest; with
         `delay` (seconds) or `start_at` (an aware datetime) it stays pending, waiting on a
-        timer, until then. `tags` and `limit` names are recorded with it."""
-        options = _StartOptions(priority, tags, limit, delay, start_at)
+        timer, until then. `tags` and `limit` names are recorded with it.
+
+        With `debounce` (seconds) and a `key`: while a debounced start of this handler and key
+        has not begun, this one replaces its input and moves its start to `debounce` from
+        now (never past `debounce_max` after the first start): one invocation runs, with the
+        last input, and every caller gets its record."""
+        options = _StartOptions(priority, tags, limit, delay, start_at, debounce, debounce_max)
         record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input, options=options)
         return record
 
@@ -194,6 +202,12 @@ class Engine:
         trace = self.observers.trace_context(invocation_id, path)
         entry = Started(path, raw, at, key, input_digest, None, trace)
         started = encode_entry(entry, self.store.max_entry_bytes)
+        if options is not None and options.debounce is not None:
+            wait_us, max_us = _start_options.debounce_times(options.debounce, options.debounce_max, key, id,
+                                                            record.start_at)
+            record, created = await self._read(self.store.debounce, record, started, wait_us, max_us)
+            await self.committer.flush()
+            return record, None
         # Leased with its creation only where nothing can fail between the two: the handler
         # is the one `handler_for` gives, and no execution here holds the id.
         if not lease or fn is None or (self.handlers is not None and path not in self.handlers) \
@@ -224,21 +238,24 @@ class Engine:
                   started: Callable[[InvocationRecord], None] | None = None,
                   queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
                   tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
-                  delay: float | None = None, start_at: datetime.datetime | None = None) -> Outcome[T]: ...
+                  delay: float | None = None, start_at: datetime.datetime | None = None,
+                  debounce: float | None = None, debounce_max: float | None = None) -> Outcome[T]: ...
     @overload
     async def run(self, handler: str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False,
                   started: Callable[[InvocationRecord], None] | None = None,
                   queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
                   tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
-                  delay: float | None = None, start_at: datetime.datetime | None = None) -> Outcome: ...
+                  delay: float | None = None, start_at: datetime.datetime | None = None,
+                  debounce: float | None = None, debounce_max: float | None = None) -> Outcome: ...
 
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False,
                   started: Callable[[InvocationRecord], None] | None = None,
                   queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
                   tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
-                  delay: float | None = None, start_at: datetime.datetime | None = None) -> Outcome:
+                  delay: float | None = None, start_at: datetime.datetime | None = None,
+                  debounce: float | None = None, debounce_max: float | None = None) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges.
 
         With a `key`, invocations of the key run one at a time, in creation order: this one
@@ -249,13 +266,14 @@ class Engine:
         `turn:ID`. `started` is told the record once the invocation exists (created or found).
         The start options are `start`'s; a delayed one is run here once its time comes.
         """
-        options = _StartOptions(priority, tags, limit, delay, start_at)
+        options = _StartOptions(priority, tags, limit, delay, start_at, debounce, debounce_max)
         record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True,
                                           options=options)
         if started is not None:
             started(record)
-        if record.start_at is not None and record.status == Status.PENDING:
-            await anyio.sleep(max(0.0, (record.start_at - now_us()) / 1e6))
+        while record.wake_at is not None and record.status == Status.PENDING:  # a delayed start: its time
+            await anyio.sleep(max(0.0, (record.wake_at - now_us()) / 1e6))  # (a debounce may move it)
+            record = await self._read(self.store.require, record.id)
         fn = self.handler_for(record.handler)  # (the same as `_start`'s when it leased the invocation)
         return await self._run_in_turn(record, fn, fresh, queued)
 

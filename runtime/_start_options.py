@@ -65,3 +65,23 @@ def apply(record: InvocationRecord, *, priority: int, tags: Mapping[str, str] | 
     when = start_time(record.created_at, delay, start_at)
     if when is not None and when > record.created_at:
         record.start_at = record.wake_at = when
+
+
+def debounce_times(debounce: float, debounce_max: float | None, key: str | None, invocation_id: str | None,
+                   delayed: int | None) -> tuple[int, int | None]:
+    """A debounced start's wait and cap, in µs, checked."""
+    if key is None:
+        raise ValueError("a debounced start needs a key: it gathers the starts of one handler and key "
+                         "(e.g. key='chat-42', debounce=2)")
+    if invocation_id is not None:
+        raise ValueError("a debounced start chooses its id (every start of the burst gets the same one): "
+                         "leave the id out")
+    if delayed is not None:
+        raise ValueError("give a debounce or a delay, not both")
+    for name, value in (("debounce", debounce), ("debounce_max", debounce_max)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
+            raise ValueError(f"{name} must be a number of seconds above 0, got {value!r}")
+    if debounce_max is not None and debounce_max < debounce:
+        raise ValueError(f"debounce_max ({debounce_max:g} s) must be at least the debounce ({debounce:g} s)")
+    return int(debounce * 1e6), None if debounce_max is None else int(debounce_max * 1e6)

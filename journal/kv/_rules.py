@@ -149,6 +149,45 @@ def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
     return _transition(txn, id_bytes, record.id, Transition(Status.RUNNING, lease.now_us), inserted), True
 
 
+def _debounce(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes, wait_us: int,
+              max_us: int | None) -> tuple[InvocationRecord, bool]:
+    """A debounced start of `record.handler` on `record.key`: while an earlier one has not
+    begun (pending, its start still ahead), it takes this input and starts `wait_us` from
+    now, never later than `max_us` after the first of the burst; otherwise `record` is
+    created, starting `wait_us` from now. The slot that names the waiting one is in `meta`.
+
+    Its entry 0 is written again with the new input: the one place an entry is replaced,
+    allowed because the invocation has never run (no lease was ever taken on it), so
+    nothing anyone replays was built on the old one."""
+    assert record.key is not None  # `KVStore.debounce` refused it otherwise
+    slot = b"debounce\x00" + record.key.encode() + b"\x00" + record.handler.encode("utf-8", "surrogatepass") + b"\x00"
+    now = record.created_at
+    # `last` keeps every other writer off this slot until this transaction ends (PostgreSQL
+    # locks the prefix; LMDB has one writer): two starts at once never both create one.
+    held = txn.get("meta", slot) if txn.last("meta", slot) is not None else None
+    if held is not None:
+        first_at = int.from_bytes(held[:8], "big")
+        waiting_bytes = bytes(held[8:])
+        waiting = _get_record(txn, waiting_bytes)
+        if (waiting is not None and waiting.status == Status.PENDING and waiting.wake_at is not None
+                and txn.get("leases", waiting_bytes) is None):
+            old = msgspec.structs.replace(waiting)
+            wake = now + wait_us if max_us is None else min(now + wait_us, first_at + max_us)
+            waiting.wake_at = waiting.start_at = max(wake, now)
+            waiting.input_digest = record.input_digest
+            waiting.updated_at = now
+            txn.put("entries", entry_key(waiting_bytes, 0), started)
+            _put_record(txn, waiting_bytes, waiting, old)
+            return waiting, False
+    existing = _get_record(txn, id_bytes)
+    if existing is not None:
+        return _create(txn, id_bytes, record, started)  # the same id again: attach, or a conflict
+    record = msgspec.structs.replace(record, start_at=now + wait_us, wake_at=now + wait_us)
+    inserted = _insert(txn, id_bytes, record, started)
+    txn.put("meta", slot, now.to_bytes(8, "big") + id_bytes)
+    return inserted, True
+
+
 _owned_ids: dict[str, bytes] = {}
 # Above the invocations one process has in flight (10,000 agents in W5 of `python -m bench`):
 # a smaller table, cleared when full, would miss on nearly every append of such a fleet.

@@ -55,6 +55,7 @@ from ._rules import (
     Txn,
     _check_has_key,
     _create,
+    _debounce,
     _decode_record,
     _enc,
     _get_lease,
@@ -261,6 +262,15 @@ class KVStore(abc.ABC):
         if record.key is not None:
             validate_id(record.key, "key")
         return self._transact(lambda txn: _create(txn, id_bytes, record, started))
+
+    def debounce(self, record: InvocationRecord, started: bytes, wait_us: int,
+                 max_us: int | None) -> tuple[InvocationRecord, bool]:
+        """A debounced start (`Store.debounce`): `(record, created)`."""
+        id_bytes = validate_id(record.id)
+        if record.key is None:
+            raise JournalError("a debounced start needs a key: it gathers the starts of one handler and key")
+        validate_id(record.key, "key")
+        return self._transact(lambda txn: _debounce(txn, id_bytes, record, started, wait_us, max_us))
 
     def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
         id_bytes = validate_id(op.record.id)

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from ..waiting import wait_until
 from .conftest import target
 from .serving import Server
 
@@ -66,3 +67,20 @@ def test_http_start_takes_priority_delay_and_start_at(server):
     bad = server.client.post("/invocations", json={"handler": "echo", "input": "x", "start_at": "noon"})
     assert bad.status_code == 422 and "start_at" in bad.json()["error"]["message"]
     assert server.status("d")["status"] == "pending"
+
+
+def test_debounced_starts_print_one_id_and_the_run_takes_the_last_input(journal):
+    ids = []
+    for name in ("ann", "ben", "cy"):
+        done = journal("start", target("greet"), "--input", json.dumps(name), "--key", "k", "--debounce", "50ms")
+        assert done.exit_code == 0, done.stderr
+        ids.append(done.stdout.strip())
+    assert len(set(ids)) == 1
+    start_at = json.loads(journal("show", ids[0], "--json").stdout)["start_at"]
+    due = datetime.datetime.fromisoformat(start_at)
+    wait_until(lambda: datetime.datetime.now(datetime.UTC) > due, "the debounced start's time")
+    assert journal("worker", "--until-idle").exit_code == 0
+    shown = json.loads(journal("show", ids[0], "--json").stdout)
+    assert shown["status"] == "completed" and shown["input"] == "cy" and "cy" in json.dumps(shown["result"])
+    bad = journal("start", target("greet"), "--input", '"x"', "--debounce", "1s")
+    assert bad.exit_code == 2 and "needs a key" in bad.stderr

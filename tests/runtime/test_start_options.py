@@ -115,3 +115,61 @@ def _iso(us: int) -> str:
 async def _outcome(open_engine, invocation_id):
     async with open_engine() as engine:
         return (await engine.get(invocation_id)).result
+
+
+async def test_twenty_debounced_starts_in_a_burst_give_one_run_with_the_last_input(open_engine):
+    ran: list[str] = []
+
+    async def reply(ctx: Context, message: str) -> str:
+        ran.append(message)
+        return message
+
+    async with open_engine(poll_interval=0.02) as engine:
+        ids = [(await engine.start(reply, f"message {i}", key="chat", debounce=0.5)).id for i in range(20)]
+        assert len(set(ids)) == 1
+        record = engine.store.get(ids[0])
+        assert record.status == Status.PENDING and record.start_at is not None
+        assert engine.store.ids(Status.PENDING) == ids[:1]  # one invocation, however many starts
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.serve)
+            await until(lambda: engine.store.get(ids[0]).finished, "the debounced run")
+            tg.cancel_scope.cancel()
+        assert (await engine.get(ids[0])).result == "message 19"
+        # Begun, it gathers no more: the next burst is another invocation.
+        later = await engine.start(reply, "after", key="chat", debounce=0.5)
+        assert later.id != ids[0]
+    assert ran == ["message 19"]
+
+
+async def test_concurrent_debounced_starts_share_one_invocation(open_engine):
+    async def reply(ctx: Context, message: str) -> str:
+        return message
+
+    async with open_engine() as engine:
+        ids: list[str] = []
+
+        async def one(i: int) -> None:
+            ids.append((await engine.start(reply, f"m{i}", key="k", debounce=30)).id)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(one, i)
+        assert len(ids) == 20 and len(set(ids)) == 1
+        assert engine.store.ids(Status.PENDING) == ids[:1]
+
+
+async def test_debounce_max_caps_how_far_the_start_moves(open_engine):
+    async def reply(ctx: Context, message: str) -> str:
+        return message
+
+    async with open_engine() as engine:
+        first = await engine.start(reply, "a", key="k", debounce=10, debounce_max=20)
+        assert first.start_at - first.created_at == 10_000_000
+        for i in range(3):
+            moved = await engine.start(reply, f"b{i}", key="k", debounce=10, debounce_max=20)
+        assert moved.id == first.id and moved.start_at <= first.created_at + 20_000_000
+        assert moved.start_at > first.start_at
+        with pytest.raises(ValueError, match="needs a key"):
+            await engine.start(reply, "x", debounce=1)
+        with pytest.raises(ValueError, match="at least the debounce"):
+            await engine.start(reply, "x", key="k", debounce=5, debounce_max=1)

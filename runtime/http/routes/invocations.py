@@ -52,7 +52,8 @@ async def start(request: Request) -> Response:
     try:
         record = await s.engine.start(
             body.handler, body.input, id=body.id, key=body.key, lax_input=True, priority=body.priority,
-            tags=body.tags, limit=body.limit, delay=body.delay, start_at=_start_at(body.start_at))
+            tags=body.tags, limit=body.limit, delay=body.delay, start_at=_start_at(body.start_at),
+            debounce=body.debounce, debounce_max=body.debounce_max)
     except InvocationConflict as exc:
         return _conflict(await s.read(s.store.get, body.id), str(exc))
     except ValueError as exc:
