@@ -173,7 +173,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 @edge
 def run(target: str, input_json: str | None, input_file: str | None, invocation_id: str | None, key: str | None,
         priority: int, delay_text: str | None, at_text: str | None,
-        debounce_text: str | None, debounce_max_text: str | None, db: str | None, durability: str,
+        debounce_text: str | None, debounce_max_text: str | None, if_busy: str, db: str | None, durability: str,
         progress: bool | None, as_json: bool) -> None:
     """Run a handler as a new durable invocation (or attach to --id).
 
@@ -186,7 +186,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
     \b
         journal run examples/research.py:research --input '{"question": "Why LMDB?"}'
     """
-    options = start_kwargs(priority, delay_text, at_text, debounce_text, debounce_max_text)
+    options = start_kwargs(priority, delay_text, at_text, debounce_text, debounce_max_text, if_busy)
     fn = load(target)
     value, given = read_input(input_json, input_file)
     show = sys.stderr.isatty() if progress is None else progress

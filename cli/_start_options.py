@@ -50,19 +50,24 @@ def start_options(fn: F) -> F:
                      "replaces its input and moves its start to DURATION from now; the same id is printed."),
         click.option("--debounce-max", "debounce_max_text", metavar="DURATION",
                      help="Never move a debounced start past this long after the first start of the burst."),
+        click.option("--if-busy", type=click.Choice(["enqueue", "reject", "interrupt", "rollback"]),
+                     default="enqueue", show_default=True,
+                     help="With --key, when the key has an unfinished turn: wait behind it, refuse (exit 2), "
+                     "cancel it and run this one next, or cancel it and restore the key's state too."),
     )):
         fn = decorator(fn)
     return fn
 
 
 def start_kwargs(priority: int, delay_text: str | None, at_text: str | None, debounce_text: str | None = None,
-                 debounce_max_text: str | None = None) -> dict[str, Any]:
+                 debounce_max_text: str | None = None, if_busy: str = "enqueue") -> dict[str, Any]:
     """The options as `Engine.start` keywords."""
     if delay_text is not None and at_text is not None:
         raise fail("give --delay or --at, not both")
     if debounce_max_text is not None and debounce_text is None:
         raise fail("--debounce-max goes with --debounce DURATION")
     return {
+        "if_busy": if_busy,
         "debounce": parse_duration(debounce_text, "--debounce") if debounce_text is not None else None,
         "debounce_max": parse_duration(debounce_max_text, "--debounce-max") if debounce_max_text else None,
         "priority": priority,

@@ -82,7 +82,7 @@ def stop_waiting(store: Store | None) -> None:
 @edge
 def start(handler: str, input_json: str | None, input_file: str | None, invocation_id: str | None,
           key: str | None, priority: int, delay_text: str | None, at_text: str | None,
-        debounce_text: str | None, debounce_max_text: str | None, db: str | None,
+        debounce_text: str | None, debounce_max_text: str | None, if_busy: str, db: str | None,
           as_json: bool) -> None:
     """Record a pending invocation and print its id, without running it.
 
@@ -99,7 +99,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
         journal start summarize --input '{"url": "https://example.com"}' --priority 10 --delay 5m
     """
     importable_cwd()
-    options = start_kwargs(priority, delay_text, at_text, debounce_text, debounce_max_text)
+    options = start_kwargs(priority, delay_text, at_text, debounce_text, debounce_max_text, if_busy)
     value, _ = read_input(input_json, input_file)
     path = store_path(db)
     warn_store(path)

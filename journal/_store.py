@@ -168,6 +168,10 @@ class Create(msgspec.Struct, gc=False):
     record: InvocationRecord
     started: bytes
     lease: Acquire | None = None
+    # What to do when the record's key has an unfinished turn (running, suspended or queued):
+    # "enqueue" behind it, "reject" (KeyBusy), "interrupt" (ask each to cancel, then queue:
+    # this one runs next), "rollback" (the same, asking each to undo its state changes too).
+    if_busy: str = "enqueue"
 
 
 Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue | Create

@@ -16,6 +16,7 @@ import msgspec
 from journal import (
     HOST,
     Committer,
+    Create,
     Durability,
     InvocationRecord,
     Renew,
@@ -61,6 +62,7 @@ class _StartOptions(NamedTuple):
     start_at: datetime.datetime | None = None
     debounce: float | None = None
     debounce_max: float | None = None
+    if_busy: str = "enqueue"
 
 
 T = TypeVar("T")
@@ -155,7 +157,8 @@ class Engine:
                     key: str | None = None, lax_input: bool = False, priority: int = 0,
                     tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
                     delay: float | None = None, start_at: datetime.datetime | None = None,
-                    debounce: float | None = None, debounce_max: float | None = None) -> InvocationRecord:
+                    debounce: float | None = None, debounce_max: float | None = None,
+                    if_busy: str = "enqueue") -> InvocationRecord:
         """Create the invocation (idempotent by id) without running it. Returns its record.
 
         `handler` is a function, a TARGET path, or a NAME: a name this engine was given in
@@ -167,8 +170,14 @@ class Engine:
         With `debounce` (seconds) and a `key`: while a debounced start of this handler and key
         has not begun, this one replaces its input and moves its start to `debounce` from
         now (never past `debounce_max` after the first start): one invocation runs, with the
-        last input, and every caller gets its record."""
-        options = _StartOptions(priority, tags, limit, delay, start_at, debounce, debounce_max)
+        last input, and every caller gets its record.
+
+        `if_busy`, with a `key` whose thread has an unfinished turn (running, suspended or
+        queued): "enqueue" waits behind it; "reject" raises `KeyBusy`; "interrupt" asks every
+        unfinished turn to cancel (their compensation runs) and queues this one next;
+        "rollback" does the same and restores the key's state to before them. Decided in the
+        transaction that creates it: two starts at once never both win."""
+        options = _StartOptions(priority, tags, limit, delay, start_at, debounce, debounce_max, if_busy)
         record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input, options=options)
         return record
 
@@ -208,6 +217,11 @@ class Engine:
             record, created = await self._read(self.store.debounce, record, started, wait_us, max_us)
             await self.committer.flush()
             return record, None
+        if options is not None and options.if_busy != "enqueue":
+            _start_options.check_if_busy(options.if_busy, key)
+            record, created = await self._read(self.store.apply_one, Create(record, started, None, options.if_busy))
+            await self.committer.flush()
+            return record, (Fresh(at, entry, None, None) if created else None)
         # Leased with its creation only where nothing can fail between the two: the handler
         # is the one `handler_for` gives, and no execution here holds the id.
         if not lease or fn is None or (self.handlers is not None and path not in self.handlers) \
@@ -239,7 +253,7 @@ class Engine:
                   queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
                   tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
                   delay: float | None = None, start_at: datetime.datetime | None = None,
-                  debounce: float | None = None, debounce_max: float | None = None) -> Outcome[T]: ...
+                  debounce: float | None = None, debounce_max: float | None = None, if_busy: str = "enqueue") -> Outcome[T]: ...
     @overload
     async def run(self, handler: str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False,
@@ -247,7 +261,7 @@ class Engine:
                   queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
                   tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
                   delay: float | None = None, start_at: datetime.datetime | None = None,
-                  debounce: float | None = None, debounce_max: float | None = None) -> Outcome: ...
+                  debounce: float | None = None, debounce_max: float | None = None, if_busy: str = "enqueue") -> Outcome: ...
 
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                   key: str | None = None, lax_input: bool = False,
@@ -255,7 +269,7 @@ class Engine:
                   queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
                   tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
                   delay: float | None = None, start_at: datetime.datetime | None = None,
-                  debounce: float | None = None, debounce_max: float | None = None) -> Outcome:
+                  debounce: float | None = None, debounce_max: float | None = None, if_busy: str = "enqueue") -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges.
 
         With a `key`, invocations of the key run one at a time, in creation order: this one
@@ -266,7 +280,7 @@ class Engine:
         `turn:ID`. `started` is told the record once the invocation exists (created or found).
         The start options are `start`'s; a delayed one is run here once its time comes.
         """
-        options = _StartOptions(priority, tags, limit, delay, start_at, debounce, debounce_max)
+        options = _StartOptions(priority, tags, limit, delay, start_at, debounce, debounce_max, if_busy)
         record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True,
                                           options=options)
         if started is not None:

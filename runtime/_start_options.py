@@ -85,3 +85,13 @@ def debounce_times(debounce: float, debounce_max: float | None, key: str | None,
     if debounce_max is not None and debounce_max < debounce:
         raise ValueError(f"debounce_max ({debounce_max:g} s) must be at least the debounce ({debounce:g} s)")
     return int(debounce * 1e6), None if debounce_max is None else int(debounce_max * 1e6)
+
+
+BUSY_STRATEGIES = ("enqueue", "reject", "interrupt", "rollback")
+
+
+def check_if_busy(if_busy: str, key: str | None) -> None:
+    if if_busy not in BUSY_STRATEGIES:
+        raise ValueError(f"if_busy {if_busy!r} is not one of {', '.join(BUSY_STRATEGIES)}")
+    if key is None:
+        raise ValueError(f"if_busy={if_busy!r} needs a key: it decides what a start does to the key's busy thread")

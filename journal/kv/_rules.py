@@ -40,6 +40,7 @@ from ..errors import (
     InvocationConflict,
     InvocationNotFound,
     JournalError,
+    KeyBusy,
     LeaseLost,
 )
 from . import _listing, _runnable
@@ -122,7 +123,7 @@ def lease_is_live(lease: Lease | None, now_us: int) -> TypeGuard[Lease]:
 
 
 def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
-            lease: Acquire | None = None) -> tuple[InvocationRecord, bool]:
+            lease: Acquire | None = None, if_busy: str = "enqueue") -> tuple[InvocationRecord, bool]:
     existing = _get_record(txn, id_bytes)
     if existing is not None:
         if existing.input_digest != record.input_digest or existing.handler != record.handler:
@@ -133,6 +134,8 @@ def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
                 + "; start it under another id, or with the same input to attach to it"
             )
         return existing, False
+    if if_busy != "enqueue" and record.key is not None:
+        _when_busy(txn, record, if_busy)
     if lease is None:
         return _insert(txn, id_bytes, record, started), True
     # Its first lease, taken with its creation: what `Acquire` would find and do here. One
@@ -186,6 +189,55 @@ def _debounce(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: byte
     inserted = _insert(txn, id_bytes, record, started)
     txn.put("meta", slot, now.to_bytes(8, "big") + id_bytes)
     return inserted, True
+
+
+BUSY_STRATEGIES = ("enqueue", "reject", "interrupt", "rollback")
+
+
+def _when_busy(txn: Txn, record: InvocationRecord, if_busy: str) -> None:
+    """A start into a key whose thread may be busy, decided in the creating transaction:
+    `last` on the key's queue keeps every other creator of the key out until it commits
+    (LMDB has one writer; PostgreSQL locks the prefix), so two starts at once never both win."""
+    if if_busy not in BUSY_STRATEGIES:
+        raise JournalError(f"if_busy {if_busy!r} is not one of {', '.join(BUSY_STRATEGIES)}")
+    assert record.key is not None
+    prefix = record.key.encode() + b"\x00"
+    if txn.last("keyq", prefix) is None:
+        return  # nothing unfinished on the key
+    busy = [k[len(prefix) + 8:] for k, _ in txn.scan("keyq", prefix)]
+    if if_busy == "reject":
+        names = [b.decode(errors="replace") for b in busy]
+        raise KeyBusy(
+            f"key {record.key!r} is busy: {', '.join(repr(n) for n in names[:5])}"
+            + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            + " not finished yet; try again once it is, or start with if_busy enqueue (wait behind it), "
+            "interrupt or rollback (cancel it)", key=record.key, busy=tuple(names))
+    for busy_bytes in busy:  # interrupt, rollback: every unfinished turn is asked to cancel
+        request_cancel(txn, busy_bytes, busy_bytes.decode(errors="replace"), record.created_at,
+                       if_busy == "rollback")
+
+
+def request_cancel(txn: Txn, id_bytes: bytes, invocation_id: str, at: int, rollback: bool) -> InvocationRecord:
+    """The cancel request rule (`RequestCancel`): recorded on the invocation, counted, and a
+    suspended, diverged or delayed one made runnable so that it receives it."""
+    record = _require_record(txn, id_bytes, invocation_id)
+    if record.finished:
+        return record
+    old = msgspec.structs.replace(record)
+    record.cancel_requested = True
+    count = txn.get("meta", _CANCELS)
+    txn.put("meta", _CANCELS, ((0 if count is None else int.from_bytes(count, "big")) + 1).to_bytes(8, "big"))
+    record.cancel_rollback = record.cancel_rollback or rollback
+    record.updated_at = at
+    if record.status in (Status.SUSPENDED, Status.DIVERGED) or record.wake_at is not None:
+        # (a delayed start that is asked to cancel runs now, to receive it)
+        record.status = Status.PENDING
+        record.waiting = None
+        record.waiting_any = []
+        record.promise_types = []
+        record.wake_at = None
+    _put_record(txn, id_bytes, record, old)
+    return record
 
 
 _owned_ids: dict[str, bytes] = {}

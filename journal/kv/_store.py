@@ -76,6 +76,7 @@ from ._rules import (
     forget_owned,
     landed,
     lease_is_live,
+    request_cancel,
 )
 
 T = TypeVar("T")
@@ -276,7 +277,7 @@ class KVStore(abc.ABC):
         id_bytes = validate_id(op.record.id)
         if op.record.key is not None:
             validate_id(op.record.key, "key")
-        return _create(txn, id_bytes, op.record, op.started, op.lease)
+        return _create(txn, id_bytes, op.record, op.started, op.lease, op.if_busy)
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
         return self._transact(lambda txn: self._apply_all(txn, ops))
@@ -483,24 +484,7 @@ class KVStore(abc.ABC):
 
     def _apply_request_cancel(self, txn: Txn, op: RequestCancel) -> InvocationRecord:
         id_bytes = validate_id(op.id)
-        record = _require_record(txn, id_bytes, op.id)
-        if record.finished:
-            return record
-        old = msgspec.structs.replace(record)
-        record.cancel_requested = True
-        count = txn.get("meta", _CANCELS)
-        txn.put("meta", _CANCELS, ((0 if count is None else int.from_bytes(count, "big")) + 1).to_bytes(8, "big"))
-        record.cancel_rollback = record.cancel_rollback or op.rollback
-        record.updated_at = op.at
-        if record.status in (Status.SUSPENDED, Status.DIVERGED) or record.wake_at is not None:
-            # (a delayed start that is asked to cancel runs now, to receive it)
-            record.status = Status.PENDING
-            record.waiting = None
-            record.waiting_any = []
-            record.promise_types = []
-            record.wake_at = None
-        _put_record(txn, id_bytes, record, old)
-        return record
+        return request_cancel(txn, id_bytes, op.id, op.at, op.rollback)
 
 
 

@@ -33,6 +33,9 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     delay: Annotated[float, Meta(ge=0, description="seconds before it may run; it stays pending meanwhile")] | None = None
     start_at: Annotated[_Time | None, Meta(description="not run before this time (ISO 8601 with a zone)")] = None
     tags: dict[str, str] | None = None
+    if_busy: Annotated[Literal["enqueue", "reject", "interrupt", "rollback"],
+                       Meta(description="with a key whose thread has an unfinished turn: wait behind it, refuse "
+                                        "(409 KeyBusy), or cancel it (rollback: and undo its state changes)")] = "enqueue"
     debounce: Annotated[float, Meta(gt=0, description="with a key: gather a burst of starts into one run "
                                                     "(seconds after the last)")] | None = None
     debounce_max: Annotated[float, Meta(gt=0, description="never start a debounced run later than this "

@@ -84,3 +84,34 @@ def test_debounced_starts_print_one_id_and_the_run_takes_the_last_input(journal)
     assert shown["status"] == "completed" and shown["input"] == "cy" and "cy" in json.dumps(shown["result"])
     bad = journal("start", target("greet"), "--input", '"x"', "--debounce", "1s")
     assert bad.exit_code == 2 and "needs a key" in bad.stderr
+
+
+def test_two_processes_starting_with_if_busy_reject_on_one_key_never_both_win(db, tmp_path):
+    import subprocess
+    import sys
+
+    for round_ in range(3):
+        key = f"race-{round_}"
+        procs = [subprocess.Popen([sys.executable, "-m", "cli", "start", target("greet"), "--input", '"x"',
+                                   "--key", key, "--if-busy", "reject", "--db", db],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        results = []
+        for p in procs:
+            _, err = p.communicate(timeout=60)
+            results.append((p.returncode, err))
+        codes = sorted(code for code, _ in results)
+        assert codes == [0, 2], results
+        assert any("KeyBusy" in err or "is busy" in err for code, err in results if code == 2)
+
+
+def test_http_start_with_if_busy_reject_answers_409_key_busy(server):
+    answer = server.client.post("/invocations", json={"handler": "approve", "input": {"order": "A"}, "id": "a",
+                                                      "key": "shop"})
+    assert answer.status_code == 201, answer.text
+    server.wait_status("a", "suspended")
+    refused = server.client.post("/invocations", json={"handler": "echo", "input": "x", "id": "b", "key": "shop",
+                                                       "if_busy": "reject"})
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert error["type"] == "KeyBusy" and "'a'" in error["message"]
+    assert server.client.get("/invocations/b").status_code == 404

@@ -53,7 +53,7 @@ async def start(request: Request) -> Response:
         record = await s.engine.start(
             body.handler, body.input, id=body.id, key=body.key, lax_input=True, priority=body.priority,
             tags=body.tags, limit=body.limit, delay=body.delay, start_at=_start_at(body.start_at),
-            debounce=body.debounce, debounce_max=body.debounce_max)
+            debounce=body.debounce, debounce_max=body.debounce_max, if_busy=body.if_busy)
     except InvocationConflict as exc:
         return _conflict(await s.read(s.store.get, body.id), str(exc))
     except ValueError as exc:
