@@ -57,6 +57,10 @@ from ._records import Lease as Lease
 from ._records import PromiseType as PromiseType
 from ._records import Resolution as Resolution
 from ._records import Status as Status
+from ._schedules import OVERLAPS as OVERLAPS
+from ._schedules import RECENT_KEPT as RECENT_KEPT
+from ._schedules import Fired as Fired
+from ._schedules import ScheduleRecord as ScheduleRecord
 from ._schema import check as check_schema
 from ._schema import example as schema_example
 from ._schema import promise_type as promise_type
@@ -111,6 +115,7 @@ __all__ = (
     "schema_example", "promise_type",
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
     "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent", "PRIORITY_MAX", "PRIORITY_MIN",
+    "Fired", "ScheduleRecord", "OVERLAPS", "RECENT_KEPT",
 )
 
 # Imported on first use: the append path brings in anyio and asyncio, which reading a

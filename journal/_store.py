@@ -26,6 +26,7 @@ import msgspec
 from ._entries import ErrorInfo
 from ._listing import Page, Query
 from ._records import InvocationRecord, Lease, PromiseType, Resolution, Status
+from ._schedules import ScheduleRecord
 
 if TYPE_CHECKING:
     from ._live import LiveChannel
@@ -243,6 +244,26 @@ class Store(Protocol):
         its start moves to `wait_us` after `record.created_at` (never more than `max_us` after
         the first start of the burst), and that record comes back with False; otherwise
         `record` is created to start `wait_us` from then, with True."""
+        ...
+
+    def schedules(self) -> builtins.list[ScheduleRecord]:
+        """Every schedule in the store, by name."""
+        ...
+
+    def schedule(self, name: str) -> ScheduleRecord | None: ...
+
+    def put_schedule(self, record: ScheduleRecord, *, replace: bool = False) -> ScheduleRecord:
+        """Add a schedule (an existing name is an error unless `replace`); the record stored."""
+        ...
+
+    def delete_schedule(self, name: str) -> bool: ...
+
+    def advance_schedule(self, record: ScheduleRecord, expected_version: int, creates: Sequence[Create],
+                         cancels: Sequence[str] = ()) -> bool:
+        """In one transaction, if the schedule is still at `expected_version`: create its ticks'
+        invocations (`Create` without a lease; idempotent by id), ask `cancels` to cancel,
+        and store `record` one version on. False, writing nothing, if another process moved
+        the schedule first: the ticks are then that process's."""
         ...
 
     def ready(self, limit: int | None = None) -> builtins.list[str]:

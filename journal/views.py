@@ -16,6 +16,7 @@ from ._codec import decode_entry, decode_value
 from ._entries import Called, Entry, ErrorInfo, Failed, Frame, Started, kind_of, name_of
 from ._listing import Damaged
 from ._records import InvocationRecord, Status
+from ._schedules import ScheduleRecord
 from ._schema import example
 from ._store import Store
 from ._time import iso_from_us, now_us
@@ -287,3 +288,23 @@ def forked_from(store: Store, record: InvocationRecord) -> str | None:
 __all__ = ("children_of", "corrupt_view", "damaged_json", "listed_json", "decoded", "detail", "entry_view", "error_json", "export", "forked_from",
            "frames_json", "invocation_json", "iso", "owner_json", "promise_json", "record_json", "result_json",
            "state_json", "waiting_on")
+
+
+def schedule_json(store: Store, schedule: ScheduleRecord) -> dict[str, Any]:
+    """A schedule as `journal schedule show --json`, `ls --json` and `GET /schedules` give it:
+    its definition, the next run (null while paused or once ended), the last runs with
+    their invocations' status (null once trimmed), and the ticks skipped."""
+    recent = []
+    for fired in schedule.recent:
+        record = store.get(fired.id)
+        recent.append({"at": iso(fired.at), "id": fired.id, "status": record.status.value if record else None})
+    return {
+        "name": schedule.name, "target": schedule.target, "cron": schedule.cron, "every": schedule.every,
+        "tz": schedule.tz, "overlap": schedule.overlap, "catch_up": schedule.catch_up, "jitter": schedule.jitter,
+        "key": schedule.key, "priority": schedule.priority, "limits": list(schedule.limits),
+        "start_at": iso(schedule.start_at), "end_at": iso(schedule.end_at),
+        "paused": schedule.paused, "note": schedule.note,
+        "next_run": None if schedule.paused else iso(schedule.next_tick),
+        "last_run": recent[0] if recent else None, "skipped": schedule.skipped,
+        "buffered": [iso(t) for t in schedule.buffered], "recent": recent,
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 import uuid as _uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -53,6 +54,8 @@ from .hooks import Observer, Observers, default_observers
 if TYPE_CHECKING:
     from journal import Chunk
 
+    from .schedules import Schedules
+
 
 class _StartOptions(NamedTuple):
     priority: int = 0
@@ -87,8 +90,12 @@ class Engine:
         handlers: dict[str, Callable[..., Any] | str] | None = None,
         observers: list[Observer] | None = None,
         step_threads: int = DEFAULT_STEP_THREADS,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.store = store
+        # Seconds since the epoch, as schedules read the time (a test gives a clock it sets).
+        self.clock: Callable[[], float] = clock if clock is not None else time.time
+        self._schedules: Schedules | None = None
         # The handlers this engine may run, by name; None: any handler path it can import.
         # A worker given them never imports a path read from the store.
         self.handlers = None if handlers is None else {
@@ -110,6 +117,15 @@ class Engine:
             poll_interval=poll_interval, threads=StepThreads(step_threads)))
         self._running = self._executor.running  # executing in this process right now
         self._worker = Worker(self._executor, self.handlers, poll_interval)
+
+    @property
+    def schedules(self) -> Schedules:
+        """The store's schedules: add, list, pause, resume, trigger, backfill (`runtime.schedules`)."""
+        if self._schedules is None:
+            from .schedules import Schedules
+
+            self._schedules = Schedules(self.store, self.committer, self.clock)
+        return self._schedules
 
     def observe(self, observer: Observer) -> None:
         """Tell `observer` what happens to the invocations this engine runs from now on (runtime.hooks)."""
@@ -504,7 +520,7 @@ class Engine:
         Cancelling it (Ctrl-C, SIGTERM) stops cleanly: invocations in flight give their lease
         back and stay pending for the next worker.
         """
-        await self._worker.serve(concurrency=concurrency, idle_exit=idle_exit)
+        await self._worker.serve(concurrency=concurrency, idle_exit=idle_exit, before_look=self.schedules.fire_due)
 
     # -- execution (runtime/_executor.py) ---------------------------------------------------------
 

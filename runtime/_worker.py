@@ -12,7 +12,7 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -121,8 +121,10 @@ class Worker:
             gate.dispatch()
         return outcomes
 
-    async def serve(self, *, concurrency: int = 16, idle_exit: bool = False) -> None:
-        """Run whatever becomes runnable until cancelled (or idle, with `idle_exit`)."""
+    async def serve(self, *, concurrency: int = 16, idle_exit: bool = False,
+                    before_look: Callable[[], Awaitable[object]] | None = None) -> None:
+        """Run whatever becomes runnable until cancelled (or idle, with `idle_exit`);
+        `before_look` runs before each look for work (the engine fires its due schedules)."""
         gate = _Gate(concurrency)
         executor = self.executor
 
@@ -152,6 +154,8 @@ class Worker:
                 if self._paused_until is not None:
                     await anyio.sleep(max(0.0, self._paused_until - time.monotonic()))
                 settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
+                if before_look is not None:
+                    await before_look()
                 ids = await self._read(self.runnable)
                 for invocation_id in ids:
                     self.active.add(invocation_id)

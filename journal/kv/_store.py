@@ -24,6 +24,7 @@ from .._entries import NIL
 from .._ids import validate_id
 from .._listing import Page, Query
 from .._records import InvocationRecord, Lease, Resolution, Status
+from .._schedules import ScheduleRecord, decode_schedule, encode_schedule
 from .._schema import refusal
 from .._store import (
     Acquire,
@@ -80,6 +81,12 @@ from ._rules import (
 )
 
 T = TypeVar("T")
+
+_SCHEDULE = b"schedule\x00"
+
+
+def _schedule_key(name: str) -> bytes:
+    return _SCHEDULE + validate_id(name, "schedule name") + b"\x00"
 
 
 class KVStore(abc.ABC):
@@ -272,6 +279,66 @@ class KVStore(abc.ABC):
             raise JournalError("a debounced start needs a key: it gathers the starts of one handler and key")
         validate_id(record.key, "key")
         return self._transact(lambda txn: _debounce(txn, id_bytes, record, started, wait_us, max_us))
+
+    # -- schedules (`journal/_schedules.py`), one record each in `meta` ------------------------
+
+    def schedules(self) -> builtins.list[ScheduleRecord]:
+        with self._read() as txn:
+            return [decode_schedule(bytes(v)) for _, v in txn.scan("meta", _SCHEDULE)]
+
+    def schedule(self, name: str) -> ScheduleRecord | None:
+        with self._read() as txn:
+            raw = txn.get("meta", _schedule_key(name))
+            return None if raw is None else decode_schedule(bytes(raw))
+
+    def put_schedule(self, record: ScheduleRecord, *, replace: bool = False) -> ScheduleRecord:
+        key = _schedule_key(record.name)
+
+        def work(txn: Txn) -> ScheduleRecord:
+            txn.last("meta", key)  # (locks the name against a concurrent add on PostgreSQL)
+            raw = txn.get("meta", key)
+            if raw is not None and not replace:
+                raise JournalError(f"schedule {record.name!r} exists; remove it first (journal schedule rm "
+                                   f"{record.name}) or choose another name")
+            stored = record if raw is None else msgspec.structs.replace(
+                record, version=decode_schedule(bytes(raw)).version + 1)
+            txn.put("meta", key, encode_schedule(stored))
+            return stored
+
+        return self._transact(work)
+
+    def delete_schedule(self, name: str) -> bool:
+        key = _schedule_key(name)
+
+        def work(txn: Txn) -> bool:
+            found = txn.get("meta", key) is not None
+            txn.delete("meta", key)
+            return found
+
+        return self._transact(work)
+
+    def advance_schedule(self, record: ScheduleRecord, expected_version: int, creates: Sequence[Create],
+                         cancels: Sequence[str] = ()) -> bool:
+        """Move a schedule on: if it is still at `expected_version`, create the ticks'
+        invocations (idempotent by id), ask `cancels` to cancel, and store `record` (its
+        version one more) in one transaction; False if another worker moved it first."""
+        key = _schedule_key(record.name)
+
+        def work(txn: Txn) -> bool:
+            txn.last("meta", key)  # one advancing transaction at a time (PostgreSQL locks the prefix)
+            raw = txn.get("meta", key)
+            if raw is None or decode_schedule(bytes(raw)).version != expected_version:
+                return False
+            for op in creates:
+                _create(txn, validate_id(op.record.id), op.record, op.started)
+            for invocation_id in cancels:
+                id_bytes = validate_id(invocation_id)
+                if _get_record(txn, id_bytes) is not None:
+                    request_cancel(txn, id_bytes, invocation_id, record.created_at, False)
+            txn.put("meta", key, encode_schedule(msgspec.structs.replace(record, version=expected_version + 1)))
+            return True
+
+        return self._transact(work)
 
     def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
         id_bytes = validate_id(op.record.id)
