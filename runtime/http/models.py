@@ -229,5 +229,79 @@ class Health(msgspec.Struct):
     workers: int
 
 
-REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest)
-ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health)
+class ScheduleRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`PUT /schedules/{name}`: add the schedule, or change the one of that name (its history kept)."""
+
+    target: Annotated[str, Meta(description="a handler NAME the workers were given (or a TARGET path on LMDB)")]
+    cron: Annotated[str | None, Meta(description="five fields, or @hourly, @daily, ...; read in tz")] = None
+    every: Annotated[float, Meta(gt=0, description="seconds between ticks, instead of cron")] | None = None
+    input: Any = None
+    key: str | None = None
+    tz: str = "UTC"
+    overlap: Literal["skip", "buffer-one", "buffer-all", "cancel-other", "allow-all"] = "skip"
+    catch_up: Annotated[float, Meta(ge=0, description="seconds: missed ticks younger than this still start")] = 60.0
+    jitter: Annotated[float, Meta(ge=0)] = 0.0
+    start_at: _Time | None = None
+    end_at: _Time | None = None
+    priority: int = 0
+    limit: str | list[str] | None = None
+
+
+class PauseRequest(msgspec.Struct, forbid_unknown_fields=True):
+    note: str | None = None
+
+
+class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """Start the ticks in [from, to) that were not started yet."""
+
+    from_: Annotated[_Time, Meta(description="the first instant of the range")] = msgspec.field(name="from")
+    to: Annotated[_Time, Meta(description="the end of the range (excluded)")] = msgspec.field(name="to")
+
+
+class ScheduleRun(msgspec.Struct):
+    at: _Time
+    id: str
+    status: Status | None
+
+
+class Schedule(msgspec.Struct):
+    """A schedule: its rule, the next run (null while paused or once ended), its last runs."""
+
+    name: str
+    target: str
+    cron: str | None
+    every: float | None
+    tz: str
+    overlap: str
+    catch_up: float
+    jitter: float
+    key: str | None
+    priority: int
+    limits: list[str]
+    start_at: _Time | None
+    end_at: _Time | None
+    paused: bool
+    note: str | None
+    next_run: _Time | None
+    last_run: ScheduleRun | None
+    skipped: Annotated[int, Meta(description="ticks not started: missed past the catch-up window, or skipped "
+                                             "by the overlap policy")]
+    buffered: list[_Time]
+    recent: list[ScheduleRun]
+
+
+class Schedules(msgspec.Struct):
+    schedules: list[Schedule]
+
+
+class Triggered(msgspec.Struct):
+    id: str
+
+
+class Backfilled(msgspec.Struct):
+    ticks: list[Annotated[dict[str, Any], Meta(description='{"id", "started"}: started false when it was already')]]
+
+
+REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, ScheduleRequest, PauseRequest, BackfillRequest)
+ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Schedule, Schedules,
+           Triggered, Backfilled)

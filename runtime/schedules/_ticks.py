@@ -1,7 +1,7 @@
 """When a schedule's ticks fall: cron expressions (read by `cronsim`) in a time zone, or a
 fixed interval, bounded by the schedule's start and end; all times are µs since the epoch.
 
-A cron expression is matched against local wall-clock time in the schedule's zone. A wall
+An interval's ticks are counted from the start time, or from the epoch. A cron expression is matched against local wall-clock time in the schedule's zone. A wall
 time that does not exist (the hour skipped when clocks go forward) is skipped; one that
 occurs twice (the hour repeated when they go back) fires once, at its first occurrence.
 """
@@ -63,10 +63,10 @@ def next_tick(schedule: ScheduleRecord, after_us: int) -> int | None:
 
 def _next_every(schedule: ScheduleRecord, after_us: int) -> int:
     assert schedule.every is not None
+    # Counted from the start time, or else from the epoch: `every 1h` ticks on the hour (UTC),
+    # and the ticks of a range before the schedule existed (a backfill) fall on the same grid.
     step = max(1, int(schedule.every * 1_000_000))
-    base = schedule.start_at if schedule.start_at is not None else schedule.created_at
-    if after_us < base:
-        return base
+    base = schedule.start_at if schedule.start_at is not None else 0
     return base + ((after_us - base) // step + 1) * step
 
 

@@ -122,3 +122,39 @@ def test_bad_schedules_exit_2_and_add_nothing(journal, args, said):
     done = journal("schedule", "add", "bad", target("greet"), *args)
     assert done.exit_code == 2 and said in done.stderr, done.stderr
     assert json.loads(journal("schedule", "ls", "--json").stdout) == []
+
+
+@pytest.fixture
+def server(tmp_path):
+    from .serving import Server
+
+    s = Server(str(tmp_path / "db"), tmp_path / "serve.log", "--workers", "1")
+    yield s
+    s.stop()
+
+
+def test_http_schedules_put_get_pause_resume_trigger_backfill_delete_and_serve_fires_them(server):
+    c = server.client
+    added = c.put("/schedules/ping", json={"target": "echo", "every": 1, "input": "pong", "overlap": "allow-all"})
+    assert added.status_code == 201, added.text
+    assert added.json()["every"] == 1 and added.json()["next_run"] is not None
+    # journal serve's workers fire it: a tick's invocation appears and completes.
+    fired = wait_until(lambda: c.get("/schedules/ping").json()["last_run"], "serve to fire a tick")
+    assert fired["id"].startswith("ping@")
+    server.wait_status(fired["id"], "completed")
+    assert c.get(f"/invocations/{fired['id']}").json()["tags"] == {"schedule": "ping"}
+    paused = c.post("/schedules/ping/pause", json={"note": "maintenance"})
+    assert paused.status_code == 200 and paused.json()["paused"] and paused.json()["note"] == "maintenance"
+    assert c.post("/schedules/ping/resume").json()["paused"] is False
+    triggered = c.post("/schedules/ping/trigger")
+    assert triggered.status_code == 202 and triggered.json()["id"].startswith("ping@")
+    back = c.post("/schedules/ping/backfill", json={"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T00:00:03Z"})
+    assert back.status_code == 202, back.text
+    assert [t["started"] for t in back.json()["ticks"]] == [True, True, True]
+    again = c.post("/schedules/ping/backfill", json={"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T00:00:03Z"})
+    assert [t["started"] for t in again.json()["ticks"]] == [False, False, False]
+    assert [s["name"] for s in c.get("/schedules").json()["schedules"]] == ["ping"]
+    bad = c.put("/schedules/bad", json={"target": "echo", "cron": "sometimes"})
+    assert bad.status_code == 422 and "not valid" in bad.json()["error"]["message"]
+    assert c.delete("/schedules/ping").status_code == 204
+    assert c.get("/schedules/ping").status_code == 404
