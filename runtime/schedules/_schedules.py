@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import datetime
 import functools
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from journal import (
     encode_entry,
     encode_value,
 )
+from journal.errors import JournalError
 
 from . import _fire
 from ._ticks import check_cron, check_zone, next_tick
@@ -42,6 +44,7 @@ from ._ticks import check_cron, check_zone, next_tick
 if TYPE_CHECKING:
     from journal import Committer
 
+_log = logging.getLogger("journal")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _RESCAN_US = 1_000_000  # new or changed schedules are seen within this
 
@@ -63,6 +66,7 @@ class Schedules:
         self._committer = committer
         self._clock = clock
         self._next_look = 0  # µs: no schedule needs a look before then (`fire_due`)
+        self._failed: dict[str, str] = {}  # schedules that could not fire, and why (said once)
         self._scanned = 0
 
     def now_us(self) -> int:
@@ -108,6 +112,7 @@ class Schedules:
                                              note=existing.note, skipped=existing.skipped,
                                              last_id=existing.last_id, recent=existing.recent)
         record.next_tick = next_tick(record, now)
+        self._creation(record, now, now)  # a tick's entry 0 must fit the store: refused now, not at each tick
         stored = await self._read(functools.partial(self._store.put_schedule, record, replace=replace))
         self._next_look = 0
         return stored
@@ -188,21 +193,15 @@ class Schedules:
         started: builtins.list[str] = []
         next_look = now + _RESCAN_US
         for schedule in await self._read(self._store.schedules):
-            for _ in range(20):  # another worker moved it: read it again (it started those ticks)
-                last = await self._read(self._store.get, schedule.last_id) if schedule.last_id else None
-                planned = _fire.plan(schedule, now, last)
-                if planned is None:
-                    break
-                creates = [self._creation(schedule, tick, now) for tick in planned.starts]
-                if await self._read(self._store.advance_schedule, planned.record, schedule.version, creates,
-                                    planned.cancels):
-                    started += [op.record.id for op in creates]
-                    schedule = msgspec.structs.replace(planned.record, version=schedule.version + 1)
-                    break
-                found = await self._read(self._store.schedule, schedule.name)
-                if found is None:
-                    break
-                schedule = found
+            try:
+                schedule = await self._fire_one(schedule, now, started)
+            except (JournalError, ValueError) as exc:
+                # One schedule that cannot fire (its input too large for the store, a record
+                # of its last run that does not decode) stops neither the others nor the worker.
+                if self._failed.get(schedule.name) != str(exc):
+                    self._failed[schedule.name] = str(exc)
+                    _log.warning("schedule %r could not fire: %s", schedule.name, exc)
+                continue
             due = _fire.due_at(schedule)
             if schedule.buffered and not schedule.paused:
                 due = now + 250_000  # waiting for the run before it to end
@@ -212,6 +211,24 @@ class Schedules:
             await self._committer.flush()
         self._next_look = next_look
         return started
+
+    async def _fire_one(self, schedule: ScheduleRecord, now: int, started: builtins.list[str]) -> ScheduleRecord:
+        for _ in range(20):  # another worker moved it: read it again (it started those ticks)
+            last = await self._read(self._store.get, schedule.last_id) if schedule.last_id else None
+            planned = _fire.plan(schedule, now, last)
+            if planned is None:
+                break
+            creates = [self._creation(schedule, tick, now) for tick in planned.starts]
+            if await self._read(self._store.advance_schedule, planned.record, schedule.version, creates,
+                                planned.cancels):
+                started += [op.record.id for op in creates]
+                self._failed.pop(schedule.name, None)
+                return msgspec.structs.replace(planned.record, version=schedule.version + 1)
+            found = await self._read(self._store.schedule, schedule.name)
+            if found is None:
+                break
+            schedule = found
+        return schedule
 
     def _creation(self, schedule: ScheduleRecord, tick: int, now: int) -> Create:
         raw = msgspec.Raw(schedule.input)
