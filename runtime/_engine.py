@@ -301,8 +301,9 @@ class Engine:
                                           options=options)
         if started is not None:
             started(record)
-        while record.wake_at is not None and record.status == Status.PENDING:  # a delayed start: its time
-            await anyio.sleep(max(0.0, (record.wake_at - now_us()) / 1e6))  # (a debounce may move it)
+        # A delayed start runs once its time comes (a later debounced start may move it).
+        while record.status == Status.PENDING and record.wake_at is not None and record.wake_at > now_us():
+            await anyio.sleep((record.wake_at - now_us()) / 1e6)
             record = await self._read(self.store.require, record.id)
         fn = self.handler_for(record.handler)  # (the same as `_start`'s when it leased the invocation)
         return await self._run_in_turn(record, fn, fresh, queued)

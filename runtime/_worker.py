@@ -45,6 +45,7 @@ class Worker:
         self._pause_for = _PAUSE_FIRST
         self._retry: set[str] = set()  # stopped by a full disk: taken again when the pause ends
         self._order: dict[str, tuple[int, int]] = {}  # claim order of what `runnable` found: (-priority, created)
+        self._window: int | None = None  # pending invocations taken in hand per look (None: all)
 
     def runnable(self) -> list[str]:
         """Invocations that should run now: pending, running with a dead owner, due timers.
@@ -59,7 +60,10 @@ class Worker:
         # has in hand (thousands, queued for a turn) are not read again on every look.
         # Pending ones in the order they are claimed (highest priority, then oldest), from
         # the store's run queue; a delayed start is among the due timers once it is due.
-        ids = [i for i in store.ready() if i not in busy]
+        # While serving, only the head of the queue (`_window` beyond what is in hand): a look
+        # costs the same with a hundred or a hundred thousand waiting.
+        ready = store.ready(None if self._window is None else len(busy) + self._window)
+        ids = [i for i in ready if i not in busy]
         ids += [i for i in store.ids(Status.RUNNING) if i not in busy and store.live_lease(i, now) is None]
         ids += store.due_timers(now)
         # Stopped by a full disk, an invocation whose lease could not be given back either is
@@ -127,6 +131,8 @@ class Worker:
         `before_look` runs before each look for work (the engine fires its due schedules)."""
         gate = _Gate(concurrency)
         executor = self.executor
+        window = self._window = max(64, 4 * concurrency)
+        more = False  # the last look found a full window: more is waiting in the store
 
         async def one(invocation_id: str, ticket: Any) -> None:
             try:
@@ -148,15 +154,19 @@ class Worker:
                 self._order.pop(invocation_id, None)
                 if not self.active:
                     settled.set()
+                if more and len(self.active) <= window // 2:
+                    running_low.set()  # take the next part of the queue now, not at the next poll
 
         async with anyio.create_task_group() as tg:
             while True:
                 if self._paused_until is not None:
                     await anyio.sleep(max(0.0, self._paused_until - time.monotonic()))
                 settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
+                running_low = anyio.Event()
                 if before_look is not None:
                     await before_look()
                 ids = await self._read(self.runnable)
+                more = len(ids) >= window
                 for invocation_id in ids:
                     self.active.add(invocation_id)
                     tg.start_soon(one, invocation_id, gate.enter(self._order.get(invocation_id, (0, 0))))
@@ -164,7 +174,7 @@ class Worker:
                 if idle_exit and not ids and not self.active:
                     return
                 # idle_exit: the last turn to end decides at once (no wait for new work to time out)
-                await (first_of(self._idle, settled.wait) if idle_exit else self._idle())
+                await first_of(self._idle, settled.wait if idle_exit else running_low.wait)
 
     def _pause(self, exc: DiskFull) -> None:
         """Take no work for a while: the store's disk is full. Each try that finds it still full
