@@ -62,6 +62,25 @@ def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def _parse_tags(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    from journal import parse_tag
+    from journal.errors import JournalError
+
+    tags: dict[str, str] = {}
+    for text in values:
+        try:
+            key, value = parse_tag(text)
+        except JournalError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+        tags[key] = value
+    return tags
+
+
+def tag_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--tag K=V`, repeatable, parsed into a dict (a bad tag is a usage error that says why)."""
+    return click.option("--tag", "tags", metavar="K=V", multiple=True, callback=_parse_tags, help=help)
+
+
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON (a stable shape; see docs/cli.md).")(fn)
 

@@ -36,6 +36,7 @@ from ._common import (
     runs_recorded_handlers,
     store_path,
     suggest,
+    tag_option,
     warn_store,
 )
 from ._handlers import Spec, handler_option, importable_cwd, load
@@ -162,6 +163,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
               help="The invocation id (default: a new random one). Running an existing id attaches to it.")
 @click.option("--key", metavar="KEY",
               help="The thread it belongs to: invocations of a key run one at a time and share ctx.state.")
+@tag_option("Tag the invocation KEY=VALUE (repeatable), to find it with `journal ls --tag`.")
 @db_option
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="sync: fsync every step; async: fsync within 100 ms; exit: write when the run ends.")
@@ -170,7 +172,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 @json_option
 @edge
 def run(target: str, input_json: str | None, input_file: str | None, invocation_id: str | None, key: str | None,
-        db: str | None, durability: str, progress: bool | None, as_json: bool) -> None:
+        tags: dict[str, str], db: str | None, durability: str, progress: bool | None, as_json: bool) -> None:
     """Run a handler as a new durable invocation (or attach to --id).
 
     TARGET is path/to/file.py:function or package.module:function, an `async def`
@@ -181,6 +183,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
     \b
         journal run examples/research.py:research --input '{"question": "Why LMDB?"}'
+        journal run examples/research.py:research --tag customer=acme --input '{"question": "Why LMDB?"}'
     """
     fn = load(target)
     value, given = read_input(input_json, input_file)
@@ -202,7 +205,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
     async def work(engine: Engine) -> Outcome:
         try:
-            return await engine.run(fn, value, id=invocation_id, key=key, lax_input=True, started=begun,
+            return await engine.run(fn, value, id=invocation_id, key=key, lax_input=True, tags=tags, started=begun,
                                     queued=lambda head: _announce(chosen[0])(head))
         except (ValueError, UnencodableValue, RecursionError) as exc:
             if chosen:  # not the input: it was recorded

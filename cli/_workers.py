@@ -31,6 +31,7 @@ from ._common import (
     runs_recorded_handlers,
     stopped_message,
     store_path,
+    tag_option,
     tell_store_events,
     warn_store,
 )
@@ -75,11 +76,12 @@ def stop_waiting(store: Store | None) -> None:
               help="Read the input JSON from a file (`-` reads stdin).")
 @click.option("--id", "invocation_id", metavar="ID", help="The invocation id (default: a new random one).")
 @click.option("--key", metavar="KEY", help="The thread it belongs to (invocations of a key run one at a time).")
+@tag_option("Tag the invocation KEY=VALUE (repeatable), to find it with `journal ls --tag`.")
 @db_option
 @json_option
 @edge
 def start(handler: str, input_json: str | None, input_file: str | None, invocation_id: str | None,
-          key: str | None, db: str | None, as_json: bool) -> None:
+          key: str | None, tags: dict[str, str], db: str | None, as_json: bool) -> None:
     """Record a pending invocation and print its id, without running it.
 
     A worker runs it: `journal worker` on LMDB, or on PostgreSQL a worker given
@@ -92,6 +94,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
 
     \b
         journal start summarize --input '{"url": "https://example.com"}' --db postgresql:///jobs
+        journal start summarize --tag customer=acme --input '{"url": "https://example.com"}'
     """
     importable_cwd()
     value, _ = read_input(input_json, input_file)
@@ -102,7 +105,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
     async def main() -> Any:
         async with Engine.open(path) as engine:
             try:
-                return await engine.start(target, value, id=invocation_id, key=key, lax_input=True)
+                return await engine.start(target, value, id=invocation_id, key=key, lax_input=True, tags=tags)
             except (ValueError, UnencodableValue, RecursionError) as exc:
                 raise fail(f"bad input: {exc}") from None
 

@@ -37,6 +37,7 @@ from ._entries import StateGot as StateGot
 from ._entries import StateKeys as StateKeys
 from ._entries import StateSet as StateSet
 from ._entries import Step as Step
+from ._entries import Tagged as Tagged
 from ._entries import kind_of as kind_of
 from ._entries import name_of as name_of
 from ._fork import ForkError as ForkError
@@ -46,6 +47,7 @@ from ._fork import retry_point as retry_point
 from ._ids import validate_id as validate_id
 from ._listing import Cursor as Cursor
 from ._listing import Damaged as Damaged
+from ._listing import HandlerSummary as HandlerSummary
 from ._listing import Page as Page
 from ._listing import Query as Query
 from ._records import FINISHED as FINISHED
@@ -74,6 +76,9 @@ from ._tables import TableDelete as TableDelete
 from ._tables import TableDeletePrefix as TableDeletePrefix
 from ._tables import TablePut as TablePut
 from ._tables import Tables as Tables
+from ._tags import check_tag as check_tag
+from ._tags import check_tags as check_tags
+from ._tags import parse_tag as parse_tag
 from ._time import from_us as from_us
 from ._time import iso_from_us as iso_from_us
 from .backends import FORMAT_VERSIONS as FORMAT_VERSIONS
@@ -108,6 +113,7 @@ __all__ = (
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables", "Frame", "PromiseType", "check_schema",
     "schema_example", "promise_type",
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
+    "Tagged", "HandlerSummary", "check_tag", "check_tags", "parse_tag",
     "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent",
 )
 

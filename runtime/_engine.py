@@ -26,6 +26,7 @@ from journal import (
     Store,
     Transition,
     UnencodableValue,
+    check_tags,
     default_path,
     digest,
     encode_entry,
@@ -140,16 +141,19 @@ class Engine:
         return register(fn)
 
     async def start(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
-                    key: str | None = None, lax_input: bool = False) -> InvocationRecord:
+                    key: str | None = None, lax_input: bool = False,
+                    tags: Mapping[str, str] | None = None) -> InvocationRecord:
         """Create the invocation (idempotent by id) without running it. Returns its record.
 
         `handler` is a function, a TARGET path, or a NAME: a name this engine was given in
-        `handlers`, or one recorded as is (its input unchecked) for a worker that has it."""
-        record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input)
+        `handlers`, or one recorded as is (its input unchecked) for a worker that has it.
+        `tags` (`{"customer": "acme"}`) are what `journal ls --tag customer=acme` finds it by."""
+        record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input, tags=tags)
         return record
 
     async def _start(self, handler: Callable[..., Any] | str, input: Any, *, id: str | None, key: str | None,
-                     lax_input: bool, lease: bool = False) -> tuple[InvocationRecord, Fresh | None]:
+                     lax_input: bool, lease: bool = False,
+                     tags: Mapping[str, str] | None = None) -> tuple[InvocationRecord, Fresh | None]:
         """`start`, and what the invocation's journal is if this call created it.
 
         With `lease`, a local store also leases the invocation it creates to this engine, in
@@ -166,10 +170,11 @@ class Engine:
             raw = encode_value(input)
         else:
             raw, _ = prepare_input(fn, input, lax=lax_input)
+        checked_tags = check_tags(tags)
         invocation_id = id if id is not None else _uuid.uuid4().hex
         at = now_us()
         input_digest = digest(bytes(raw))
-        record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
+        record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest, tags=checked_tags)
         trace = self.observers.trace_context(invocation_id, path)
         entry = Started(path, raw, at, key, input_digest, None, trace)
         started = encode_entry(entry, self.store.max_entry_bytes)
@@ -199,17 +204,17 @@ class Engine:
 
     @overload
     async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False,
+                  key: str | None = None, lax_input: bool = False, tags: Mapping[str, str] | None = None,
                   started: Callable[[InvocationRecord], None] | None = None,
                   queued: Callable[[InvocationRecord], None] | None = None) -> Outcome[T]: ...
     @overload
     async def run(self, handler: str, input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False,
+                  key: str | None = None, lax_input: bool = False, tags: Mapping[str, str] | None = None,
                   started: Callable[[InvocationRecord], None] | None = None,
                   queued: Callable[[InvocationRecord], None] | None = None) -> Outcome: ...
 
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False,
+                  key: str | None = None, lax_input: bool = False, tags: Mapping[str, str] | None = None,
                   started: Callable[[InvocationRecord], None] | None = None,
                   queued: Callable[[InvocationRecord], None] | None = None) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges.
@@ -220,8 +225,9 @@ class Engine:
         If the earlier one is not in anyone's hands (suspended, diverged, pending with nobody
         to run it), waiting would never end: the outcome is this one `pending`, waiting on
         `turn:ID`. `started` is told the record once the invocation exists (created or found).
+        `tags` are `start`'s.
         """
-        record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True)
+        record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True, tags=tags)
         if started is not None:
             started(record)
         fn = self.handler_for(record.handler)  # (the same as `_start`'s when it leased the invocation)

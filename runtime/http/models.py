@@ -29,6 +29,7 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[str | None, Meta(description="default: a new one; the same id and input again is not a new run")] = None
     key: str | None = None
     durability: Literal["sync", "async", "exit"] | None = None
+    tags: Annotated[dict[str, str] | None, Meta(description="KEY: VALUE pairs to find it by (GET /invocations?tag=KEY:VALUE)")] = None
 
 
 class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -123,6 +124,7 @@ class Summary(msgspec.Struct):
     created_at: _Time | None
     updated_at: _Time | None
     entries: int
+    tags: dict[str, str]
     owner: Owner | UnsetType = UNSET
     damaged: str | UnsetType = UNSET
 
@@ -171,6 +173,7 @@ class Invocation(msgspec.Struct):
     divergence: str | None
     fork_command: Annotated[str | None, Meta(description="once diverged: the journal fork command that mends it")]
     steps_here: Annotated[dict[str, int] | None, Meta(description="steps this server ran, by how they ended")]
+    tags: dict[str, str]
     owner: Owner | UnsetType = UNSET
 
 
@@ -206,10 +209,25 @@ class KeyState(msgspec.Struct):
     queue: list[str]
 
 
+class HandlerCounts(msgspec.Struct):
+    """One handler's invocations: how many have each status, and how long (seconds) the
+    oldest runnable (pending) one has waited (null: none is)."""
+
+    handler: str
+    counts: dict[str, int]
+    oldest_runnable_seconds: float | None
+
+
+class QueueSummary(msgspec.Struct):
+    """`GET /invocations/summary`: the queue at a glance, from the store's counts."""
+
+    handlers: list[HandlerCounts]
+
+
 class Health(msgspec.Struct):
     status: Literal["ok"]
     workers: int
 
 
 REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest)
-ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health)
+ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, QueueSummary, Health)

@@ -443,7 +443,7 @@ class PostgresStore(PostgresTables, KVStore):
         rows, where = [], []
         for i, op in enumerate(ops):
             if not (op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
-                    and len(op.entries) == 1):
+                    and not op.tags and len(op.entries) == 1):
                 continue
             id_bytes = _owned_id(op.id)
             fenced = self._fenced.get(id_bytes)
