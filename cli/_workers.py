@@ -118,6 +118,49 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
         out(record.id)
 
 
+def _metrics_address(text: str) -> tuple[str, int, str | None]:
+    """`--metrics HOST:PORT`, checked before the store opens: its host, port and token."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise fail(f"--metrics {text!r} is not HOST:PORT (for example 127.0.0.1:9464, or [::1]:9464)")
+    host = host.strip("[]")
+    token = os.environ.get("JOURNAL_TOKEN", "").strip() or None
+    if token is None and not _loopback(host):
+        raise fail(f"refusing to serve metrics on {host}:{port} without a token: set JOURNAL_TOKEN (a scrape "
+                   "then sends Authorization: Bearer TOKEN), or listen on loopback (--metrics 127.0.0.1:9464)")
+    try:
+        import runtime.metrics  # noqa: F401
+    except ImportError as exc:
+        raise fail(f"--metrics needs the metrics extra ({exc}); install it with: pip install 'journal[metrics]'") \
+            from None
+    return host, int(port), token
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve_metrics(engine: Engine, host: str, port: int, token: str | None) -> Any:
+    from runtime.metrics import Metrics, serve_metrics
+
+    metrics = Metrics(engine.store)
+    engine.observe(metrics)
+    try:
+        server = serve_metrics(metrics, host, port, token=token)
+    except OSError as exc:
+        raise fail(f"cannot serve metrics on {host}:{port}: {exc}") from None
+    bound = server.server_address
+    echo_err(f"metrics on http://{'[' + bound[0] + ']' if ':' in bound[0] else bound[0]}:{bound[1]}/metrics")
+    return server
+
+
 @click.command()
 @db_option
 @handler_option("A handler this worker runs (repeatable). With any given, it runs only invocations of "
@@ -131,10 +174,13 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
               help="How long this worker's claim on an invocation lasts without renewal (renewed every third "
               "of it): a worker cut off from the database loses its invocations after this, and another "
               "takes them over.")
+@click.option("--metrics", "metrics_address", metavar="HOST:PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (docs/observability.md). Anything but "
+              "loopback needs a token (JOURNAL_TOKEN), which a scrape sends as Authorization: Bearer TOKEN.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
 def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, until_idle: bool, durability: str,
-           lease_ttl: float, quiet: bool) -> None:
+           lease_ttl: float, metrics_address: str | None, quiet: bool) -> None:
     """Run invocations as they become runnable, until Ctrl-C or SIGTERM.
 
     Picks up pending invocations, those whose owner died, and timers that are due;
@@ -156,6 +202,7 @@ def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, un
     \b
         journal worker --concurrency 32
         journal worker --db postgresql://app@db.internal/jobs --handler summarize=agents.summary:run
+        journal worker --metrics 127.0.0.1:9464
     """
     path = store_path(db)
     if not runs_recorded_handlers(db) and not handler_specs:
@@ -169,11 +216,18 @@ def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, un
 
     opened: list[Store] = []
 
+    metrics_at = _metrics_address(metrics_address) if metrics_address is not None else None
+
     async def main() -> None:
         async with serving_engine(path, durability=durability, handlers=handlers, lease_ttl=lease_ttl) as engine:
             opened.append(engine.store)
             engine.observe(steps)
-            await engine.serve(concurrency=concurrency, idle_exit=until_idle)
+            server = _serve_metrics(engine, *metrics_at) if metrics_at is not None else None
+            try:
+                await engine.serve(concurrency=concurrency, idle_exit=until_idle)
+            finally:
+                if server is not None:
+                    server.shutdown()
 
     try:
         if not quiet:

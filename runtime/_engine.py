@@ -183,6 +183,8 @@ class Engine:
         if not lease or fn is None or (self.handlers is not None and path not in self.handlers) \
                 or invocation_id in self._running:
             record, created = await self.committer.create(record, started)
+            if created:
+                self.observers.created(record)
             return record, (Fresh(at, entry, None, None) if created else None)
         self._running.add(invocation_id)
         leased, mark = False, self._executor.leases.mark()
@@ -194,6 +196,8 @@ class Engine:
             record, created = await self.committer.create(record, started, self._executor.acquire_op(invocation_id, at))
             await anyio.lowlevel.checkpoint_if_cancelled()
             leased = created and record.status == Status.RUNNING
+            if created:
+                self.observers.created(record)
         except BaseException as exc:
             await self._executor.give_back_if_taken(invocation_id, exc)
             raise

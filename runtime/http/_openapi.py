@@ -49,6 +49,7 @@ def _errors(*codes: int) -> dict[str, Any]:
             404: "unknown invocation or promise", 409: "conflict with what is already recorded (or the record is damaged: CorruptEntry)",
             413: "body over the limit", 421: "a Host the server does not answer to",
             422: "the body or a parameter does not fit",
+            501: "this server lacks what the route needs (GET /metrics: the metrics extra)",
             503: "the store's server cannot be reached right now (try again after Retry-After seconds)"}
     # Every request may meet the Host check, and every POST the Origin and Content-Type check.
     codes = (*codes, 421) if 401 in codes else codes
@@ -139,6 +140,10 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json(_ref(KeyState), "the state"), **_errors(400, 401)}}},
         "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json(_ref(Health), "serving"),
                                                                   **_errors()}}},
+        "/metrics": {"get": {
+            "summary": "Prometheus metrics: this process's counters and the store's gauges (docs/observability.md)",
+            "responses": {"200": {"description": "the Prometheus text format", "content": {"text/plain": {}}},
+                          **_errors(401, 501)}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "")}}},
     },
 }
