@@ -179,7 +179,10 @@ def serve(db: str | None, address: str, handler_specs: tuple[Spec, ...], token_f
                     engines.append(engine)
                     with worker_scope:
                         if workers:
-                            await engine.serve(concurrency=workers)
+                            async with anyio.create_task_group() as work:
+                                # Batches a crash interrupted go on beside the workers.
+                                work.start_soon(engine.resume_batches)
+                                await engine.serve(concurrency=workers)
                     await stopped.wait()  # the API uses the engine until the server has stopped
 
         def stop() -> None:

@@ -224,6 +224,7 @@ def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, un
             engine.observe(steps)
             server = _serve_metrics(engine, *metrics_at) if metrics_at is not None else None
             try:
+                await engine.resume_batches()  # batches a crash interrupted go on first
                 await engine.serve(concurrency=concurrency, idle_exit=until_idle)
             finally:
                 if server is not None:

@@ -223,6 +223,12 @@ class Store(Protocol):
         """Counts by handler and status and each handler's longest waiting runnable invocation,
         from counts the store keeps as statuses change: no record is read."""
 
+    def batch_records(self, prefix: bytes) -> builtins.list[tuple[bytes, bytes]]:
+        """The records of batches (`journal/batches.py`) whose keys start with `prefix`, in key order."""
+
+    def write_batch_records(self, items: Sequence[tuple[bytes, bytes]]) -> None:
+        """Write records of batches, in one transaction."""
+
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]: ...
 
     def entry_count(self, invocation_id: str) -> int: ...

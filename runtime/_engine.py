@@ -33,9 +33,10 @@ from journal import (
     encode_value,
     open_store,
 )
+from journal.batches import Batch
 from journal.errors import InvocationBusy, JournalError
 
-from . import _actions
+from . import _actions, _batches
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
@@ -417,6 +418,26 @@ class Engine:
         """A failed invocation forked before its failing step, pending (`journal retry`): run it
         with `resume` (a worker that has its handler takes it too). Its id is `ID-retry-N`."""
         return await self._read(lambda: _actions.retry(self.store, invocation_id, new_id=new_id))
+
+    # -- batches ----------------------------------------------------------------------------
+
+    async def start_batch(self, action: str, filter: dict[str, Any], *, check: bool = False,
+                          dry_run: bool = False) -> Batch:
+        """A batch of `action` ("cancel", "resume", "retry") over every invocation `filter`
+        (the filters of `journal ls`: status, handler, key, tag, q, since, until) matches now,
+        recorded in the store; `run_batch` carries it out. With `check` (retry only), each
+        failed journal is first replayed against the code the retry runs, and one that would
+        diverge is listed instead of retried; `dry_run` acts on nothing."""
+        return await _batches.start_batch(self, action, filter, check=check, dry_run=dry_run)
+
+    async def run_batch(self, batch_id: str) -> Batch:
+        """Carry the batch out from where its record says it stopped (after a crash too); each
+        invocation is acted on once."""
+        return await _batches.run_batch(self, batch_id)
+
+    async def resume_batches(self) -> list[Batch]:
+        """Finish the batches a crash interrupted (`journal worker` and `journal serve` call it as they start)."""
+        return await _batches.resume_batches(self)
 
     def runs(self, handler: str) -> bool:
         """Whether this engine has code for invocations that record `handler`: one of its

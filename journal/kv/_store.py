@@ -180,6 +180,23 @@ class KVStore(abc.ABC):
         with self._read() as txn:
             return _listing.summary(txn)
 
+    def batch_records(self, prefix: bytes) -> builtins.list[tuple[bytes, bytes]]:
+        """Batch records live in `meta`, under keys that start with `batches.PREFIX`."""
+        if not prefix.startswith(b"batch\x00"):
+            raise JournalError("batch records are kept under b'batch\\x00' only")
+        with self._read() as txn:
+            return [(bytes(k), bytes(v)) for k, v in txn.scan("meta", prefix)]
+
+    def write_batch_records(self, items: Sequence[tuple[bytes, bytes]]) -> None:
+        if not all(key.startswith(b"batch\x00") for key, _ in items):
+            raise JournalError("batch records are kept under b'batch\\x00' only")
+
+        def work(txn: Txn) -> None:
+            for key, value in items:
+                txn.put("meta", key, value)
+
+        self._transact(work)
+
     def _ensure_listing(self) -> bool:
         """Whether the listing index covers every record, building it if it does not yet (a
         store written before it existed); False if it cannot be built (a read-only store)."""

@@ -32,6 +32,17 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     tags: Annotated[dict[str, str] | None, Meta(description="KEY: VALUE pairs to find it by (GET /invocations?tag=KEY:VALUE)")] = None
 
 
+class BatchRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /batches`: one action over every invocation `filter` matches now."""
+
+    action: Literal["cancel", "resume", "retry"]
+    filter: Annotated[dict[str, Any], Meta(description="the filters of GET /invocations: status, handler, key, "
+                                                      "tag (KEY:VALUE), q, since, until")] = {}
+    check: Annotated[bool, Meta(description="retry only: replay each failed journal against the code first, "
+                                            "and retry only those that replay cleanly")] = False
+    dry_run: Annotated[bool, Meta(description="act on nothing: count (and check) only")] = False
+
+
 class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Resolve a promise (`value`) or reject it (`reject`): one of the two."""
 
@@ -209,6 +220,30 @@ class KeyState(msgspec.Struct):
     queue: list[str]
 
 
+class BatchStarted(msgspec.Struct):
+    """A batch made: follow it at GET /batches/{id}."""
+
+    id: str
+    matched: int
+
+
+class BatchProgress(msgspec.Struct):
+    """`GET /batches/{id}`: how far a batch got."""
+
+    id: str
+    action: str
+    filter: dict[str, Any]
+    check: bool
+    dry_run: bool
+    matched: int
+    done: Annotated[int, Meta(description="acted on (with dry_run: would be)")]
+    skipped: Annotated[int, Meta(description="no longer in a state the action applies to")]
+    diverging: Annotated[list[str], Meta(description="retry check: journals that would diverge, not retried")]
+    first_differences: Annotated[dict[str, str], Meta(description="each diverging one's first difference")]
+    errors: list[str]
+    finished: bool
+
+
 class HandlerCounts(msgspec.Struct):
     """One handler's invocations: how many have each status, and how long (seconds) the
     oldest runnable (pending) one has waited (null: none is)."""
@@ -229,5 +264,6 @@ class Health(msgspec.Struct):
     workers: int
 
 
-REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest)
-ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, QueueSummary, Health)
+REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, BatchRequest)
+ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, QueueSummary, BatchStarted,
+           BatchProgress, Health)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from . import events, invocations, keys, meta, operations, promises, ui
+from . import batches, events, invocations, keys, meta, operations, promises, ui
 
 
 def all_routes() -> list[BaseRoute]:
     return [*ui.routes, *meta.routes, *invocations.routes, *events.routes, *promises.routes, *operations.routes,
-            *keys.routes]
+            *keys.routes, *batches.routes]
