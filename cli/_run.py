@@ -18,6 +18,7 @@ from journal.errors import DiskFull
 from runtime import Engine, Outcome
 
 from . import _render as render
+from ._batch import check_where, run_where, where_options
 from ._common import (
     FAILED,
     INTERRUPTED,
@@ -154,6 +155,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 # -- commands -----------------------------------------------------------------------------------
 
 
+
 @click.command()
 @click.argument("target")
 @click.option("--input", "input_json", metavar="JSON", help="The handler's input as JSON (`-` reads stdin).")
@@ -218,7 +220,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
 
 @click.command()
-@click.argument("invocation_id", metavar="ID")
+@click.argument("invocation_id", metavar="ID", required=False)
 @db_option
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="How steps run from here on are made durable.")
@@ -227,10 +229,14 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 @handler_option("Run this code (path/to/file.py:function or package.module:function) instead of the handler "
                    "the journal names; NAME=TARGET gives the code for invocations recorded as NAME (repeatable). "
                    "Required on PostgreSQL, unless `journal run` started it from this host.")
+@where_options()
 @json_option
 @edge
-def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, handler_specs: tuple[Spec, ...],
-           as_json: bool) -> None:
+def resume(invocation_id: str | None, db: str | None, durability: str, progress: bool | None,
+           handler_specs: tuple[Spec, ...], where: bool = False, statuses: tuple[str, ...] = (),
+           where_key: str | None = None, tags: dict[str, str] | None = None, text: str | None = None,
+           since: str | None = None, until: str | None = None, dry_run: bool = False,
+           as_json: bool = False) -> None:
     """Continue an invocation: replay, then run the rest live.
 
     Use it after a crash, after `journal resolve`, when a timer is due, or after fixing
@@ -248,8 +254,19 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     \b
         journal resume 3f2a9c
         journal resume 3f2a9c --handler agents/triage.py:triage
+        journal resume --where --status diverged --handler triage=agents/triage.py:triage
+
+    With --where and the filters of `journal ls`, every suspended or diverged invocation
+    they match is made runnable again (pending: a worker runs it with its code), as a batch
+    kept in the store; --dry-run changes nothing.
     """
     from ._handlers import load_handlers, lone_target
+
+    if check_where(invocation_id, where, "resume", dry_run or bool(statuses or where_key or tags or text or since or until)):
+        run_where("resume", db=db, handler_specs=handler_specs, statuses=statuses or ("suspended", "diverged"),
+                  key=where_key, tags=tags or {}, text=text, since=since, until=until, dry_run=dry_run, check=False,
+                  as_json=as_json)
+    assert invocation_id is not None
 
     noted = None
     if not runs_recorded_handlers(db) and not handler_specs:
@@ -348,7 +365,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 
 
 @click.command()
-@click.argument("invocation_id", metavar="ID")
+@click.argument("invocation_id", metavar="ID", required=False)
 @click.option("--no-wait", is_flag=True, help="Only record the request; the next run of the invocation receives it.")
 @click.option("--rollback", is_flag=True,
               help="Also undo the ctx.state changes it made to its key, atomically with its `cancelled` entry.")
@@ -358,10 +375,13 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 @db_option
 @click.option("--progress/--no-progress", default=None,
               help="Show each compensating step as it finishes (default: when stderr is a terminal).")
+@where_options()
 @json_option
 @edge
-def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tuple[Spec, ...], db: str | None,
-           progress: bool | None, as_json: bool) -> None:
+def cancel(invocation_id: str | None, no_wait: bool, rollback: bool, handler_specs: tuple[Spec, ...], db: str | None,
+           progress: bool | None, where: bool, statuses: tuple[str, ...], where_key: str | None,
+           tags: dict[str, str], text: str | None, since: str | None, until: str | None, dry_run: bool,
+           as_json: bool) -> None:
     """Cancel an invocation: its handler gets `Cancelled`.
 
     The exception is raised at the handler's next context call.
@@ -383,8 +403,18 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tup
         journal cancel 3f2a9c
         journal cancel 3f2a9c --rollback
         journal cancel 3f2a9c --db postgresql:///jobs --handler summarize=agents/summary.py:run
+        journal cancel --where --tag customer=acme --status pending --dry-run
+
+    With --where and the filters of `journal ls`, a cancellation is requested of every
+    unfinished invocation they match (the next run of each receives it), as a batch kept
+    in the store; --dry-run changes nothing.
     """
     from ._handlers import load_handlers, lone_target
+
+    if check_where(invocation_id, where, "cancel", dry_run or bool(statuses or where_key or tags or text or since or until)):
+        run_where("cancel", db=db, handler_specs=handler_specs, statuses=statuses, key=where_key, tags=tags,
+                  text=text, since=since, until=until, dry_run=dry_run, check=False, as_json=as_json)
+    assert invocation_id is not None
 
     importable_cwd()
     show = sys.stderr.isatty() if progress is None else progress

@@ -4,7 +4,11 @@ and every run is retried once."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -20,8 +24,8 @@ AGENTS = Path(__file__).parent / "batch_agents.py"
 FAILED, CHANGED = 500, 100
 
 
-def _record_failures(db: str) -> None:
-    """500 runs of the code before the fix, in this process: all fail at `pay`."""
+def _record_failures(db: str, count: int = FAILED) -> None:
+    """Runs of the code before the fix, in this process: all fail at `pay`."""
     assert not batch_agents.FIXED
 
     async def main() -> None:
@@ -34,7 +38,7 @@ def _record_failures(db: str) -> None:
                     assert outcome.status == Status.FAILED
 
             async with anyio.create_task_group() as tg:
-                for n in range(FAILED):
+                for n in range(count):
                     tg.start_soon(one, n)
 
     anyio.run(main)
@@ -94,3 +98,34 @@ def test_retry_check_retries_the_clean_ones_lists_the_diverging_and_survives_a_s
             server.wait_status(doc["id"], "completed", timeout=120)
     finally:
         server.stop()
+
+
+def _journal(*args: str, db: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cli", *args, "--db", db], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **(env or {})})
+
+
+def test_the_command_line_checks_first_dry_runs_and_acts_on_a_filter(tmp_path):
+    db = str(tmp_path / "db")
+    _record_failures(db, 30)
+    fixed = {"CHARGE_FIXED": "1"}
+    code = f"charge={AGENTS}:charge"
+    dry = _journal("retry", "--where", "--status", "failed", "--handler", code, "--check", "--dry-run", db=db,
+                   env=fixed)
+    assert dry.returncode == 0, dry.stderr
+    assert "would be retried: 24 of 30" in dry.stdout and "would diverge, left alone: 6" in dry.stdout
+    assert "order-005" in dry.stdout
+    assert json.loads(_journal("ls", "--status", "pending", "--json", db=db).stdout) == []
+    done = _journal("retry", "--where", "--handler", code, "--check", "--json", db=db, env=fixed)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["matched"], report["done"], len(report["diverging"])) == (30, 24, 6)
+    pending = {d["id"].split("-retry-")[0] for d in json.loads(_journal("ls", "--status", "pending", "--json",
+                                                                        db=db).stdout)}
+    assert pending == {f"order-{n:03d}" for n in range(30) if n % 5}
+    cancelled = _journal("cancel", "--where", "--status", "pending", "--dry-run", db=db)
+    assert cancelled.returncode == 0 and "would be cancelled: 24 of 24" in cancelled.stdout
+    both = _journal("retry", "order-001", "--where", db=db)
+    assert both.returncode == 2 and "not both" in both.stderr
+    alone = _journal("cancel", "--where", db=db)
+    assert alone.returncode == 2 and "needs a filter" in alone.stderr
