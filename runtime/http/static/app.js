@@ -159,7 +159,8 @@ async function listPage() {
   const older = h("button", { type: "button", class: "plain", id: "next-page" }, "Older →");
   const pageNote = h("span", { class: "muted", id: "page-number" });
   const pager = h("div", { class: "pager" }, newer, pageNote, older);
-  show(h("h1", {}, "Invocations"), summary, search, filters, table, pager);
+  const batch = batchBar(params);
+  show(h("h1", {}, "Invocations"), summary, search, filters, batch, table, pager);
 
   // Cursors of the pages before this one, to go back: the API pages forward only.
   const back = listPage.back || [];
@@ -220,6 +221,53 @@ async function listPage() {
     setTimeout(refresh, 1500);
   };
   refresh();
+}
+
+// Acting on the current filter (POST /batches): first a dry run (for a retry, with the
+// divergence check), whose counts are shown; only then the button that acts.
+const PAST = { retry: "retried", cancel: "cancelled", resume: "resumed" };
+const BATCH_FIELDS = ["status", "handler", "key", "tag", "q", "since", "until"];
+
+function batchBar(params) {
+  const filter = {};
+  for (const name of BATCH_FIELDS) if (params.get(name)) filter[name] = params.get(name);
+  const note = h("span", { class: "note", id: "batch-note", role: "status" });
+  const bar = h("div", { class: "batch", id: "batch" }, h("span", { class: "muted" }, "these invocations: "));
+  if (!Object.keys(filter).length) return h("div", { id: "batch", hidden: true });
+  const follow = async (id) => {
+    for (;;) {
+      const doc = await api("/batches/" + encodeURIComponent(id));
+      if (doc.finished) return doc;
+      note.textContent = doc.done + doc.skipped + doc.diverging.length + " of " + doc.matched + "…";
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  };
+  const plan = (action, check) => async () => {
+    note.textContent = check ? "checking each journal against the code…" : "counting…";
+    try {
+      const dry = await api("/batches", { method: "POST", body: { action, filter, check, dry_run: true } });
+      const counted = await follow(dry.id);
+      const parts = [counted.done + " would be " + PAST[action]];
+      if (counted.skipped) parts.push(counted.skipped + " skipped");
+      if (counted.diverging.length) parts.push(counted.diverging.length + " would diverge (left alone)");
+      const go = h("button", { type: "button", class: "danger", id: "batch-confirm", onclick: async () => {
+        go.disabled = true;
+        try {
+          const made = await api("/batches", { method: "POST", body: { action, filter, check } });
+          const done = await follow(made.id);
+          note.textContent = done.done + " " + PAST[action] +
+            (done.diverging.length ? ", " + done.diverging.length + " diverging: " + done.diverging.join(", ") : "");
+        } catch (error) { note.textContent = String(error.message || error); }
+      } }, "Confirm: " + action + " " + counted.done);
+      note.replaceChildren(parts.join(", ") + " ", counted.done ? go : "");
+    } catch (error) { note.textContent = String(error.message || error); }
+  };
+  bar.append(
+    h("button", { type: "button", class: "plain", id: "batch-retry", onclick: plan("retry", true) }, "Retry failed (check first)"),
+    h("button", { type: "button", class: "plain", id: "batch-cancel", onclick: plan("cancel", false) }, "Cancel"),
+    h("button", { type: "button", class: "plain", id: "batch-resume", onclick: plan("resume", false) }, "Resume"),
+    note);
+  return bar;
 }
 
 function tagLink(key, value) {
