@@ -27,6 +27,7 @@ from ._common import (
     json_option,
     out,
     own_the_collector,
+    retain_option,
     run_async,
     runs_recorded_handlers,
     stopped_message,
@@ -177,10 +178,11 @@ def _serve_metrics(engine: Engine, host: str, port: int, token: str | None) -> A
 @click.option("--metrics", "metrics_address", metavar="HOST:PORT",
               help="Serve Prometheus metrics at http://HOST:PORT/metrics (docs/observability.md). Anything but "
               "loopback needs a token (JOURNAL_TOKEN), which a scrape sends as Authorization: Bearer TOKEN.")
+@retain_option
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
 def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, until_idle: bool, durability: str,
-           lease_ttl: float, metrics_address: str | None, quiet: bool) -> None:
+           lease_ttl: float, metrics_address: str | None, retention: Any, quiet: bool) -> None:
     """Run invocations as they become runnable, until Ctrl-C or SIGTERM.
 
     Picks up pending invocations, those whose owner died, and timers that are due;
@@ -203,6 +205,7 @@ def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, un
         journal worker --concurrency 32
         journal worker --db postgresql://app@db.internal/jobs --handler summarize=agents.summary:run
         journal worker --metrics 127.0.0.1:9464
+        journal worker --retain completed=7d,failed=30d,cancelled=7d
     """
     path = store_path(db)
     if not runs_recorded_handlers(db) and not handler_specs:
@@ -219,13 +222,19 @@ def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, un
     metrics_at = _metrics_address(metrics_address) if metrics_address is not None else None
 
     async def main() -> None:
+        import anyio
+
         async with serving_engine(path, durability=durability, handlers=handlers, lease_ttl=lease_ttl) as engine:
             opened.append(engine.store)
             engine.observe(steps)
             server = _serve_metrics(engine, *metrics_at) if metrics_at is not None else None
             try:
                 await engine.resume_batches()  # batches a crash interrupted go on first
-                await engine.serve(concurrency=concurrency, idle_exit=until_idle)
+                async with anyio.create_task_group() as tg:
+                    if retention:
+                        tg.start_soon(engine.retain, retention)
+                    await engine.serve(concurrency=concurrency, idle_exit=until_idle)
+                    tg.cancel_scope.cancel()  # (idle: the trimming stops with the worker)
             finally:
                 if server is not None:
                     server.shutdown()

@@ -96,7 +96,9 @@ from .maintenance import Problem as Problem
 from .maintenance import check as check
 from .maintenance import compact as compact
 from .maintenance import migrate as migrate
+from .maintenance import parse_retention as parse_retention
 from .maintenance import trim as trim
+from .maintenance import trim_due as trim_due
 from .views import entry_view as entry_view
 from .views import export as export
 
@@ -107,7 +109,7 @@ __all__ = (
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "store_patience", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork", "retry_fork", "retry_point",
-    "Problem", "check", "compact", "entry_view", "export", "trim",
+    "Problem", "check", "compact", "entry_view", "export", "trim", "trim_due", "parse_retention",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
     "lease_is_live", "name_of", "validate_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables", "Frame", "PromiseType", "check_schema",

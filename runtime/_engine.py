@@ -32,6 +32,7 @@ from journal import (
     encode_entry,
     encode_value,
     open_store,
+    trim_due,
 )
 from journal.batches import Batch
 from journal.errors import InvocationBusy, JournalError
@@ -418,6 +419,18 @@ class Engine:
         """A failed invocation forked before its failing step, pending (`journal retry`): run it
         with `resume` (a worker that has its handler takes it too). Its id is `ID-retry-N`."""
         return await self._read(lambda: _actions.retry(self.store, invocation_id, new_id=new_id))
+
+    # -- retention --------------------------------------------------------------------------
+
+    async def retain(self, retention: Mapping[Status, float], *, interval: float = 30.0, limit: int = 64) -> None:
+        """Trim finished invocations once `retention` (seconds by status: `journal.parse_retention`)
+        says they are due, until cancelled (`journal worker|serve --retain`): `limit` at a time,
+        each in a short transaction of its own off the event loop, with a pause for the work
+        between them, and a look every `interval` seconds once nothing more is due."""
+        policy = dict(retention)
+        while True:
+            trimmed = await anyio.to_thread.run_sync(lambda: trim_due(self.store, policy, limit=limit))
+            await anyio.sleep(0.05 if trimmed else interval)
 
     # -- batches ----------------------------------------------------------------------------
 
