@@ -2,10 +2,11 @@
 as records in the store so that a batch interrupted by a crash goes on where it stopped.
 
 A batch's ids are fixed when it is made (the filter's matches at that moment), in chunks,
-beside a small progress record that each step rewrites: `next` is the position of the
-first invocation not yet dealt with, and the counts go with it in the same write. So a
-batch resumed after a crash starts at `next`; the one invocation it may have acted on
-without recording it is acted on again, which each action makes harmless (a retry's fork
+beside a small progress record that each step of a few dozen invocations rewrites: `next`
+is the position of the first invocation not yet dealt with, and the counts go with it in
+the same write. So a batch resumed after a crash starts at `next`; the invocations of the
+step it may have acted on without recording it are acted on again, which each action makes
+harmless (a retry's fork
 has an id of the batch's own, found existing the second time; a cancel request or a
 return to `pending` again changes nothing).
 
@@ -127,11 +128,11 @@ def ids_of(store: Store, batch_id: str, chunk: int) -> list[str]:
     return _ids.decode(found[0][1]) if found else []
 
 
-def save(store: Store, batch: Batch, diverged: tuple[str, str] | None = None) -> None:
-    """Record how far `batch` got (and, with `diverged`, the journal that did not replay)."""
+def save(store: Store, batch: Batch, diverged: list[tuple[str, str]] | None = None) -> None:
+    """Record how far `batch` got, with the journals found diverging since the last save."""
     items = [(_key(batch.id, b"p"), _enc.encode(batch))]
-    if diverged is not None:
-        items.append((_key(batch.id, b"d", batch.next - 1), _enc.encode(diverged)))
+    first = batch.diverging - len(diverged or ())
+    items += [(_key(batch.id, b"d", first + n), _enc.encode(d)) for n, d in enumerate(diverged or ())]
     store.write_batch_records(items)
 
 

@@ -26,6 +26,7 @@ from journal import (
     Store,
     Transition,
     batches,
+    retry_fork,
     retry_point,
 )
 from journal.errors import JournalError
@@ -36,6 +37,7 @@ from .errors import NondeterminismError
 if TYPE_CHECKING:
     from ._engine import Engine
 
+STEP = 64  # invocations between two progress writes
 _MAX_ERRORS = 100  # kept in the batch's record; the count of the rest is said in the last one
 _MAX_DIFFERENCE = 2000
 
@@ -67,23 +69,29 @@ async def run_batch(engine: Engine, batch_id: str) -> batches.Batch:
         if batch.next // batches.CHUNK != chunk:
             chunk = batch.next // batches.CHUNK
             ids = await read(batches.ids_of, store, batch.id, chunk)
-        invocation_id = ids[batch.next % batches.CHUNK]
-        diverged: tuple[str, str] | None = None
-        try:
-            how = await _one(engine, batch, invocation_id)
-        except JournalError as exc:
-            how = "error"
-            if len(batch.errors) < _MAX_ERRORS:
-                batch.errors.append(f"{invocation_id}: {exc}")
-        if isinstance(how, tuple):
-            diverged, how = (invocation_id, how[1][:_MAX_DIFFERENCE]), "diverging"
-        batch.next += 1
-        if how == "done":
-            batch.done += 1
-        elif how == "skipped":
-            batch.skipped += 1
-        elif how == "diverging":
-            batch.diverging += 1
+        # A step of the batch: up to STEP invocations, then one sync and one progress write
+        # for all of them. Redone after a crash, a step finds its forks made (their ids are
+        # the batch's own) and makes none twice.
+        end = min(batch.next + STEP, (chunk + 1) * batches.CHUNK, batch.matched)
+        diverged: list[tuple[str, str]] = []
+        for position in range(batch.next, end):
+            invocation_id = ids[position % batches.CHUNK]
+            try:
+                how = await _one(engine, batch, invocation_id)
+            except JournalError as exc:
+                how = "error"
+                if len(batch.errors) < _MAX_ERRORS:
+                    batch.errors.append(f"{invocation_id}: {exc}")
+            if isinstance(how, tuple):
+                diverged.append((invocation_id, how[1][:_MAX_DIFFERENCE]))
+                batch.diverging += 1
+            elif how == "done":
+                batch.done += 1
+            elif how == "skipped":
+                batch.skipped += 1
+        if batch.action == "retry" and not batch.dry_run:
+            await read(store.sync)  # the forks are durable before the batch says they are made
+        batch.next = end
         await read(batches.save, store, batch, diverged)
     if not batch.finished:
         batch.finished = True
@@ -129,7 +137,7 @@ async def _one(engine: Engine, batch: batches.Batch, invocation_id: str) -> str 
         # An id of the batch's own: redone after a crash, the fork is found, not made twice.
         new_id = f"{invocation_id[:150]}-retry-{batch.id}"
         if await read(store.get, new_id) is None:
-            await engine.retry(invocation_id, new_id=new_id)
+            await read(lambda: retry_fork(store, invocation_id, new_id=new_id))  # (synced with its step)
     return "done"
 
 
