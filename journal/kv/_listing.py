@@ -10,16 +10,24 @@ One table, `listing`, whose keys are `dimension value NUL newest(u64 BE) id` -> 
     b"t" K=V NUL ...       by tag (a tag key holds no "=", a value no NUL: journal/_tags.py)
 `newest` is 2**64 - 1 - created_at, so a forward scan (the only kind every backend has)
 meets the newest first. Beside them, kept in the same transactions as the records:
-    b"c" handler NUL status            -> u64 BE: how many invocations of handler have status
+    b"c" handler NUL status NUL shard -> u64 BE: how many invocations of handler have status,
+                                          among those whose id falls in shard (of SHARDS)
     b"r" handler NUL since(u64 BE) id  -> b"": pending invocations, longest waiting first
                                           (`since` is when it became pending: its updated_at)
 Stores written before the index (or before its counts) are indexed on their first page or
 summary (`build`), marked done in `meta`.
+
+The counts are split in shards by invocation id: on PostgreSQL a count's row stays locked
+by the transaction that changed it until it commits, and one row per handler and status
+made every concurrent transaction touching that handler wait for the others (workers
+serialised on it). An invocation's changes always go to its own shard, so no shard goes
+below zero; `summary` adds the shards up.
 """
 
 from __future__ import annotations
 
 import heapq
+import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -55,8 +63,12 @@ def _tag_prefix(key: str, value: str) -> bytes:
     return b"t" + key.encode() + b"=" + value.encode("utf-8", "surrogatepass") + b"\x00"
 
 
-def _count_key(handler: str, status: str) -> bytes:
-    return b"c" + handler.encode("utf-8", "surrogatepass") + b"\x00" + status.encode()
+SHARDS = 16
+
+
+def _count_key(handler: str, status: str, id_bytes: bytes) -> bytes:
+    shard = zlib.crc32(id_bytes) % SHARDS
+    return b"c" + handler.encode("utf-8", "surrogatepass") + b"\x00" + status.encode() + b"\x00" + bytes((shard,))
 
 
 def _runnable_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
@@ -64,8 +76,8 @@ def _runnable_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
             + max(0, min(record.updated_at, _TOP)).to_bytes(8, "big") + id_bytes)
 
 
-def _count(txn: Txn, handler: str, status: str, delta: int) -> None:
-    key = _count_key(handler, status)
+def _count(txn: Txn, handler: str, status: str, delta: int, id_bytes: bytes) -> None:
+    key = _count_key(handler, status, id_bytes)
     raw = txn.get("listing", key)
     n = (0 if raw is None else int.from_bytes(raw, "big")) + delta
     if n > 0:
@@ -80,13 +92,13 @@ def moved(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: InvocationRe
     status, its place among the runnable, its tags). Its status key is `_put_record`'s."""
     if old is None:
         put_all(txn, id_bytes, record)
-        _count(txn, record.handler, record.status.value, 1)
+        _count(txn, record.handler, record.status.value, 1, id_bytes)
         if record.status is Status.PENDING:
             txn.put("listing", _runnable_key(record, id_bytes), b"")
         return
     if old.status != record.status:
-        _count(txn, old.handler, old.status.value, -1)
-        _count(txn, record.handler, record.status.value, 1)
+        _count(txn, old.handler, old.status.value, -1, id_bytes)
+        _count(txn, record.handler, record.status.value, 1, id_bytes)
     was = _runnable_key(old, id_bytes) if old.status is Status.PENDING else None
     now = _runnable_key(record, id_bytes) if record.status is Status.PENDING else None
     if was != now:
@@ -109,8 +121,9 @@ def summary(txn: Txn) -> list[HandlerSummary]:
     from the counts and the first runnable key of each handler, never from the records."""
     found: dict[str, dict[str, int]] = {}
     for key, value in txn.scan("listing", b"c"):
-        name, _, status = bytes(key[1:]).rpartition(b"\x00")
-        found.setdefault(name.decode("utf-8", "surrogatepass"), {})[status.decode()] = int.from_bytes(value, "big")
+        name, _, status = bytes(key[1:-2]).rpartition(b"\x00")  # (the last two: NUL and the shard)
+        by_status = found.setdefault(name.decode("utf-8", "surrogatepass"), {})
+        by_status[status.decode()] = by_status.get(status.decode(), 0) + int.from_bytes(value, "big")
     out = []
     for handler, counts in sorted(found.items()):
         oldest = None
@@ -138,7 +151,7 @@ def delete_all(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:
     for prefix in _prefixes(record):
         txn.delete("listing", prefix + suffix)
     txn.delete("listing", status_key(record, id_bytes))
-    _count(txn, record.handler, record.status.value, -1)
+    _count(txn, record.handler, record.status.value, -1, id_bytes)
     if record.status is Status.PENDING:
         txn.delete("listing", _runnable_key(record, id_bytes))
 
