@@ -164,6 +164,10 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 @click.option("--key", metavar="KEY",
               help="The thread it belongs to: invocations of a key run one at a time and share ctx.state.")
 @db_option
+@click.option("--limit", "limits", metavar="NAME", multiple=True,
+              help="A limit it holds a unit of while it runs (repeatable; journal limit set NAME ...).")
+@click.option("--priority", type=int, default=0, show_default=True,
+              help="Its place in a limit's line: higher first, then the oldest.")
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="sync: fsync every step; async: fsync within 100 ms; exit: write when the run ends.")
 @click.option("--progress/--no-progress", default=None,
@@ -171,7 +175,8 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 @json_option
 @edge
 def run(target: str, input_json: str | None, input_file: str | None, invocation_id: str | None, key: str | None,
-        db: str | None, durability: str, progress: bool | None, as_json: bool) -> None:
+        limits: tuple[str, ...], priority: int, db: str | None, durability: str, progress: bool | None,
+        as_json: bool) -> None:
     """Run a handler as a new durable invocation (or attach to --id).
 
     TARGET is path/to/file.py:function or package.module:function, an `async def`
@@ -204,6 +209,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
     async def work(engine: Engine) -> Outcome:
         try:
             return await engine.run(fn, value, id=invocation_id, key=key, lax_input=True, started=begun,
+                                    limit=list(limits) or None, priority=priority,
                                     queued=lambda head: _announce(chosen[0])(head))
         except (ValueError, UnencodableValue, RecursionError) as exc:
             if chosen:  # not the input: it was recorded

@@ -77,11 +77,15 @@ def stop_waiting(store: Store | None) -> None:
               help="Read the input JSON from a file (`-` reads stdin).")
 @click.option("--id", "invocation_id", metavar="ID", help="The invocation id (default: a new random one).")
 @click.option("--key", metavar="KEY", help="The thread it belongs to (invocations of a key run one at a time).")
+@click.option("--limit", "limits", metavar="NAME", multiple=True,
+              help="A limit it holds a unit of while it runs (repeatable; journal limit set NAME ...).")
+@click.option("--priority", type=int, default=0, show_default=True,
+              help="Its place in a limit's line: higher first, then the oldest.")
 @db_option
 @json_option
 @edge
 def start(handler: str, input_json: str | None, input_file: str | None, invocation_id: str | None,
-          key: str | None, db: str | None, as_json: bool) -> None:
+          key: str | None, limits: tuple[str, ...], priority: int, db: str | None, as_json: bool) -> None:
     """Record a pending invocation and print its id, without running it.
 
     A worker runs it: `journal worker` on LMDB, or on PostgreSQL a worker given
@@ -94,6 +98,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
 
     \b
         journal start summarize --input '{"url": "https://example.com"}' --db postgresql:///jobs
+        journal start agent.py:agent --input '"q"' --limit openai --priority 5
     """
     importable_cwd()
     value, _ = read_input(input_json, input_file)
@@ -104,7 +109,8 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
     async def main() -> Any:
         async with Engine.open(path) as engine:
             try:
-                return await engine.start(target, value, id=invocation_id, key=key, lax_input=True)
+                return await engine.start(target, value, id=invocation_id, key=key, lax_input=True,
+                                          limit=list(limits) or None, priority=priority)
             except (ValueError, UnencodableValue, RecursionError) as exc:
                 raise fail(f"bad input: {exc}") from None
 

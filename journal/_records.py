@@ -62,6 +62,8 @@ class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
     waiting_any: list[str] = []  # more promise names that wake it (a select over several)
     cancel_rollback: bool = False  # the cancel asks to undo its state changes (stays once asked)
     promise_types: list[PromiseType] = []  # the types its current wait accepts (typed promises only)
+    priority: int = 0  # higher is served first in a limit's line (then the oldest)
+    limits: list[str] = []  # limits it holds a unit of while it runs (`journal start --limit`)
 
     @property
     def finished(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid as _uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -39,6 +39,7 @@ from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
 from ._handlers import is_handler_name, load_handler, load_recorded, prepare_input, register
+from ._limits._limiter import Limiter, limit_names
 from ._outcome import Event, Outcome
 from ._requests import check_rollback, refuse_child_promise, refuse_unknown_promise, waiting_for
 from ._step_threads import DEFAULT_LIMIT as DEFAULT_STEP_THREADS
@@ -50,6 +51,8 @@ from .hooks import Observer, Observers, default_observers
 
 if TYPE_CHECKING:
     from journal import Chunk
+
+    from ._limits._admin import Limits
 
 T = TypeVar("T")
 
@@ -90,12 +93,22 @@ class Engine:
         self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         # Told of attempts, steps and parked invocations (runtime.hooks); OpenTelemetry's by default.
         self.observers = Observers(default_observers() if observers is None else observers)
+        self._limiter = Limiter(store, self.owner)  # opens the store's limits on first use only
         self._executor = Executor(Settings(
             committer=self.committer, owner=self.owner, lease_ttl=lease_ttl, inline_sleep_limit=inline_sleep_limit,
             always_replay=always_replay, handler_for=self.handler_for, observers=self.observers,
-            poll_interval=poll_interval, threads=StepThreads(step_threads)))
+            poll_interval=poll_interval, threads=StepThreads(step_threads), limiter=self._limiter))
         self._running = self._executor.running  # executing in this process right now
         self._worker = Worker(self._executor, self.handlers, poll_interval)
+
+    @property
+    def limits(self) -> Limits:
+        """The store's limits, which every process sharing the store obeys (`runtime/_limits/`):
+        `await engine.limits.set("openai", concurrency=4, rate="500/m", tokens="200000/m")`,
+        `await engine.limits.ls()`, `await engine.limits.remove("openai")`."""
+        from ._limits._admin import Limits
+
+        return Limits(self._limiter)
 
     def observe(self, observer: Observer) -> None:
         """Tell `observer` what happens to the invocations this engine runs from now on (runtime.hooks)."""
@@ -140,16 +153,21 @@ class Engine:
         return register(fn)
 
     async def start(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
-                    key: str | None = None, lax_input: bool = False) -> InvocationRecord:
+                    key: str | None = None, lax_input: bool = False, priority: int = 0,
+                    limit: str | Sequence[str] | None = None) -> InvocationRecord:
         """Create the invocation (idempotent by id) without running it. Returns its record.
 
         `handler` is a function, a TARGET path, or a NAME: a name this engine was given in
-        `handlers`, or one recorded as is (its input unchecked) for a worker that has it."""
-        record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input)
+        `handlers`, or one recorded as is (its input unchecked) for a worker that has it.
+        `limit` names limits it holds a unit of while it runs (a worker claims it only when one
+        is free, by `priority`, higher first, then age)."""
+        record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input, priority=priority,
+                                      limit=limit)
         return record
 
     async def _start(self, handler: Callable[..., Any] | str, input: Any, *, id: str | None, key: str | None,
-                     lax_input: bool, lease: bool = False) -> tuple[InvocationRecord, Fresh | None]:
+                     lax_input: bool, lease: bool = False, priority: int = 0,
+                     limit: str | Sequence[str] | None = None) -> tuple[InvocationRecord, Fresh | None]:
         """`start`, and what the invocation's journal is if this call created it.
 
         With `lease`, a local store also leases the invocation it creates to this engine, in
@@ -170,6 +188,10 @@ class Engine:
         at = now_us()
         input_digest = digest(bytes(raw))
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
+        if priority or limit is not None:
+            if not isinstance(priority, int) or isinstance(priority, bool):
+                raise TypeError(f"priority= takes an integer (higher runs first), got {priority!r}")
+            record.priority, record.limits = priority, list(limit_names(limit))
         trace = self.observers.trace_context(invocation_id, path)
         entry = Started(path, raw, at, key, input_digest, None, trace)
         started = encode_entry(entry, self.store.max_entry_bytes)
@@ -199,17 +221,20 @@ class Engine:
 
     @overload
     async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False,
+                  key: str | None = None, lax_input: bool = False, priority: int = 0,
+                  limit: str | Sequence[str] | None = None,
                   started: Callable[[InvocationRecord], None] | None = None,
                   queued: Callable[[InvocationRecord], None] | None = None) -> Outcome[T]: ...
     @overload
     async def run(self, handler: str, input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False,
+                  key: str | None = None, lax_input: bool = False, priority: int = 0,
+                  limit: str | Sequence[str] | None = None,
                   started: Callable[[InvocationRecord], None] | None = None,
                   queued: Callable[[InvocationRecord], None] | None = None) -> Outcome: ...
 
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False,
+                  key: str | None = None, lax_input: bool = False, priority: int = 0,
+                  limit: str | Sequence[str] | None = None,
                   started: Callable[[InvocationRecord], None] | None = None,
                   queued: Callable[[InvocationRecord], None] | None = None) -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges.
@@ -221,7 +246,8 @@ class Engine:
         to run it), waiting would never end: the outcome is this one `pending`, waiting on
         `turn:ID`. `started` is told the record once the invocation exists (created or found).
         """
-        record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True)
+        record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True,
+                                          priority=priority, limit=limit)
         if started is not None:
             started(record)
         fn = self.handler_for(record.handler)  # (the same as `_start`'s when it leased the invocation)

@@ -29,6 +29,8 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[str | None, Meta(description="default: a new one; the same id and input again is not a new run")] = None
     key: str | None = None
     durability: Literal["sync", "async", "exit"] | None = None
+    limit: Annotated[str | list[str] | None, Meta(description="limits it holds a unit of while it runs")] = None
+    priority: Annotated[int, Meta(description="its place in a limit's line: higher first, then the oldest")] = 0
 
 
 class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -60,6 +62,22 @@ class ForkRequest(msgspec.Struct, forbid_unknown_fields=True):
                                                        "(as a decimal string)")] = msgspec.field(
         default_factory=dict, name="set")
     new_id: Annotated[str | None, Meta(description="default: ID-fork-<6 hex digits>")] = None
+
+
+class LimitWindow(msgspec.Struct, forbid_unknown_fields=True):
+    """At most `limit` in every window of `period` seconds (a sliding window)."""
+
+    limit: Annotated[int, Meta(ge=1)]
+    period: Annotated[float, Meta(gt=0, description="seconds")]
+
+
+class LimitRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`PUT /limits/{name}`: the rule of a name (or of every PREFIX:<anything> for PREFIX:*), replacing
+    the one it had. At least one of the three. A window may also be written "N/PERIOD" ("500/m")."""
+
+    concurrency: Annotated[int, Meta(ge=1)] | None = None
+    rate: LimitWindow | str | None = None
+    tokens: LimitWindow | str | None = None
 
 
 # -- answers --------------------------------------------------------------------------------------
@@ -151,7 +169,7 @@ class Page(msgspec.Struct):
 class WaitingOn(msgspec.Struct):
     """One thing a suspended or pending invocation waits for."""
 
-    kind: Literal["promise", "timer", "child", "turn", "handler"]
+    kind: Literal["promise", "timer", "child", "turn", "handler", "limit"]
     name: str | UnsetType = UNSET
     until: _Time | UnsetType = UNSET
     id: str | UnsetType = UNSET
@@ -221,10 +239,27 @@ class KeyState(msgspec.Struct):
     queue: list[str]
 
 
+class Limit(msgspec.Struct):
+    """One limit, as `journal limit ls --json` shows it."""
+
+    name: str
+    concurrency: int | None
+    rate: LimitWindow | None
+    tokens: LimitWindow | None
+    in_use: int
+    waiting: int
+    tokens_used: Annotated[int, Meta(description="tokens counted in the current window of its tokens rule")]
+    paused_until: Annotated[_Time | None, Meta(description="a provider pushed back: nothing is granted before then")]
+
+
+class Limits(msgspec.Struct):
+    limits: list[Limit]
+
+
 class Health(msgspec.Struct):
     status: Literal["ok"]
     workers: int
 
 
-REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest)
-ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health)
+REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, LimitRequest)
+ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Limit, Limits)

@@ -71,6 +71,7 @@ from ._urls import redact_url
 if TYPE_CHECKING:
     import asyncio
 
+    from ._limits import PostgresLimits
     from ._live import PostgresChannel
     from ._loop import LoopWriter
 
@@ -118,6 +119,7 @@ class PostgresStore(PostgresTables, KVStore):
         self._lives = OwnerSession(self._connector)
         self._aio: LoopWriter | None = None  # the connection of `apply_async`
         self._live: PostgresChannel | None = None
+        self._limits: PostgresLimits | None = None
         try:
             self._create_schema()
         except BaseException:
@@ -544,12 +546,22 @@ class PostgresStore(PostgresTables, KVStore):
                 self._live = PostgresChannel(lambda: self._connector.open("live").conn)
             return self._live
 
+    def limits(self) -> PostgresLimits:
+        with self._read_lock:
+            if self._limits is None:
+                from ._limits import PostgresLimits  # (a store that limits nothing imports nothing of it)
+
+                self._limits = PostgresLimits(self)
+            return self._limits
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         if self._live is not None:
             self._live.close()
+        if self._limits is not None:
+            self._limits.close()
         self._connector.close()  # calls waiting for the server stop waiting
         self._drop_loop_writer()
         for session in (self._writer, self._reader, self._lives.session, self._listener):

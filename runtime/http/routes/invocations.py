@@ -50,10 +50,11 @@ async def start(request: Request) -> Response:
         return _conflict(existing, f"invocation {body.id!r} exists for handler {existing.handler!r}, "
                          f"not {body.handler!r}; choose another id")
     try:
-        record = await s.engine.start(body.handler, body.input, id=body.id, key=body.key, lax_input=True)
+        record = await s.engine.start(body.handler, body.input, id=body.id, key=body.key, lax_input=True,
+                                      limit=body.limit, priority=body.priority)
     except InvocationConflict as exc:
         return _conflict(await s.read(s.store.get, body.id), str(exc))
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise ApiError(422, "InvalidInput", str(exc)) from None
     return JSONResponse(Started(record.id, record.status), status_code=200 if existing is not None else 201)
 
