@@ -39,6 +39,7 @@ from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
 from ._handlers import is_handler_name, load_handler, load_recorded, prepare_input, register
+from ._limits._budget import Budgets
 from ._limits._limiter import Limiter, limit_names
 from ._outcome import Event, Outcome
 from ._requests import check_rollback, refuse_child_promise, refuse_unknown_promise, waiting_for
@@ -94,10 +95,12 @@ class Engine:
         # Told of attempts, steps and parked invocations (runtime.hooks); OpenTelemetry's by default.
         self.observers = Observers(default_observers() if observers is None else observers)
         self._limiter = Limiter(store, self.owner)  # opens the store's limits on first use only
+        self._budgets = Budgets(store)
         self._executor = Executor(Settings(
             committer=self.committer, owner=self.owner, lease_ttl=lease_ttl, inline_sleep_limit=inline_sleep_limit,
             always_replay=always_replay, handler_for=self.handler_for, observers=self.observers,
-            poll_interval=poll_interval, threads=StepThreads(step_threads), limiter=self._limiter))
+            poll_interval=poll_interval, threads=StepThreads(step_threads), limiter=self._limiter,
+            budgets=self._budgets))
         self._running = self._executor.running  # executing in this process right now
         self._worker = Worker(self._executor, self.handlers, poll_interval)
 
@@ -109,6 +112,13 @@ class Engine:
         from ._limits._admin import Limits
 
         return Limits(self._limiter)
+
+    @property
+    def budgets(self) -> Budgets:
+        """The store's budgets, charged with what steps report (`current_step().used(...)`):
+        `await engine.budgets.set("handler:agent", tokens=10_000, per="run")`, `.ls()`,
+        `.remove(scope)`. A spent budget suspends the invocation on the promise `budget:SCOPE`."""
+        return self._budgets
 
     def observe(self, observer: Observer) -> None:
         """Tell `observer` what happens to the invocations this engine runs from now on (runtime.hooks)."""

@@ -60,6 +60,7 @@ from ._guard import _handler_scope
 from ._handlers import NO_INPUT, decode_input, prepare_input
 from ._invocation import InvocationContext
 from ._leases import Leases
+from ._limits._budget import budget_scopes
 from ._machine import Ending
 from ._outcome import Outcome
 from ._replayer import Replayer
@@ -83,6 +84,7 @@ class Settings:
     observers: Observers
     poll_interval: float
     threads: StepThreads  # where plain step functions run
+    budgets: Any = None  # the engine's `runtime/_limits/_budget.py::Budgets`: live steps are charged to them
     limiter: Any = None  # the engine's `runtime/_limits/_limiter.py::Limiter`: steps under `limit=` take units through it
 
 
@@ -221,6 +223,8 @@ class Executor:
             ctx.state.preload(await self._read(self.store.state, started.key))
         ctx.on_step = settings.observers.step_reporter(invocation_id)
         ctx.limiter = settings.limiter
+        ctx.budgets = settings.budgets
+        ctx.budget_scopes = budget_scopes(record, started.key)
         if record.cancel_requested:
             ctx.request_cancel("cancel requested")
         ctx.machine.rollback = record.cancel_rollback

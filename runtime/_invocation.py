@@ -119,6 +119,8 @@ class InvocationContext(Composition, Context):
         self._emitter: Emitter | None = None  # made by the first chunk a step emits (`emit_chunk`)
         self.limiter: Any = None  # the engine's `runtime/_limits/_limiter.py::Limiter` (steps under `limit=`)
         self.priority = 0  # the invocation's, for its place in a limit's line
+        self.budgets: Any = None  # the engine's `runtime/_limits/_budget.py::Budgets` (looked at before live steps)
+        self.budget_scopes: tuple[str, ...] = ()  # what budgets may cover it: handler:, key:, tag:, its limits
 
     # -- identity and sync operations -----------------------------------------------------
 
@@ -182,6 +184,9 @@ class InvocationContext(Composition, Context):
             fn = self._threads.wrap(fn)
         if limit is not None:  # acquired around each attempt, after the replay check: a replayed step takes nothing
             fn = self._limited(name, fn, limit, tokens)
+        budgets = self.budgets
+        if budgets is not None and (budgets.stale() or budgets.any):  # after the replay check too
+            fn = await self._budgeted(seq, fn, limit)
         if self.wrap_step is not None:
             fn = self.wrap_step(fn)
         started = time.perf_counter() if self.on_step is not None else 0.0
@@ -249,6 +254,32 @@ class InvocationContext(Composition, Context):
         if self.limiter is None:
             raise TypeError(f"ctx.run({name!r}, ..., limit=...) needs an engine's context; this one has no limits")
         return limited(fn, self.limiter, names, tokens or 0, self._id, self.priority)
+
+    async def _budgeted(self, seq: int, fn: Callable[..., Any], limit: str | Sequence[str] | None,
+                        ) -> Callable[..., Any]:
+        """`fn` charged to the budgets covering the step, once none of them is spent; a spent one
+        suspends the invocation on its promise `budget:SCOPE` instead (runtime/_limits/_budget.py)."""
+        from ._limits._budget import BudgetIncrease, BudgetRejected, Budgets, BudgetSpent
+        from ._limits._limiter import limit_names
+
+        budgets: Budgets = self.budgets
+        await budgets.rules()
+        covering = budgets.covering(self.budget_scopes + limit_names(limit))
+        if not covering:
+            return fn
+        try:
+            await budgets.gate(self._id, covering, self._resolution)
+        except BudgetSpent as spent:
+            await self._quiesce()
+            await self._flush_pending()
+            typed = promise_type(spent.promise, BudgetIncrease)
+            raise Suspend(waiting=spent.promise, types=(typed,) if typed is not None else ()) from None
+        except BudgetRejected as exc:
+            raise TerminalError(str(exc)) from None
+        return budgets.charged(fn, self._id, seq, covering)
+
+    async def _resolution(self, name: str) -> Any:
+        return await self._committer.read(self._store.resolution, self._id, name)
 
     async def sleep(self, seconds: float) -> None:
         seq, prev, recorded = await self._claim(Sleep)

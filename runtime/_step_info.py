@@ -87,13 +87,16 @@ class StepInfo(NamedTuple):
 class Usage:
     """What one attempt of a step reported using (`StepInfo.used`)."""
 
-    __slots__ = ("tokens", "cost")
+    __slots__ = ("tokens", "cost", "parent")
 
-    def __init__(self) -> None:
+    def __init__(self, parent: Usage | None = None) -> None:
         self.tokens: int | None = None
         self.cost: float | None = None
+        self.parent = parent  # who counts it too (a budget's charge around a limit's settling)
 
     def add(self, tokens: int | None, cost: float | None) -> None:
+        if self.parent is not None:
+            self.parent.add(tokens, cost)
         if tokens is not None:
             self.tokens = (self.tokens or 0) + tokens
         if cost is not None:

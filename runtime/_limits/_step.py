@@ -25,7 +25,7 @@ def limited(fn: Callable[..., Any], limiter: Any, names: tuple[str, ...], tokens
         pushbacks = 0
         while True:
             hid = await limiter.acquire(names, tokens=tokens, priority=priority, label=label)
-            usage = Usage()
+            usage = Usage(parent=_usage.get())  # a budget counts it too
             token = _usage.set(usage)
             try:
                 value = fn(*args, **kwargs)
