@@ -12,6 +12,8 @@ from journal import Status
 from .models import (
     ANSWERS,
     REQUESTS,
+    Backfilled,
+    BackfillRequest,
     CancelRequest,
     Entries,
     Error,
@@ -21,11 +23,16 @@ from .models import (
     Invocation,
     KeyState,
     Page,
+    PauseRequest,
     PromiseRequest,
     Result,
     RetryRequest,
+    Schedule,
+    ScheduleRequest,
+    Schedules,
     Started,
     StartRequest,
+    Triggered,
 )
 
 _TEMPLATE = "#/components/schemas/{name}"
@@ -56,6 +63,7 @@ def _errors(*codes: int) -> dict[str, Any]:
 
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
 _, _SCHEMAS = msgspec.json.schema_components(REQUESTS + ANSWERS, ref_template=_TEMPLATE)
 
 OPENAPI: dict[str, Any] = {
@@ -134,6 +142,30 @@ OPENAPI: dict[str, Any] = {
             "summary": "A key's durable state and the queue of its unfinished invocations",
             "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
             "responses": {"200": _json(_ref(KeyState), "the state"), **_errors(400, 401)}}},
+        "/schedules": {"get": {"summary": "Every schedule", "responses": {
+            "200": _json(_ref(Schedules), "the schedules"), **_errors(401)}}},
+        "/schedules/{name}": {
+            "get": {"summary": "One schedule: its rule, next run, last runs and skipped ticks", "parameters": [_NAME],
+                    "responses": {"200": _json(_ref(Schedule), "the schedule"), **_errors(401, 404)}},
+            "put": {"summary": "Add a schedule, or change the one of that name", "parameters": [_NAME],
+                    "requestBody": _body(ScheduleRequest, required=True),
+                    "responses": {"201": _json(_ref(Schedule), "added"), "200": _json(_ref(Schedule), "changed"),
+                                  **_errors(400, 401, 403, 413, 422)}},
+            "delete": {"summary": "Remove a schedule (its invocations stay)", "parameters": [_NAME],
+                       "responses": {"204": {"description": "removed"}, **_errors(401, 403, 404)}}},
+        "/schedules/{name}/pause": {"post": {
+            "summary": "Stop firing it, with a note", "parameters": [_NAME], "requestBody": _body(PauseRequest),
+            "responses": {"200": _json(_ref(Schedule), "paused"), **_errors(400, 401, 403, 404, 413, 422)}}},
+        "/schedules/{name}/resume": {"post": {
+            "summary": "Fire it again", "parameters": [_NAME],
+            "responses": {"200": _json(_ref(Schedule), "resumed"), **_errors(400, 401, 403, 404, 413)}}},
+        "/schedules/{name}/trigger": {"post": {
+            "summary": "Start one run now", "parameters": [_NAME],
+            "responses": {"202": _json(_ref(Triggered), "started"), **_errors(400, 401, 403, 404, 413)}}},
+        "/schedules/{name}/backfill": {"post": {
+            "summary": "Start the ticks of [from, to) not started yet", "parameters": [_NAME],
+            "requestBody": _body(BackfillRequest, required=True),
+            "responses": {"202": _json(_ref(Backfilled), "the ticks"), **_errors(400, 401, 403, 404, 413, 422)}}},
         "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json(_ref(Health), "serving"),
                                                                   **_errors()}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "")}}},
