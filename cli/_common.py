@@ -22,6 +22,7 @@ from journal.errors import (
     InvocationConflict,
     InvocationNotFound,
     JournalError,
+    KeyBusy,
     LeaseLost,
     PromiseConflict,
     PromiseNotFound,
@@ -37,7 +38,7 @@ T = TypeVar("T")
 # Exit codes (DESIGN.md, "The command line").
 OK, FAILED, USAGE, SUSPENDED, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4, 130
 
-_USAGE_ERRORS = (InvocationNotFound, InvocationConflict, InvocationBusy, PromiseConflict, PromiseNotFound,
+_USAGE_ERRORS = (InvocationNotFound, InvocationConflict, InvocationBusy, KeyBusy, PromiseConflict, PromiseNotFound,
                  PromiseValueRefused, StoreError, ValueError)
 
 

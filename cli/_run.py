@@ -41,6 +41,7 @@ from ._common import (
 )
 from ._handlers import Spec, handler_option, importable_cwd, load
 from ._report import Progress, disk_full_help, interrupted_help, outcome_json, queued_exit, report
+from ._start_options import start_kwargs, start_options
 from ._thread_view import unblock_hint
 
 # -- pieces ----------------------------------------------------------------------------------------
@@ -163,11 +164,10 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
               help="The invocation id (default: a new random one). Running an existing id attaches to it.")
 @click.option("--key", metavar="KEY",
               help="The thread it belongs to: invocations of a key run one at a time and share ctx.state.")
+@start_options
 @db_option
 @click.option("--limit", "limits", metavar="NAME", multiple=True,
               help="A limit it holds a unit of while it runs (repeatable; journal limit set NAME ...).")
-@click.option("--priority", type=int, default=0, show_default=True,
-              help="Its place in a limit's line: higher first, then the oldest.")
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="sync: fsync every step; async: fsync within 100 ms; exit: write when the run ends.")
 @click.option("--progress/--no-progress", default=None,
@@ -175,8 +175,9 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 @json_option
 @edge
 def run(target: str, input_json: str | None, input_file: str | None, invocation_id: str | None, key: str | None,
-        limits: tuple[str, ...], priority: int, db: str | None, durability: str, progress: bool | None,
-        as_json: bool) -> None:
+        limits: tuple[str, ...], priority: int, delay_text: str | None, at_text: str | None,
+        debounce_text: str | None, debounce_max_text: str | None, if_busy: str, db: str | None, durability: str,
+        progress: bool | None, as_json: bool) -> None:
     """Run a handler as a new durable invocation (or attach to --id).
 
     TARGET is path/to/file.py:function or package.module:function, an `async def`
@@ -188,6 +189,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
     \b
         journal run examples/research.py:research --input '{"question": "Why LMDB?"}'
     """
+    options = start_kwargs(priority, delay_text, at_text, debounce_text, debounce_max_text, if_busy)
     fn = load(target)
     value, given = read_input(input_json, input_file)
     show = sys.stderr.isatty() if progress is None else progress
@@ -209,8 +211,8 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
     async def work(engine: Engine) -> Outcome:
         try:
             return await engine.run(fn, value, id=invocation_id, key=key, lax_input=True, started=begun,
-                                    limit=list(limits) or None, priority=priority,
-                                    queued=lambda head: _announce(chosen[0])(head))
+                                    limit=list(limits) or None,
+                                    queued=lambda head: _announce(chosen[0])(head), **options)
         except (ValueError, UnencodableValue, RecursionError) as exc:
             if chosen:  # not the input: it was recorded
                 raise

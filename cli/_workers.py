@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from journal import Capability, Store, UnencodableValue, open_store
+from journal import Capability, Store, UnencodableValue, iso_from_us, open_store
 from journal.backends import describe
 from journal.errors import DiskFull
 from runtime import Engine, is_handler_name
@@ -39,6 +39,7 @@ from ._common import (
 from ._handlers import Spec, handler_option, importable_cwd, load, load_handlers
 from ._report import Progress
 from ._run import read_input
+from ._start_options import start_kwargs, start_options
 
 # How long a long-running command, once asked to stop, still waits for a database that is
 # away, to give its invocations back (their leases run out by themselves otherwise).
@@ -79,13 +80,14 @@ def stop_waiting(store: Store | None) -> None:
 @click.option("--key", metavar="KEY", help="The thread it belongs to (invocations of a key run one at a time).")
 @click.option("--limit", "limits", metavar="NAME", multiple=True,
               help="A limit it holds a unit of while it runs (repeatable; journal limit set NAME ...).")
-@click.option("--priority", type=int, default=0, show_default=True,
-              help="Its place in a limit's line: higher first, then the oldest.")
+@start_options
 @db_option
 @json_option
 @edge
 def start(handler: str, input_json: str | None, input_file: str | None, invocation_id: str | None,
-          key: str | None, limits: tuple[str, ...], priority: int, db: str | None, as_json: bool) -> None:
+          key: str | None, limits: tuple[str, ...], priority: int, delay_text: str | None, at_text: str | None,
+          debounce_text: str | None, debounce_max_text: str | None, if_busy: str, db: str | None,
+          as_json: bool) -> None:
     """Record a pending invocation and print its id, without running it.
 
     A worker runs it: `journal worker` on LMDB, or on PostgreSQL a worker given
@@ -98,9 +100,11 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
 
     \b
         journal start summarize --input '{"url": "https://example.com"}' --db postgresql:///jobs
+        journal start summarize --input '{"url": "https://example.com"}' --priority 10 --delay 5m
         journal start agent.py:agent --input '"q"' --limit openai --priority 5
     """
     importable_cwd()
+    options = start_kwargs(priority, delay_text, at_text, debounce_text, debounce_max_text, if_busy)
     value, _ = read_input(input_json, input_file)
     path = store_path(db)
     warn_store(path)
@@ -110,7 +114,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
         async with Engine.open(path) as engine:
             try:
                 return await engine.start(target, value, id=invocation_id, key=key, lax_input=True,
-                                          limit=list(limits) or None, priority=priority)
+                                          limit=list(limits) or None, **options)
             except (ValueError, UnencodableValue, RecursionError) as exc:
                 raise fail(f"bad input: {exc}") from None
 
@@ -118,7 +122,8 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
     if interrupted:
         raise Exit(INTERRUPTED, "interrupted")
     if as_json:
-        click.echo(render.to_json({"id": record.id, "status": record.status.value, "handler": record.handler}))
+        click.echo(render.to_json({"id": record.id, "status": record.status.value, "handler": record.handler,
+                                   "priority": record.priority, "start_at": iso_from_us(record.start_at)}))
     else:
         out(record.id)
 

@@ -54,11 +54,17 @@ from ._listing import Page as Page
 from ._listing import Query as Query
 from ._records import FINISHED as FINISHED
 from ._records import HOST as HOST
+from ._records import PRIORITY_MAX as PRIORITY_MAX
+from ._records import PRIORITY_MIN as PRIORITY_MIN
 from ._records import InvocationRecord as InvocationRecord
 from ._records import Lease as Lease
 from ._records import PromiseType as PromiseType
 from ._records import Resolution as Resolution
 from ._records import Status as Status
+from ._schedules import OVERLAPS as OVERLAPS
+from ._schedules import RECENT_KEPT as RECENT_KEPT
+from ._schedules import Fired as Fired
+from ._schedules import ScheduleRecord as ScheduleRecord
 from ._schema import check as check_schema
 from ._schema import example as schema_example
 from ._schema import promise_type as promise_type
@@ -112,7 +118,8 @@ __all__ = (
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables", "Frame", "PromiseType", "check_schema",
     "schema_example", "promise_type",
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
-    "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent",
+    "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent", "PRIORITY_MAX", "PRIORITY_MIN",
+    "Fired", "ScheduleRecord", "OVERLAPS", "RECENT_KEPT",
 )
 
 # Imported on first use: the append path brings in anyio and asyncio, which reading a

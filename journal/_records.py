@@ -36,6 +36,9 @@ class Status(str, enum.Enum):
 # The name leases record as their owner's host: an owner on this host can be checked by pid.
 HOST = socket.gethostname()
 
+# An invocation's priority is bounded so that the run queue's key stays a u64 whatever the sign.
+PRIORITY_MIN, PRIORITY_MAX = -(1 << 31), (1 << 31) - 1
+
 FINISHED = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
 
 
@@ -62,7 +65,11 @@ class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
     waiting_any: list[str] = []  # more promise names that wake it (a select over several)
     cancel_rollback: bool = False  # the cancel asks to undo its state changes (stays once asked)
     promise_types: list[PromiseType] = []  # the types its current wait accepts (typed promises only)
-    priority: int = 0  # higher is served first in a limit's line (then the oldest)
+    # Higher first, then the oldest: the order runnable invocations are claimed in, and the
+    # place in a limit's line.
+    priority: int = 0
+    start_at: int | None = None  # a delayed start: pending, but not run before then (µs)
+    tags: dict[str, str] = {}
     limits: list[str] = []  # limits it holds a unit of while it runs (`journal start --limit`)
 
     @property

@@ -26,6 +26,7 @@ import msgspec
 from ._entries import ErrorInfo
 from ._listing import Page, Query
 from ._records import InvocationRecord, Lease, PromiseType, Resolution, Status
+from ._schedules import ScheduleRecord
 
 if TYPE_CHECKING:
     from ._live import LiveChannel
@@ -169,6 +170,10 @@ class Create(msgspec.Struct, gc=False):
     record: InvocationRecord
     started: bytes
     lease: Acquire | None = None
+    # What to do when the record's key has an unfinished turn (running, suspended or queued):
+    # "enqueue" behind it, "reject" (KeyBusy), "interrupt" (ask each to cancel, then queue:
+    # this one runs next), "rollback" (the same, asking each to undo its state changes too).
+    if_busy: str = "enqueue"
 
 
 Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue | Create
@@ -237,6 +242,41 @@ class Store(Protocol):
     def resolution(self, invocation_id: str, name: str) -> Resolution | None: ...
 
     def due_timers(self, now_us: int) -> builtins.list[str]: ...
+
+    def debounce(self, record: InvocationRecord, started: bytes, wait_us: int,
+                 max_us: int | None) -> tuple[InvocationRecord, bool]:
+        """Start `record` (pending, keyed) debounced, in one transaction: if a debounced start
+        of the same handler and key is still waiting to begin, it takes `started`'s input and
+        its start moves to `wait_us` after `record.created_at` (never more than `max_us` after
+        the first start of the burst), and that record comes back with False; otherwise
+        `record` is created to start `wait_us` from then, with True."""
+        ...
+
+    def schedules(self) -> builtins.list[ScheduleRecord]:
+        """Every schedule in the store, by name."""
+        ...
+
+    def schedule(self, name: str) -> ScheduleRecord | None: ...
+
+    def put_schedule(self, record: ScheduleRecord, *, replace: bool = False) -> ScheduleRecord:
+        """Add a schedule (an existing name is an error unless `replace`); the record stored."""
+        ...
+
+    def delete_schedule(self, name: str) -> bool: ...
+
+    def advance_schedule(self, record: ScheduleRecord, expected_version: int, creates: Sequence[Create],
+                         cancels: Sequence[str] = ()) -> bool:
+        """In one transaction, if the schedule is still at `expected_version`: create its ticks'
+        invocations (`Create` without a lease; idempotent by id), ask `cancels` to cancel,
+        and store `record` one version on. False, writing nothing, if another process moved
+        the schedule first: the ticks are then that process's."""
+        ...
+
+    def ready(self, limit: int | None = None) -> builtins.list[str]:
+        """Pending invocations that may start now (a delayed start is not among them until
+        it is due: `due_timers` has it), highest priority first, then oldest, read from an
+        index; at most `limit`."""
+        ...
 
     def cancel_requests_made(self) -> int:
         """How many cancel requests the store has recorded, ever (`Capability.CANCEL_COUNTER`)."""

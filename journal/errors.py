@@ -16,6 +16,7 @@
     ├── InvocationNotFound         no invocation has that id
     │   └── AmbiguousId            several invocations' ids start with the prefix given for one
     ├── InvocationConflict         the id exists with a different input
+    ├── KeyBusy                    a start with if_busy="reject" found its key's thread busy
     ├── PromiseConflict            the promise was already resolved with another value
     ├── PromiseNotFound            the invocation neither waits on nor has recorded that promise
     ├── PromiseValueRefused        the value does not fit the type the promise is awaited with
@@ -97,6 +98,16 @@ class AmbiguousId(InvocationNotFound, ValueError):
 
 class InvocationConflict(JournalError):
     """An invocation with this id exists and was started with a different input."""
+
+
+class KeyBusy(JournalError):
+    """A start asked to be refused while its key has an unfinished turn (`if_busy="reject"`):
+    `busy` names those turns, oldest first."""
+
+    def __init__(self, message: str, *, key: str = "", busy: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.key = key
+        self.busy = busy
 
 
 class PromiseConflict(JournalError):

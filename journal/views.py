@@ -17,6 +17,7 @@ from ._entries import Called, Entry, ErrorInfo, Failed, Frame, Started, kind_of,
 from ._fork import retries
 from ._listing import Damaged
 from ._records import InvocationRecord, Status
+from ._schedules import ScheduleRecord
 from ._schema import example
 from ._store import Store
 from ._time import iso_from_us, now_us
@@ -38,6 +39,9 @@ def record_json(record: InvocationRecord, entries: int, owner: dict[str, Any] | 
         "created_at": iso(record.created_at),
         "updated_at": iso(record.updated_at if updated_at is None else updated_at),
         "entries": entries,
+        "priority": record.priority,
+        "start_at": iso(record.start_at),
+        "tags": dict(record.tags),
     }
     if owner is not None:
         doc["owner"] = owner
@@ -174,6 +178,7 @@ def _invocation(store: Store, record: InvocationRecord, input_value: Any, childr
         "input": input_value,
         "result": decode_value(record.result) if record.status == Status.COMPLETED else None,
         "error": error, "waiting": record.waiting, "wake_at": iso(record.wake_at),
+        "priority": record.priority, "start_at": iso(record.start_at), "tags": dict(record.tags),
     }
     owner = owner_json(store, record)
     if owner is not None:
@@ -210,7 +215,7 @@ def waiting_on(record: InvocationRecord) -> list[dict[str, Any]]:
             out.append({"kind": kind, "id": rest})
         elif record.status == Status.SUSPENDED:
             out.append(promise_json(record, name))
-    if record.wake_at is not None and record.status == Status.SUSPENDED:
+    if record.wake_at is not None:  # a timer, or a delayed start (pending until then)
         out.append({"kind": "timer", "until": iso(record.wake_at)})
     return out
 
@@ -336,3 +341,23 @@ def forked_from(store: Store, record: InvocationRecord) -> str | None:
 __all__ = ("children_of", "corrupt_view", "damaged_json", "listed_json", "decoded", "detail", "entry_view", "error_json", "export", "forked_from",
            "frames_json", "invocation_json", "iso", "owner_json", "promise_json", "record_json", "result_json", "retries_json",
            "state_json", "updated_us", "waiting_on")
+
+
+def schedule_json(store: Store, schedule: ScheduleRecord) -> dict[str, Any]:
+    """A schedule as `journal schedule show --json`, `ls --json` and `GET /schedules` give it:
+    its definition, the next run (null while paused or once ended), the last runs with
+    their invocations' status (null once trimmed), and the ticks skipped."""
+    recent = []
+    for fired in schedule.recent:
+        record = store.get(fired.id)
+        recent.append({"at": iso(fired.at), "id": fired.id, "status": record.status.value if record else None})
+    return {
+        "name": schedule.name, "target": schedule.target, "cron": schedule.cron, "every": schedule.every,
+        "tz": schedule.tz, "overlap": schedule.overlap, "catch_up": schedule.catch_up, "jitter": schedule.jitter,
+        "key": schedule.key, "priority": schedule.priority, "limits": list(schedule.limits),
+        "start_at": iso(schedule.start_at), "end_at": iso(schedule.end_at),
+        "paused": schedule.paused, "note": schedule.note,
+        "next_run": None if schedule.paused else iso(schedule.next_tick),
+        "last_run": recent[0] if recent else None, "skipped": schedule.skipped,
+        "buffered": [iso(t) for t in schedule.buffered], "recent": recent,
+    }

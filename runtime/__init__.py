@@ -7,7 +7,7 @@ import typing
 
 __all__ = (
     "Cancelled", "Context", "DeterminismViolation", "Engine", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
-    "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "Outcome",
+    "InvocationNotFound", "JournalError", "KeyBusy", "LeaseLost", "NondeterminismError", "Outcome",
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
     "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RateLimited", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
     "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path",
@@ -29,7 +29,8 @@ _LAZY: dict[str, str] = {
 }
 _LAZY.update(dict.fromkeys((
     "Cancelled", "DeterminismViolation", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
-    "InvocationNotFound", "JournalError", "LeaseLost", "NondeterminismError", "PromiseConflict", "PromiseNotFound",
+    "InvocationNotFound", "JournalError", "KeyBusy", "LeaseLost", "NondeterminismError", "PromiseConflict",
+    "PromiseNotFound",
     "PromiseRejected", "StepTimeout", "TerminalError",
 ), ".errors"))
 
@@ -63,6 +64,7 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from .errors import InvocationConflict as InvocationConflict
     from .errors import InvocationNotFound as InvocationNotFound
     from .errors import JournalError as JournalError
+    from .errors import KeyBusy as KeyBusy
     from .errors import LeaseLost as LeaseLost
     from .errors import NondeterminismError as NondeterminismError
     from .errors import PromiseConflict as PromiseConflict

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import os
+import time
 import uuid as _uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 import anyio
 import anyio.lowlevel
@@ -15,6 +17,7 @@ import msgspec
 from journal import (
     HOST,
     Committer,
+    Create,
     Durability,
     InvocationRecord,
     Renew,
@@ -34,13 +37,13 @@ from journal import (
 )
 from journal.errors import InvocationBusy, JournalError
 
-from . import _actions, _fork_check
+from . import _actions, _fork_check, _start_options
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
 from ._handlers import is_handler_name, load_handler, load_recorded, prepare_input, register
 from ._limits._budget import Budgets
-from ._limits._limiter import Limiter, limit_names
+from ._limits._limiter import Limiter
 from ._outcome import Event, Outcome
 from ._requests import check_rollback, refuse_child_promise, refuse_unknown_promise, waiting_for
 from ._step_threads import DEFAULT_LIMIT as DEFAULT_STEP_THREADS
@@ -54,6 +57,19 @@ if TYPE_CHECKING:
     from journal import Chunk
 
     from ._limits._admin import Limits
+    from ._schedules import Schedules
+
+
+class _StartOptions(NamedTuple):
+    priority: int = 0
+    tags: Mapping[str, str] | None = None
+    limit: str | Sequence[str] | None = None
+    delay: float | None = None
+    start_at: datetime.datetime | None = None
+    debounce: float | None = None
+    debounce_max: float | None = None
+    if_busy: str = "enqueue"
+
 
 T = TypeVar("T")
 
@@ -77,8 +93,12 @@ class Engine:
         handlers: dict[str, Callable[..., Any] | str] | None = None,
         observers: list[Observer] | None = None,
         step_threads: int = DEFAULT_STEP_THREADS,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.store = store
+        # Seconds since the epoch, as schedules read the time (a test gives a clock it sets).
+        self.clock: Callable[[], float] = clock if clock is not None else time.time
+        self._schedules: Schedules | None = None
         # The handlers this engine may run, by name; None: any handler path it can import.
         # A worker given them never imports a path read from the store.
         self.handlers = None if handlers is None else {
@@ -119,6 +139,15 @@ class Engine:
         `await engine.budgets.set("handler:agent", tokens=10_000, per="run")`, `.ls()`,
         `.remove(scope)`. A spent budget suspends the invocation on the promise `budget:SCOPE`."""
         return self._budgets
+
+    @property
+    def schedules(self) -> Schedules:
+        """The store's schedules: add, list, pause, resume, trigger, backfill (`runtime/_schedules/`)."""
+        if self._schedules is None:
+            from ._schedules import Schedules
+
+            self._schedules = Schedules(self.store, self.committer, self.clock)
+        return self._schedules
 
     def observe(self, observer: Observer) -> None:
         """Tell `observer` what happens to the invocations this engine runs from now on (runtime.hooks)."""
@@ -164,20 +193,36 @@ class Engine:
 
     async def start(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
                     key: str | None = None, lax_input: bool = False, priority: int = 0,
-                    limit: str | Sequence[str] | None = None) -> InvocationRecord:
+                    tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
+                    delay: float | None = None, start_at: datetime.datetime | None = None,
+                    debounce: float | None = None, debounce_max: float | None = None,
+                    if_busy: str = "enqueue") -> InvocationRecord:
         """Create the invocation (idempotent by id) without running it. Returns its record.
 
         `handler` is a function, a TARGET path, or a NAME: a name this engine was given in
         `handlers`, or one recorded as is (its input unchecked) for a worker that has it.
-        `limit` names limits it holds a unit of while it runs (a worker claims it only when one
-        is free, by `priority`, higher first, then age)."""
-        record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input, priority=priority,
-                                      limit=limit)
+        Workers claim runnable invocations highest `priority` first, then oldest; with
+        `delay` (seconds) or `start_at` (an aware datetime) it stays pending, waiting on a
+        timer, until then. `tags` are recorded with it. `limit` names limits it holds a unit of
+        while it runs: a worker claims it only when one is free, in the same order.
+
+        With `debounce` (seconds) and a `key`: while a debounced start of this handler and key
+        has not begun, this one replaces its input and moves its start to `debounce` from
+        now (never past `debounce_max` after the first start): one invocation runs, with the
+        last input, and every caller gets its record.
+
+        `if_busy`, with a `key` whose thread has an unfinished turn (running, suspended or
+        queued): "enqueue" waits behind it; "reject" raises `KeyBusy`; "interrupt" asks every
+        unfinished turn to cancel (their compensation runs) and queues this one next;
+        "rollback" does the same and restores the key's state to before them. Decided in the
+        transaction that creates it: two starts at once never both win."""
+        options = _StartOptions(priority, tags, limit, delay, start_at, debounce, debounce_max, if_busy)
+        record, _ = await self._start(handler, input, id=id, key=key, lax_input=lax_input, options=options)
         return record
 
     async def _start(self, handler: Callable[..., Any] | str, input: Any, *, id: str | None, key: str | None,
-                     lax_input: bool, lease: bool = False, priority: int = 0,
-                     limit: str | Sequence[str] | None = None) -> tuple[InvocationRecord, Fresh | None]:
+                     lax_input: bool, lease: bool = False,
+                     options: _StartOptions | None = None) -> tuple[InvocationRecord, Fresh | None]:
         """`start`, and what the invocation's journal is if this call created it.
 
         With `lease`, a local store also leases the invocation it creates to this engine, in
@@ -198,13 +243,24 @@ class Engine:
         at = now_us()
         input_digest = digest(bytes(raw))
         record = InvocationRecord(invocation_id, path, Status.PENDING, at, at, key, input_digest)
-        if priority or limit is not None:
-            if not isinstance(priority, int) or isinstance(priority, bool):
-                raise TypeError(f"priority= takes an integer (higher runs first), got {priority!r}")
-            record.priority, record.limits = priority, list(limit_names(limit))
+        if options is not None:
+            _start_options.apply(record, priority=options.priority, tags=options.tags, limit=options.limit,
+                                 delay=options.delay, start_at=options.start_at)
+            lease = lease and record.start_at is None  # a delayed start is run when its time comes
         trace = self.observers.trace_context(invocation_id, path)
         entry = Started(path, raw, at, key, input_digest, None, trace)
         started = encode_entry(entry, self.store.max_entry_bytes)
+        if options is not None and options.debounce is not None:
+            wait_us, max_us = _start_options.debounce_times(options.debounce, options.debounce_max, key, id,
+                                                            record.start_at)
+            record, created = await self._read(self.store.debounce, record, started, wait_us, max_us)
+            await self.committer.flush()
+            return record, None
+        if options is not None and options.if_busy != "enqueue":
+            _start_options.check_if_busy(options.if_busy, key)
+            record, created = await self._read(self.store.apply_one, Create(record, started, None, options.if_busy))
+            await self.committer.flush()
+            return record, (Fresh(at, entry, None, None) if created else None)
         # Leased with its creation only where nothing can fail between the two: the handler
         # is the one `handler_for` gives, and no execution here holds the id.
         if not lease or fn is None or (self.handlers is not None and path not in self.handlers) \
@@ -231,22 +287,28 @@ class Engine:
 
     @overload
     async def run(self, handler: Callable[..., Awaitable[T]], input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False, priority: int = 0,
-                  limit: str | Sequence[str] | None = None,
+                  key: str | None = None, lax_input: bool = False,
                   started: Callable[[InvocationRecord], None] | None = None,
-                  queued: Callable[[InvocationRecord], None] | None = None) -> Outcome[T]: ...
+                  queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
+                  tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
+                  delay: float | None = None, start_at: datetime.datetime | None = None,
+                  debounce: float | None = None, debounce_max: float | None = None, if_busy: str = "enqueue") -> Outcome[T]: ...
     @overload
     async def run(self, handler: str, input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False, priority: int = 0,
-                  limit: str | Sequence[str] | None = None,
+                  key: str | None = None, lax_input: bool = False,
                   started: Callable[[InvocationRecord], None] | None = None,
-                  queued: Callable[[InvocationRecord], None] | None = None) -> Outcome: ...
+                  queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
+                  tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
+                  delay: float | None = None, start_at: datetime.datetime | None = None,
+                  debounce: float | None = None, debounce_max: float | None = None, if_busy: str = "enqueue") -> Outcome: ...
 
     async def run(self, handler: Callable[..., Any] | str, input: Any = None, *, id: str | None = None,
-                  key: str | None = None, lax_input: bool = False, priority: int = 0,
-                  limit: str | Sequence[str] | None = None,
+                  key: str | None = None, lax_input: bool = False,
                   started: Callable[[InvocationRecord], None] | None = None,
-                  queued: Callable[[InvocationRecord], None] | None = None) -> Outcome:
+                  queued: Callable[[InvocationRecord], None] | None = None, priority: int = 0,
+                  tags: Mapping[str, str] | None = None, limit: str | Sequence[str] | None = None,
+                  delay: float | None = None, start_at: datetime.datetime | None = None,
+                  debounce: float | None = None, debounce_max: float | None = None, if_busy: str = "enqueue") -> Outcome:
         """Start (or attach to) an invocation and run it until it completes, fails, suspends or diverges.
 
         With a `key`, invocations of the key run one at a time, in creation order: this one
@@ -255,11 +317,17 @@ class Engine:
         If the earlier one is not in anyone's hands (suspended, diverged, pending with nobody
         to run it), waiting would never end: the outcome is this one `pending`, waiting on
         `turn:ID`. `started` is told the record once the invocation exists (created or found).
+        The start options are `start`'s; a delayed one is run here once its time comes.
         """
+        options = _StartOptions(priority, tags, limit, delay, start_at, debounce, debounce_max, if_busy)
         record, fresh = await self._start(handler, input, id=id, key=key, lax_input=lax_input, lease=True,
-                                          priority=priority, limit=limit)
+                                          options=options)
         if started is not None:
             started(record)
+        # A delayed start runs once its time comes (a later debounced start may move it).
+        while record.status == Status.PENDING and record.wake_at is not None and record.wake_at > now_us():
+            await anyio.sleep((record.wake_at - now_us()) / 1e6)
+            record = await self._read(self.store.require, record.id)
         fn = self.handler_for(record.handler)  # (the same as `_start`'s when it leased the invocation)
         return await self._run_in_turn(record, fn, fresh, queued)
 
@@ -500,7 +568,8 @@ class Engine:
         script waiting for it to end must not hang; without, it waits as long as it takes.
         """
         await self._worker.serve(concurrency=concurrency, idle_exit=idle_exit,
-                                 disk_full_wait=DISK_FULL_WAIT if disk_full_wait is None else disk_full_wait)
+                                 disk_full_wait=DISK_FULL_WAIT if disk_full_wait is None else disk_full_wait,
+                                 before_look=self.schedules.fire_due)
 
     # -- execution (runtime/_executor.py) ---------------------------------------------------------
 

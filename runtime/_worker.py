@@ -8,12 +8,17 @@ the handler for, and leaves the others for a worker that has theirs.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
+import heapq
+import itertools
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from journal import Capability, InvocationRecord, Status
 from journal.errors import CorruptEntry, DiskFull, InvocationBusy, LeaseLost
@@ -52,6 +57,8 @@ class Worker:
         self._retry: set[str] = set()  # stopped by a full disk: taken again when the pause ends
         self._in_line = False  # the last look left invocations waiting in a limit's line
         self._asked: dict[str, float] = {}  # invocations in a limit's line: when their place was last kept
+        self._order: dict[str, tuple[int, int]] = {}  # claim order of what `runnable` found: (-priority, created)
+        self._window: int | None = None  # pending invocations taken in hand per look (None: all)
 
     def runnable(self) -> list[str]:
         """Invocations that should run now: pending, running with a dead owner, due timers.
@@ -64,7 +71,12 @@ class Worker:
         busy = self.active | self.executor.running
         # Ids first, from the status index: the records of invocations this worker already
         # has in hand (thousands, queued for a turn) are not read again on every look.
-        ids = [i for i in store.ids(Status.PENDING) if i not in busy]
+        # Pending ones in the order they are claimed (highest priority, then oldest), from
+        # the store's run queue; a delayed start is among the due timers once it is due.
+        # While serving, only the head of the queue (`_window` beyond what is in hand): a look
+        # costs the same with a hundred or a hundred thousand waiting.
+        ready = store.ready(None if self._window is None else len(busy) + self._window)
+        ids = [i for i in ready if i not in busy]
         ids += [i for i in store.ids(Status.RUNNING) if i not in busy and store.live_lease(i, now) is None]
         ids += store.due_timers(now)
         # Stopped by a full disk, an invocation whose lease could not be given back either is
@@ -93,6 +105,7 @@ class Worker:
                 in_line.append(record)
             else:
                 out.append(invocation_id)
+                self._order[invocation_id] = (-record.priority, record.created_at)
         return out + self._free_of_line(in_line)
 
     def _free_of_line(self, records: list[InvocationRecord]) -> list[str]:
@@ -117,6 +130,7 @@ class Worker:
             if self._unit_free(record):
                 self._asked.pop(record.id, None)
                 out.append(record.id)
+                self._order[record.id] = (-record.priority, record.created_at)
             else:
                 full.add(names)
                 self._in_line = True
@@ -150,11 +164,11 @@ class Worker:
     async def recover(self, *, concurrency: int = 16) -> list[Outcome]:
         """Run once every invocation left pending or orphaned (its owner died or its lease expired)."""
         outcomes: list[Outcome] = []
-        limiter = anyio.CapacityLimiter(concurrency)
+        gate = _Gate(concurrency)
         executor = self.executor
 
-        async def one(invocation_id: str) -> None:
-            async with limiter:
+        async def one(invocation_id: str, ticket: Any) -> None:
+            async with gate.turn(ticket):
                 try:
                     if await executor.loadable(invocation_id):
                         outcomes.append(await executor.execute(invocation_id))
@@ -163,19 +177,24 @@ class Worker:
 
         async with anyio.create_task_group() as tg:
             for invocation_id in await self._read(self.runnable):
-                tg.start_soon(one, invocation_id)
+                tg.start_soon(one, invocation_id, gate.enter(self._order.pop(invocation_id, (0, 0))))
+            gate.dispatch()
         return outcomes
 
     async def serve(self, *, concurrency: int = 16, idle_exit: bool = False,
-                    disk_full_wait: float = DISK_FULL_WAIT) -> None:
+                    disk_full_wait: float = DISK_FULL_WAIT,
+                    before_look: Callable[[], Awaitable[object]] | None = None) -> None:
         """Run whatever becomes runnable until cancelled (or idle, with `idle_exit`). With
-        `idle_exit`, a disk that stays full for `disk_full_wait` seconds raises `DiskFull`."""
-        limiter = anyio.CapacityLimiter(concurrency)
+        `idle_exit`, a disk that stays full for `disk_full_wait` seconds raises `DiskFull`.
+        `before_look` runs before each look for work (the engine fires its due schedules)."""
+        gate = _Gate(concurrency)
         executor = self.executor
+        window = self._window = max(64, 4 * concurrency)
+        more = False  # the last look found a full window: more is waiting in the store
 
-        async def one(invocation_id: str) -> None:
+        async def one(invocation_id: str, ticket: Any) -> None:
             try:
-                async with limiter:
+                async with gate.turn(ticket):
                     if await executor.loadable(invocation_id):
                         await executor.execute(invocation_id)
             except (InvocationBusy, LeaseLost):
@@ -190,8 +209,11 @@ class Worker:
                 self._went_on()
             finally:
                 self.active.discard(invocation_id)
+                self._order.pop(invocation_id, None)
                 if not self.active:
                     settled.set()
+                if more and len(self.active) <= window // 2:
+                    running_low.set()  # take the next part of the queue now, not at the next poll
 
         async with anyio.create_task_group() as tg:
             while True:
@@ -204,14 +226,19 @@ class Worker:
                         until = min(until, give_up)
                     await anyio.sleep(max(0.0, until - time.monotonic()))  # then a last try
                 settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
+                running_low = anyio.Event()
+                if before_look is not None:
+                    await before_look()
                 ids = await self._read(self.runnable)
+                more = len(ids) >= window
                 for invocation_id in ids:
                     self.active.add(invocation_id)
-                    tg.start_soon(one, invocation_id)
+                    tg.start_soon(one, invocation_id, gate.enter(self._order.get(invocation_id, (0, 0))))
+                gate.dispatch()
                 if idle_exit and not ids and not self.active:
                     return
                 # idle_exit: the last turn to end decides at once (no wait for new work to time out)
-                await (first_of(self._idle, settled.wait) if idle_exit else self._idle())
+                await first_of(self._idle, settled.wait if idle_exit else running_low.wait)
 
     def _pause(self, exc: DiskFull) -> None:
         """Take no work for a while: the store's disk is full. Each try that finds it still full
@@ -255,3 +282,45 @@ class Worker:
         if wake is not None:
             timeout = max(0.0, min(timeout, (wake - now_us()) / 1e6))
         await self._read(self.store.wait_for_work, timeout)
+
+
+class _Gate:
+    """A capacity limiter whose waiters go in claim order (highest priority, then oldest),
+    not in arrival order: an urgent invocation found after a thousand queued ones in this
+    process runs before them. Every invocation a look finds is entered (`enter`) before any
+    slot is handed out (`dispatch`), so the order holds whichever task the loop runs first."""
+
+    def __init__(self, capacity: int) -> None:
+        self._free = capacity
+        self._waiting: list[tuple[tuple[int, int], int, anyio.Event]] = []
+        self._count = itertools.count()
+
+    def enter(self, order: tuple[int, int]) -> tuple[tuple[int, int], int, anyio.Event]:
+        ticket = (order, next(self._count), anyio.Event())
+        heapq.heappush(self._waiting, ticket)
+        return ticket
+
+    def dispatch(self) -> None:
+        while self._free > 0 and self._waiting:
+            self._free -= 1
+            heapq.heappop(self._waiting)[2].set()
+
+    @contextlib.asynccontextmanager
+    async def turn(self, ticket: tuple[tuple[int, int], int, anyio.Event]) -> AsyncIterator[None]:
+        try:
+            await ticket[2].wait()
+        except BaseException:
+            if ticket[2].is_set():  # handed the slot as it was cancelled: pass it on
+                self._release()
+            else:
+                self._waiting.remove(ticket)
+                heapq.heapify(self._waiting)
+            raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self._free += 1
+        self.dispatch()

@@ -11,7 +11,7 @@
     │                              unseeded random source outside `ctx.run`
     ├── Cancelled              `cancel` reached the handler at its next context call
     ├── RateLimited            a provider pushed back: the step's limits pause (runtime/_limits/)
-    ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict,
+    ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, KeyBusy, PromiseConflict,
     │   PromiseNotFound, PromiseValueRefused   (defined in journal.errors, re-exported here)
     ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand
     ├── RollbackImpossible     `cancel --rollback` lacks the values before some state changes
@@ -32,6 +32,9 @@ from journal.errors import (
 )
 from journal.errors import (
     JournalError as JournalError,
+)
+from journal.errors import (
+    KeyBusy as KeyBusy,
 )
 from journal.errors import (
     LeaseLost as LeaseLost,

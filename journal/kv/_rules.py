@@ -19,6 +19,7 @@ Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
     keyq         key 0x00 queued_at(u64 BE) id -> b"" (invocations of a key, in creation order)
     listing      dimension 0x00 newest(u64 BE) id -> b"" (newest first, overall and by status,
                  handler and key: `_listing.py`)
+                 b"q" 0x00 priority id -> b"" (the run queue: `_runnable.py`)
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ from ..errors import (
     InvocationConflict,
     InvocationNotFound,
     JournalError,
+    KeyBusy,
     LeaseLost,
 )
-from . import _listing
+from . import _listing, _runnable
 
 TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq", "listing")
 
@@ -125,7 +127,7 @@ def lease_is_live(lease: Lease | None, now_us: int) -> TypeGuard[Lease]:
 
 
 def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
-            lease: Acquire | None = None) -> tuple[InvocationRecord, bool]:
+            lease: Acquire | None = None, if_busy: str = "enqueue") -> tuple[InvocationRecord, bool]:
     existing = _get_record(txn, id_bytes)
     if existing is not None:
         if existing.input_digest != record.input_digest or existing.handler != record.handler:
@@ -136,6 +138,8 @@ def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
                 + "; start it under another id, or with the same input to attach to it"
             )
         return existing, False
+    if if_busy != "enqueue" and record.key is not None:
+        _when_busy(txn, record, if_busy)
     if lease is None:
         return _insert(txn, id_bytes, record, started), True
     # Its first lease, taken with its creation: what `Acquire` would find and do here. One
@@ -150,6 +154,94 @@ def _create(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes,
     if _queue_head(txn, record.key) != record.id:
         return inserted, True
     return _transition(txn, id_bytes, record.id, Transition(Status.RUNNING, lease.now_us), inserted), True
+
+
+def _debounce(txn: Txn, id_bytes: bytes, record: InvocationRecord, started: bytes, wait_us: int,
+              max_us: int | None) -> tuple[InvocationRecord, bool]:
+    """A debounced start of `record.handler` on `record.key`: while an earlier one has not
+    begun (pending, its start still ahead), it takes this input and starts `wait_us` from
+    now, never later than `max_us` after the first of the burst; otherwise `record` is
+    created, starting `wait_us` from now. The slot that names the waiting one is in `meta`.
+
+    Its entry 0 is written again with the new input: the one place an entry is replaced,
+    allowed because the invocation has never run (no lease was ever taken on it), so
+    nothing anyone replays was built on the old one."""
+    assert record.key is not None  # `KVStore.debounce` refused it otherwise
+    slot = b"debounce\x00" + record.key.encode() + b"\x00" + record.handler.encode("utf-8", "surrogatepass") + b"\x00"
+    now = record.created_at
+    # `last` keeps every other writer off this slot until this transaction ends (PostgreSQL
+    # locks the prefix; LMDB has one writer): two starts at once never both create one.
+    held = txn.get("meta", slot) if txn.last("meta", slot) is not None else None
+    if held is not None:
+        first_at = int.from_bytes(held[:8], "big")
+        waiting_bytes = bytes(held[8:])
+        waiting = _get_record(txn, waiting_bytes)
+        if (waiting is not None and waiting.status == Status.PENDING and waiting.wake_at is not None
+                and txn.get("leases", waiting_bytes) is None):
+            old = msgspec.structs.replace(waiting)
+            wake = now + wait_us if max_us is None else min(now + wait_us, first_at + max_us)
+            waiting.wake_at = waiting.start_at = max(wake, now)
+            waiting.input_digest = record.input_digest
+            waiting.updated_at = now
+            txn.put("entries", entry_key(waiting_bytes, 0), started)
+            _put_record(txn, waiting_bytes, waiting, old)
+            return waiting, False
+    existing = _get_record(txn, id_bytes)
+    if existing is not None:
+        return _create(txn, id_bytes, record, started)  # the same id again: attach, or a conflict
+    record = msgspec.structs.replace(record, start_at=now + wait_us, wake_at=now + wait_us)
+    inserted = _insert(txn, id_bytes, record, started)
+    txn.put("meta", slot, now.to_bytes(8, "big") + id_bytes)
+    return inserted, True
+
+
+BUSY_STRATEGIES = ("enqueue", "reject", "interrupt", "rollback")
+
+
+def _when_busy(txn: Txn, record: InvocationRecord, if_busy: str) -> None:
+    """A start into a key whose thread may be busy, decided in the creating transaction:
+    `last` on the key's queue keeps every other creator of the key out until it commits
+    (LMDB has one writer; PostgreSQL locks the prefix), so two starts at once never both win."""
+    if if_busy not in BUSY_STRATEGIES:
+        raise JournalError(f"if_busy {if_busy!r} is not one of {', '.join(BUSY_STRATEGIES)}")
+    assert record.key is not None
+    prefix = record.key.encode() + b"\x00"
+    if txn.last("keyq", prefix) is None:
+        return  # nothing unfinished on the key
+    busy = [k[len(prefix) + 8:] for k, _ in txn.scan("keyq", prefix)]
+    if if_busy == "reject":
+        names = [b.decode(errors="replace") for b in busy]
+        raise KeyBusy(
+            f"key {record.key!r} is busy: {', '.join(repr(n) for n in names[:5])}"
+            + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            + " not finished yet; try again once it is, or start with if_busy enqueue (wait behind it), "
+            "interrupt or rollback (cancel it)", key=record.key, busy=tuple(names))
+    for busy_bytes in busy:  # interrupt, rollback: every unfinished turn is asked to cancel
+        request_cancel(txn, busy_bytes, busy_bytes.decode(errors="replace"), record.created_at,
+                       if_busy == "rollback")
+
+
+def request_cancel(txn: Txn, id_bytes: bytes, invocation_id: str, at: int, rollback: bool) -> InvocationRecord:
+    """The cancel request rule (`RequestCancel`): recorded on the invocation, counted, and a
+    suspended, diverged or delayed one made runnable so that it receives it."""
+    record = _require_record(txn, id_bytes, invocation_id)
+    if record.finished:
+        return record
+    old = msgspec.structs.replace(record)
+    record.cancel_requested = True
+    count = txn.get("meta", _CANCELS)
+    txn.put("meta", _CANCELS, ((0 if count is None else int.from_bytes(count, "big")) + 1).to_bytes(8, "big"))
+    record.cancel_rollback = record.cancel_rollback or rollback
+    record.updated_at = at
+    if record.status in (Status.SUSPENDED, Status.DIVERGED) or record.wake_at is not None:
+        # (a delayed start that is asked to cancel runs now, to receive it)
+        record.status = Status.PENDING
+        record.waiting = None
+        record.waiting_any = []
+        record.promise_types = []
+        record.wake_at = None
+    _put_record(txn, id_bytes, record, old)
+    return record
 
 
 def _queue_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
@@ -283,6 +375,8 @@ def _unindex(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:
     txn.delete("listing", _listing.status_key(record, id_bytes))
     if record.wake_at is not None:
         txn.delete("timers", record.wake_at.to_bytes(8, "big") + id_bytes)
+    if _runnable.queued(record):
+        txn.delete("listing", _runnable.key(record, id_bytes))
 
 
 def _put_record(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: InvocationRecord | None) -> None:
@@ -295,6 +389,8 @@ def _put_record(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: Invoca
         _listing.put_all(txn, id_bytes, record)
     if record.wake_at is not None:
         txn.put("timers", record.wake_at.to_bytes(8, "big") + id_bytes, b"")
+    if _runnable.queued(record):
+        txn.put("listing", _runnable.key(record, id_bytes), b"")
 
 
 def _transition(

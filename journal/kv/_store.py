@@ -25,6 +25,7 @@ from .._entries import NIL
 from .._ids import validate_id
 from .._listing import Page, Query
 from .._records import InvocationRecord, Lease, Resolution, Status
+from .._schedules import ScheduleRecord, decode_schedule, encode_schedule
 from .._schema import refusal
 from .._store import (
     Acquire,
@@ -50,13 +51,14 @@ from ..errors import (
     PromiseConflict,
     StoreUnavailable,
 )
-from . import _listing
+from . import _listing, _runnable
 from ._append import Fence, insert_entries, landed
 from ._rules import (
     _CANCELS,
     Txn,
     _check_has_key,
     _create,
+    _debounce,
     _decode_record,
     _enc,
     _get_lease,
@@ -72,6 +74,7 @@ from ._rules import (
     _write_state,
     entry_key,
     lease_is_live,
+    request_cancel,
 )
 
 T = TypeVar("T")
@@ -84,6 +87,13 @@ class WriteAgain(Exception):  # noqa: N818 - a signal between a backend and the 
     again (LMDB: a map to grow, or to re-read after another process grew it)."""
 
 
+_SCHEDULE = b"schedule\x00"
+
+
+def _schedule_key(name: str) -> bytes:
+    return _SCHEDULE + validate_id(name, "schedule name") + b"\x00"
+
+
 class KVStore(abc.ABC):
     """The `Store` protocol over `Txn`; subclasses provide `_read()` and `_transact()`."""
 
@@ -92,6 +102,7 @@ class KVStore(abc.ABC):
     blocking: bool = False
     capabilities: frozenset[Capability] = frozenset({Capability.CANCEL_COUNTER})
     _listing_built = False  # this store's listing index is known to cover every record
+    _ready_built = False  # ... and its run queue every pending record
     # The most operations one transaction of `apply` takes (None: all of them): a backend
     # whose write transaction holds every page it changes in memory bounds it.
     ops_per_transaction: int | None = None
@@ -179,6 +190,20 @@ class KVStore(abc.ABC):
         raw = prefix.encode("utf-8", "surrogatepass")
         with self._read() as txn:  # the records' table is keyed by id: a range of keys, no value decoded
             return [key.decode(errors="replace") for key, _ in txn.scan_some("invocations", raw, raw, limit)]
+
+    def ready(self, limit: int | None = None) -> builtins.list[str]:
+        """Pending invocations that may start now (not delayed), in the order workers claim
+        them: highest priority first, then oldest; read from the run queue (`_runnable.py`)."""
+        if not self._ready_built:
+            with self._read() as txn:
+                built = txn.get("meta", _runnable.BUILT) is not None
+            if not built:
+                if getattr(self, "readonly", False):
+                    return self.ids(Status.PENDING)[:limit]
+                self._transact(lambda txn: None if txn.get("meta", _runnable.BUILT) else _runnable.build(txn))
+            self._ready_built = True
+        with self._read() as txn:
+            return _runnable.ids(txn, limit)
 
     def page(self, query: Query) -> Page:
         """A page of invocations newest first, through the listing index (`_listing.py`):
@@ -269,11 +294,80 @@ class KVStore(abc.ABC):
             validate_id(record.key, "key")
         return self._transact(lambda txn: _create(txn, id_bytes, record, started))
 
+    def debounce(self, record: InvocationRecord, started: bytes, wait_us: int,
+                 max_us: int | None) -> tuple[InvocationRecord, bool]:
+        """A debounced start (`Store.debounce`): `(record, created)`."""
+        id_bytes = validate_id(record.id)
+        if record.key is None:
+            raise JournalError("a debounced start needs a key: it gathers the starts of one handler and key")
+        validate_id(record.key, "key")
+        return self._transact(lambda txn: _debounce(txn, id_bytes, record, started, wait_us, max_us))
+
+    # -- schedules (`journal/_schedules.py`), one record each in `meta` ------------------------
+
+    def schedules(self) -> builtins.list[ScheduleRecord]:
+        with self._read() as txn:
+            return [decode_schedule(bytes(v)) for _, v in txn.scan("meta", _SCHEDULE)]
+
+    def schedule(self, name: str) -> ScheduleRecord | None:
+        with self._read() as txn:
+            raw = txn.get("meta", _schedule_key(name))
+            return None if raw is None else decode_schedule(bytes(raw))
+
+    def put_schedule(self, record: ScheduleRecord, *, replace: bool = False) -> ScheduleRecord:
+        key = _schedule_key(record.name)
+
+        def work(txn: Txn) -> ScheduleRecord:
+            txn.last("meta", key)  # (locks the name against a concurrent add on PostgreSQL)
+            raw = txn.get("meta", key)
+            if raw is not None and not replace:
+                raise JournalError(f"schedule {record.name!r} exists; remove it first (journal schedule rm "
+                                   f"{record.name}) or choose another name")
+            stored = record if raw is None else msgspec.structs.replace(
+                record, version=decode_schedule(bytes(raw)).version + 1)
+            txn.put("meta", key, encode_schedule(stored))
+            return stored
+
+        return self._transact(work)
+
+    def delete_schedule(self, name: str) -> bool:
+        key = _schedule_key(name)
+
+        def work(txn: Txn) -> bool:
+            found = txn.get("meta", key) is not None
+            txn.delete("meta", key)
+            return found
+
+        return self._transact(work)
+
+    def advance_schedule(self, record: ScheduleRecord, expected_version: int, creates: Sequence[Create],
+                         cancels: Sequence[str] = ()) -> bool:
+        """Move a schedule on: if it is still at `expected_version`, create the ticks'
+        invocations (idempotent by id), ask `cancels` to cancel, and store `record` (its
+        version one more) in one transaction; False if another worker moved it first."""
+        key = _schedule_key(record.name)
+
+        def work(txn: Txn) -> bool:
+            txn.last("meta", key)  # one advancing transaction at a time (PostgreSQL locks the prefix)
+            raw = txn.get("meta", key)
+            if raw is None or decode_schedule(bytes(raw)).version != expected_version:
+                return False
+            for op in creates:
+                _create(txn, validate_id(op.record.id), op.record, op.started)
+            for invocation_id in cancels:
+                id_bytes = validate_id(invocation_id)
+                if _get_record(txn, id_bytes) is not None:
+                    request_cancel(txn, id_bytes, invocation_id, record.created_at, False)
+            txn.put("meta", key, encode_schedule(msgspec.structs.replace(record, version=expected_version + 1)))
+            return True
+
+        return self._transact(work)
+
     def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
         id_bytes = validate_id(op.record.id)
         if op.record.key is not None:
             validate_id(op.record.key, "key")
-        return _create(txn, id_bytes, op.record, op.started, op.lease)
+        return _create(txn, id_bytes, op.record, op.started, op.lease, op.if_busy)
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
         """`Store.apply`: a lone append (a step's) in a transaction of its own through
@@ -514,23 +608,7 @@ class KVStore(abc.ABC):
 
     def _apply_request_cancel(self, txn: Txn, op: RequestCancel) -> InvocationRecord:
         id_bytes = validate_id(op.id)
-        record = _require_record(txn, id_bytes, op.id)
-        if record.finished:
-            return record
-        old = msgspec.structs.replace(record)
-        record.cancel_requested = True
-        count = txn.get("meta", _CANCELS)
-        txn.put("meta", _CANCELS, ((0 if count is None else int.from_bytes(count, "big")) + 1).to_bytes(8, "big"))
-        record.cancel_rollback = record.cancel_rollback or op.rollback
-        record.updated_at = op.at
-        if record.status in (Status.SUSPENDED, Status.DIVERGED):
-            record.status = Status.PENDING
-            record.waiting = None
-            record.waiting_any = []
-            record.promise_types = []
-            record.wake_at = None
-        _put_record(txn, id_bytes, record, old)
-        return record
+        return request_cancel(txn, id_bytes, op.id, op.at, op.rollback)
 
 
 

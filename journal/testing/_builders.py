@@ -26,11 +26,14 @@ T0 = 1_700_000_000_000_000
 
 
 def create(store: Store, invocation_id: str = "inv-1", *, value: Any = "hello", handler: str = "pkg.mod:agent",
-           key: str | None = None, at: int = T0) -> tuple[InvocationRecord, bool]:
-    """Create an invocation as `Engine.start` does: a pending record and its entry 0."""
+           key: str | None = None, at: int = T0, priority: int = 0,
+           start_at: int | None = None) -> tuple[InvocationRecord, bool]:
+    """Create an invocation as `Engine.start` does: a pending record and its entry 0 (with
+    `start_at`, a delayed start, waiting on its timer until then)."""
     raw = encode_value(value)
     d = digest(bytes(raw))
-    record = InvocationRecord(invocation_id, handler, Status.PENDING, at, at, key, d)
+    record = InvocationRecord(invocation_id, handler, Status.PENDING, at, at, key, d, priority=priority,
+                              start_at=start_at, wake_at=start_at)
     return store.create(record, encode_entry(Started(handler, raw, at, key, d)))
 
 

@@ -286,6 +286,28 @@ class StoreContract(LimitsContract, abc.ABC):
         assert store.ids(Status.SUSPENDED) == ["a"] and store.ids(Status.PENDING) == ["b"]
         assert store.ids(Status.RUNNING) == []
 
+    def test_ready_gives_pending_invocations_highest_priority_first_then_oldest(self, store: Any) -> None:
+        create(store, "old-low", at=T0)
+        create(store, "new-high", at=T0 + 5, priority=10)
+        create(store, "old-high", at=T0 + 1, priority=10)
+        create(store, "negative", at=T0 - 5, priority=-3)
+        create(store, "later", at=T0 + 2, start_at=T0 + 60_000_000)  # delayed: its timer has it
+        assert store.ready() == ["old-high", "new-high", "old-low", "negative"]
+        assert store.ready(limit=2) == ["old-high", "new-high"]
+        assert store.due_timers(T0 + 60_000_000) == ["later"] and "later" in store.ids(Status.PENDING)
+        epoch, _ = acquire(store, "old-high")  # claimed: out of the queue
+        assert store.ready() == ["new-high", "old-low", "negative"]
+        store.apply_one(SetStatus("old-high", Transition(Status.PENDING, T0 + 9, release=True), epoch))
+        assert store.ready()[0] == "old-high"  # given back: in its place again
+        epoch, _ = acquire(store, "later", now=T0 + 60_000_000)  # its time came: running, timer gone
+        assert store.due_timers(T0 + 120_000_000) == [] and store.get("later").status == Status.RUNNING
+
+    def test_a_delayed_start_asked_to_cancel_becomes_ready_to_receive_it(self, store: Any) -> None:
+        create(store, "later", start_at=T0 + 60_000_000)
+        assert store.ready() == []
+        store.apply_one(RequestCancel("later", T0 + 1))
+        assert store.ready() == ["later"] and store.due_timers(T0) == []
+
     def test_resolving_the_awaited_promise_makes_a_suspended_invocation_pending(self, store: Any) -> None:
         create(store)
         epoch, _ = acquire(store)

@@ -16,6 +16,7 @@ from journal.errors import (
     InvocationBusy,
     InvocationConflict,
     InvocationNotFound,
+    KeyBusy,
     PromiseConflict,
     PromiseNotFound,
     PromiseValueRefused,
@@ -59,7 +60,7 @@ async def api_error(request: Request, exc: Exception) -> JSONResponse:
 _STATUS: dict[type[Exception], int] = {
     InvocationNotFound: 404, PromiseNotFound: 404, InvocationConflict: 409, PromiseConflict: 409,
     PromiseNotSettable: 409, RollbackImpossible: 409, InvalidId: 400, PromiseValueRefused: 422,
-    InvocationBusy: 409, NotResumable: 409, ForkError: 422,
+    InvocationBusy: 409, KeyBusy: 409, NotResumable: 409, ForkError: 422,
     # A damaged record: the request is fine, the invocation it names cannot be read.
     CorruptEntry: 409,
     StoreUnavailable: 503,

@@ -12,6 +12,8 @@ from journal import Status
 from .models import (
     ANSWERS,
     REQUESTS,
+    Backfilled,
+    BackfillRequest,
     CancelRequest,
     Entries,
     Error,
@@ -24,11 +26,16 @@ from .models import (
     LimitRequest,
     Limits,
     Page,
+    PauseRequest,
     PromiseRequest,
     Result,
     RetryRequest,
+    Schedule,
+    ScheduleRequest,
+    Schedules,
     Started,
     StartRequest,
+    Triggered,
 )
 
 _TEMPLATE = "#/components/schemas/{name}"
@@ -59,8 +66,8 @@ def _errors(*codes: int) -> dict[str, Any]:
 
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
-_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"},
-         "description": "a limit name, or PREFIX:* for every PREFIX:<anything>"}
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_LIMIT_NAME = {**_NAME, "description": "a limit name, or PREFIX:* for every PREFIX:<anything>"}
 _, _SCHEMAS = msgspec.json.schema_components(REQUESTS + ANSWERS, ref_template=_TEMPLATE)
 
 OPENAPI: dict[str, Any] = {
@@ -144,13 +151,37 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json(_ref(Limits), "the limits"), **_errors(401)}}},
         "/limits/{name}": {
             "put": {"summary": "Set the rule of a limit (journal limit set), replacing the one it had",
-                    "parameters": [_NAME], "requestBody": _body(LimitRequest, required=True),
+                    "parameters": [_LIMIT_NAME], "requestBody": _body(LimitRequest, required=True),
                     "responses": {"200": _json(_ref(Limit), "the limit as it is now"),
                                   **_errors(400, 401, 403, 413, 422)}},
             "delete": {"summary": "Remove the rule of a limit (journal limit rm): what waits on it goes on",
-                       "parameters": [_NAME],
+                       "parameters": [_LIMIT_NAME],
                        "responses": {"200": _json(_ref(Limit), "the limit removed"),
                                      **_errors(400, 401, 403, 404)}}},
+        "/schedules": {"get": {"summary": "Every schedule", "responses": {
+            "200": _json(_ref(Schedules), "the schedules"), **_errors(401)}}},
+        "/schedules/{name}": {
+            "get": {"summary": "One schedule: its rule, next run, last runs and skipped ticks", "parameters": [_NAME],
+                    "responses": {"200": _json(_ref(Schedule), "the schedule"), **_errors(401, 404)}},
+            "put": {"summary": "Add a schedule, or change the one of that name", "parameters": [_NAME],
+                    "requestBody": _body(ScheduleRequest, required=True),
+                    "responses": {"201": _json(_ref(Schedule), "added"), "200": _json(_ref(Schedule), "changed"),
+                                  **_errors(400, 401, 403, 413, 422)}},
+            "delete": {"summary": "Remove a schedule (its invocations stay)", "parameters": [_NAME],
+                       "responses": {"204": {"description": "removed"}, **_errors(401, 403, 404)}}},
+        "/schedules/{name}/pause": {"post": {
+            "summary": "Stop firing it, with a note", "parameters": [_NAME], "requestBody": _body(PauseRequest),
+            "responses": {"200": _json(_ref(Schedule), "paused"), **_errors(400, 401, 403, 404, 413, 422)}}},
+        "/schedules/{name}/resume": {"post": {
+            "summary": "Fire it again", "parameters": [_NAME],
+            "responses": {"200": _json(_ref(Schedule), "resumed"), **_errors(400, 401, 403, 404, 413)}}},
+        "/schedules/{name}/trigger": {"post": {
+            "summary": "Start one run now", "parameters": [_NAME],
+            "responses": {"202": _json(_ref(Triggered), "started"), **_errors(400, 401, 403, 404, 413)}}},
+        "/schedules/{name}/backfill": {"post": {
+            "summary": "Start the ticks of [from, to) not started yet", "parameters": [_NAME],
+            "requestBody": _body(BackfillRequest, required=True),
+            "responses": {"202": _json(_ref(Backfilled), "the ticks"), **_errors(400, 401, 403, 404, 413, 422)}}},
         "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json(_ref(Health), "serving"),
                                                                   **_errors()}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "")}}},

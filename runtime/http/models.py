@@ -29,8 +29,19 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[str | None, Meta(description="default: a new one; the same id and input again is not a new run")] = None
     key: str | None = None
     durability: Literal["sync", "async", "exit"] | None = None
+    priority: Annotated[int, Meta(description="higher first, then the oldest: the order runnable invocations "
+                                              "are claimed in, and the place in a limit's line")] = 0
+    delay: Annotated[float, Meta(ge=0, description="seconds before it may run; it stays pending meanwhile")] | None = None
+    start_at: Annotated[_Time | None, Meta(description="not run before this time (ISO 8601 with a zone)")] = None
+    tags: dict[str, str] | None = None
+    if_busy: Annotated[Literal["enqueue", "reject", "interrupt", "rollback"],
+                       Meta(description="with a key whose thread has an unfinished turn: wait behind it, refuse "
+                                        "(409 KeyBusy), or cancel it (rollback: and undo its state changes)")] = "enqueue"
+    debounce: Annotated[float, Meta(gt=0, description="with a key: gather a burst of starts into one run "
+                                                    "(seconds after the last)")] | None = None
+    debounce_max: Annotated[float, Meta(gt=0, description="never start a debounced run later than this "
+                                                        "after the first start")] | None = None
     limit: Annotated[str | list[str] | None, Meta(description="limits it holds a unit of while it runs")] = None
-    priority: Annotated[int, Meta(description="its place in a limit's line: higher first, then the oldest")] = 0
 
 
 class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -157,6 +168,9 @@ class Summary(msgspec.Struct):
     owner: Owner | UnsetType = UNSET
     damaged: str | UnsetType = UNSET
     retries: Annotated[list[Retry], Meta(description="a failed invocation's retries, oldest first")] | UnsetType = UNSET
+    priority: Annotated[int, Meta(description="claimed highest first, then oldest")] | UnsetType = UNSET
+    start_at: Annotated[_Time | None, Meta(description="a delayed start: not run before then")] | UnsetType = UNSET
+    tags: dict[str, str] | UnsetType = UNSET
 
 
 class Page(msgspec.Struct):
@@ -203,6 +217,9 @@ class Invocation(msgspec.Struct):
     divergence: str | None
     fork_command: Annotated[str | None, Meta(description="once diverged: the journal fork command that mends it")]
     steps_here: Annotated[dict[str, int] | None, Meta(description="steps this server ran, by how they ended")]
+    priority: Annotated[int, Meta(description="claimed highest first, then oldest")]
+    start_at: Annotated[_Time | None, Meta(description="a delayed start: not run before then")]
+    tags: dict[str, str]
     owner: Owner | UnsetType = UNSET
     retries: Annotated[list[Retry], Meta(description="a failed invocation's retries, oldest first")] | UnsetType = UNSET
 
@@ -261,5 +278,80 @@ class Health(msgspec.Struct):
     workers: int
 
 
-REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, LimitRequest)
-ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Limit, Limits)
+class ScheduleRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`PUT /schedules/{name}`: add the schedule, or change the one of that name (its history kept)."""
+
+    target: Annotated[str, Meta(description="a handler NAME the workers were given (or a TARGET path on LMDB)")]
+    cron: Annotated[str | None, Meta(description="five fields, or @hourly, @daily, ...; read in tz")] = None
+    every: Annotated[float, Meta(gt=0, description="seconds between ticks, instead of cron")] | None = None
+    input: Any = None
+    key: str | None = None
+    tz: str = "UTC"
+    overlap: Literal["skip", "buffer-one", "buffer-all", "cancel-other", "allow-all"] = "skip"
+    catch_up: Annotated[float, Meta(ge=0, description="seconds: missed ticks younger than this still start")] = 60.0
+    jitter: Annotated[float, Meta(ge=0)] = 0.0
+    start_at: _Time | None = None
+    end_at: _Time | None = None
+    priority: int = 0
+    limit: str | list[str] | None = None
+
+
+class PauseRequest(msgspec.Struct, forbid_unknown_fields=True):
+    note: str | None = None
+
+
+class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """Start the ticks in [from, to) that were not started yet."""
+
+    from_: Annotated[_Time, Meta(description="the first instant of the range")] = msgspec.field(name="from")
+    to: Annotated[_Time, Meta(description="the end of the range (excluded)")] = msgspec.field(name="to")
+
+
+class ScheduleRun(msgspec.Struct):
+    at: _Time
+    id: str
+    status: Status | None
+
+
+class Schedule(msgspec.Struct):
+    """A schedule: its rule, the next run (null while paused or once ended), its last runs."""
+
+    name: str
+    target: str
+    cron: str | None
+    every: float | None
+    tz: str
+    overlap: str
+    catch_up: float
+    jitter: float
+    key: str | None
+    priority: int
+    limits: list[str]
+    start_at: _Time | None
+    end_at: _Time | None
+    paused: bool
+    note: str | None
+    next_run: _Time | None
+    last_run: ScheduleRun | None
+    skipped: Annotated[int, Meta(description="ticks not started: missed past the catch-up window, or skipped "
+                                             "by the overlap policy")]
+    buffered: list[_Time]
+    recent: list[ScheduleRun]
+
+
+class Schedules(msgspec.Struct):
+    schedules: list[Schedule]
+
+
+class Triggered(msgspec.Struct):
+    id: str
+
+
+class Backfilled(msgspec.Struct):
+    ticks: list[Annotated[dict[str, Any], Meta(description='{"id", "started"}: started false when it was already')]]
+
+
+REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, LimitRequest, ScheduleRequest,
+            PauseRequest, BackfillRequest)
+ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Limit, Limits,
+           Schedule, Schedules, Triggered, Backfilled)

@@ -245,3 +245,39 @@ def test_a_page_from_another_origin_cannot_start_resolve_or_cancel_but_the_ui_ca
         expect(page.locator("#status .status")).to_have_text("completed", timeout=20000)
     finally:
         page.close()
+
+
+def test_the_schedules_page_lists_pauses_with_a_note_resumes_triggers_and_backfills(page, server):
+    c = server.client
+    assert c.put("/schedules/nightly-ui", json={"target": "echo", "cron": "0 3 * * *", "input": HOSTILE}).status_code == 201
+    first = c.post("/schedules/nightly-ui/trigger").json()["id"]
+    server.wait_status(first, "completed")
+    page.goto(server.url + "/s")
+    row = page.locator('tr[data-schedule="nightly-ui"]')
+    expect(row).to_be_visible()
+    expect(row.locator("td.next")).not_to_have_text("none")
+    expect(row.get_by_role("link", name=first)).to_be_visible()
+    expect(row.locator(".status")).to_have_text("completed")
+    row.locator('button[data-action="pause"]').click()
+    page.locator("#pause-note").fill("provider outage")
+    page.locator("#pause-form button[type=submit]").click()
+    expect(row.locator(".paused")).to_be_visible()
+    expect(row.locator("td.next")).to_contain_text("provider outage")
+    assert c.get("/schedules/nightly-ui").json()["note"] == "provider outage"
+    row.locator('button[data-action="resume"]').click()
+    expect(row.locator('button[data-action="pause"]')).to_be_visible()
+    assert c.get("/schedules/nightly-ui").json()["paused"] is False
+    row.locator('button[data-action="trigger"]').click()
+    expect(row.locator("td.recent a")).to_have_count(2)
+    row.locator('button[data-action="backfill"]').click()
+    page.locator("#backfill-from").fill("2026-01-01T00:00")
+    page.locator("#backfill-to").fill("2026-01-03T00:00")
+    page.locator("#backfill-form button[type=submit]").click()
+    expect(page.locator("#backfill-result li")).to_have_count(2)
+    expect(page.locator("#backfill-result li").first).to_contain_text("started")
+    # An invocation a schedule started links back to it.
+    page.goto(server.url + "/i/" + first)
+    page.locator('#facts a[data-schedule="nightly-ui"]').click()
+    expect(page).to_have_url(server.url + "/s#nightly-ui")
+    expect(page.locator("tr.chosen")).to_have_attribute("data-schedule", "nightly-ui")
+    assert page.evaluate("window.__pwned") is None

@@ -237,7 +237,7 @@ def test_show_json_keeps_the_documented_keys(journal):
     out = json.loads(journal("show", "t", "--json").stdout)
     assert set(out) == {"id", "handler", "status", "key", "parent", "created_at", "updated_at", "input", "result",
                         "error", "waiting", "wake_at", "entries", "children", "continued_from", "continued_as",
-                        "forked_from"}
+                        "forked_from", "priority", "start_at", "tags"}
     assert out["key"] == "k"
     kinds = [(e["kind"], e["name"]) for e in out["entries"]]
     assert kinds == [("started", None), ("state_get", "history"), ("step", "answer"), ("state_set", "turns"),

@@ -38,7 +38,7 @@ async def test_openai_agents_model_calls_take_the_limit_and_report_their_usage(p
                                                  run_config=RunConfig(tracing_disabled=True))
         return str(result.final_output)
 
-    async with Engine.open(str(tmp_path / "db")) as engine:
+    async with client, Engine.open(str(tmp_path / "db")) as engine:
         await engine.limits.set("openai", concurrency=2, tokens="100000/m")
         outcome = await engine.run(handler, "Why journal model calls? " * 20)
         view = await engine.limits.get("openai")
@@ -62,7 +62,7 @@ async def test_pydantic_ai_model_requests_take_the_limit_and_report_their_usage(
     async def handler(ctx: Context, question: str) -> str:
         return str((await agent.run(question)).output)
 
-    async with Engine.open(str(tmp_path / "db")) as engine:
+    async with client, Engine.open(str(tmp_path / "db")) as engine:
         await engine.limits.set("openai", concurrency=2, tokens="100000/m")
         outcome = await engine.run(handler, "Why journal model calls?")
         view = await engine.limits.get("openai")

@@ -50,13 +50,28 @@ async def start(request: Request) -> Response:
         return _conflict(existing, f"invocation {body.id!r} exists for handler {existing.handler!r}, "
                          f"not {body.handler!r}; choose another id")
     try:
-        record = await s.engine.start(body.handler, body.input, id=body.id, key=body.key, lax_input=True,
-                                      limit=body.limit, priority=body.priority)
+        record = await s.engine.start(
+            body.handler, body.input, id=body.id, key=body.key, lax_input=True, priority=body.priority,
+            tags=body.tags, limit=body.limit, delay=body.delay, start_at=_start_at(body.start_at),
+            debounce=body.debounce, debounce_max=body.debounce_max, if_busy=body.if_busy)
     except InvocationConflict as exc:
         return _conflict(await s.read(s.store.get, body.id), str(exc))
     except (ValueError, TypeError) as exc:
         raise ApiError(422, "InvalidInput", str(exc)) from None
     return JSONResponse(Started(record.id, record.status), status_code=200 if existing is not None else 201)
+
+
+def _start_at(text: str | None) -> datetime.datetime | None:
+    if text is None:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise ApiError(422, "InvalidInput", f"start_at {text!r} is not an ISO 8601 time with a zone; "
+                       "e.g. \"2030-01-01T09:00:00Z\"")
+    return when
 
 
 async def listing(request: Request) -> Response:

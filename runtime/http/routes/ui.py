@@ -25,6 +25,6 @@ async def page(request: Request) -> Response:
 
 
 routes = [
-    Route("/", page), Route("/i/{id}", page), Route("/k/{key}", page),
+    Route("/", page), Route("/i/{id}", page), Route("/k/{key}", page), Route("/s", page),
     Mount("/static", app=StaticFiles(directory=str(_STATIC)), name="static"),
 ]

@@ -52,6 +52,7 @@ function duration(ms) {
   return Math.floor(m / 1440) + " d" + (Math.floor(m / 60) % 24 ? " " + (Math.floor(m / 60) % 24) + " h" : "");
 }
 function invocationLink(id) { return h("a", { href: "/i/" + encodeURIComponent(id), class: "mono" }, id); }
+function scheduleLink(name) { return h("a", { href: "/s#" + encodeURIComponent(name), class: "mono", "data-schedule": name }, name); }
 function keyLink(key) { return key === null || key === undefined ? "" : h("a", { href: "/k/" + encodeURIComponent(key), class: "mono" }, key); }
 
 async function api(path, options = {}) {
@@ -312,6 +313,9 @@ async function invocationPage(id) {
       doc.owner ? [h("dt", {}, "owner"), h("dd", { class: "mono", id: "owner" },
         doc.owner.host + " pid " + doc.owner.pid + (doc.owner.alive === false ? " (gone)" : ""))] : null,
       doc.key ? [h("dt", {}, "key"), h("dd", {}, keyLink(doc.key))] : null,
+      doc.tags && doc.tags.schedule ? [h("dt", {}, "schedule"), h("dd", {}, scheduleLink(doc.tags.schedule))] : null,
+      doc.priority ? [h("dt", {}, "priority"), h("dd", { id: "priority" }, doc.priority)] : null,
+      doc.start_at ? [h("dt", {}, "starts at"), h("dd", { id: "start-at" }, when(doc.start_at))] : null,
       doc.parent ? [h("dt", {}, "parent"), h("dd", {}, invocationLink(doc.parent))] : null,
       doc.forked_from ? [h("dt", {}, "forked from"), h("dd", { id: "forked-from" }, invocationLink(doc.forked_from))] : null,
       doc.children && doc.children.length ? [h("dt", {}, "children"), h("dd", {}, doc.children.map((c) => [invocationLink(c), " "]))] : null,
@@ -783,6 +787,73 @@ async function keyPage(key) {
   } catch (error) { failure(error); }
 }
 
+// -- schedules -------------------------------------------------------------------------------
+
+async function schedulesPage() {
+  where.replaceChildren("schedules");
+  const panel = h("div", { id: "schedule-panel" });
+  const body = h("tbody");
+  const table = h("table", { id: "schedules" }, h("thead", {}, h("tr", {},
+    ["name", "rule", "next run", "last runs", "skipped", ""].map((t) => h("th", {}, t)))), body);
+  const message = h("p", { class: "muted", id: "schedules-message" });
+  show(h("h1", {}, "Schedules"), message, table, panel);
+  const act = async (path, bodyValue) => {
+    try {
+      await api(path, { method: "POST", body: bodyValue });
+      panel.replaceChildren();
+      await draw();
+    } catch (error) { if (!(error instanceof Unauthorized)) panel.replaceChildren(h("div", { class: "error-box" }, String(error.message))); }
+  };
+  const pauseForm = (name) => {
+    const note = h("input", { name: "note", id: "pause-note", placeholder: "why (shown to everyone)", "aria-label": "note", class: "grow" });
+    panel.replaceChildren(h("form", { class: "card", id: "pause-form", onsubmit: (e) => {
+      e.preventDefault();
+      act("/schedules/" + encodeURIComponent(name) + "/pause", { note: note.value.trim() || null });
+    } }, h("h2", {}, "Pause " + name), note, " ", h("button", { class: "plain", type: "submit" }, "Pause")));
+    note.focus();
+  };
+  const backfillForm = (name) => {
+    const from = h("input", { type: "datetime-local", name: "from", id: "backfill-from", "aria-label": "from" });
+    const to = h("input", { type: "datetime-local", name: "to", id: "backfill-to", "aria-label": "to" });
+    const result = h("ol", { id: "backfill-result" });
+    panel.replaceChildren(h("form", { class: "card", id: "backfill-form", onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        const done = await api("/schedules/" + encodeURIComponent(name) + "/backfill",
+          { method: "POST", body: { from: localToIso(from.value), to: localToIso(to.value) } });
+        result.replaceChildren(...done.ticks.map((t) => h("li", {}, invocationLink(t.id), t.started ? " started" : " already started")));
+        await draw();
+      } catch (error) { if (!(error instanceof Unauthorized)) result.replaceChildren(h("li", { class: "error-box" }, String(error.message))); }
+    } }, h("h2", {}, "Backfill " + name), "from ", from, " to ", to, " ",
+      h("button", { class: "plain", type: "submit" }, "Start the missing ticks"), result));
+  };
+  const draw = async () => {
+    const doc = await api("/schedules");
+    message.replaceChildren(doc.schedules.length ? "" : "No schedules. Add one with: journal schedule add NAME TARGET --cron EXPR");
+    body.replaceChildren(...doc.schedules.map((s) => {
+      const path = "/schedules/" + encodeURIComponent(s.name);
+      const rule = s.cron !== null ? s.cron + (s.tz !== "UTC" ? " (" + s.tz + ")" : "") : "every " + duration(s.every * 1000);
+      return h("tr", { "data-schedule": s.name, id: "schedule-" + s.name },
+        h("td", { class: "mono" }, s.name),
+        h("td", { class: "mono" }, rule, " ", h("span", { class: "muted" }, "overlap " + s.overlap)),
+        h("td", { class: "next" }, s.paused ? [h("span", { class: "tag error paused" }, "paused"), s.note ? " " + s.note : ""]
+          : (s.next_run ? when(s.next_run) : "none")),
+        h("td", { class: "recent" }, s.recent.slice(0, 3).map((r) => h("div", {}, invocationLink(r.id), " ", r.status ? badge(r.status) : "trimmed"))),
+        h("td", { class: "num skipped" }, s.skipped),
+        h("td", { class: "actions" },
+          s.paused ? h("button", { class: "plain", "data-action": "resume", onclick: () => act(path + "/resume") }, "Resume")
+            : h("button", { class: "plain", "data-action": "pause", onclick: () => pauseForm(s.name) }, "Pause"), " ",
+          h("button", { class: "plain", "data-action": "trigger", onclick: () => act(path + "/trigger") }, "Run now"), " ",
+          h("button", { class: "plain", "data-action": "backfill", onclick: () => backfillForm(s.name) }, "Backfill")));
+    }));
+    if (location.hash) {
+      const row = document.getElementById("schedule-" + decodeURIComponent(location.hash.slice(1)));
+      if (row) row.classList.add("chosen");
+    }
+  };
+  try { await draw(); } catch (error) { failure(error); }
+}
+
 // -- routing ---------------------------------------------------------------------------------
 
 // Aborted when the page is left for another (its event stream ends with it).
@@ -795,6 +866,7 @@ function route() {
   const path = location.pathname;
   if (path.startsWith("/i/")) return invocationPage(decodeURIComponent(path.slice(3)));
   if (path.startsWith("/k/")) return keyPage(decodeURIComponent(path.slice(3)));
+  if (path === "/s") return schedulesPage();
   return listPage();
 }
 
