@@ -316,12 +316,15 @@ def tail_line(seq: int, entry: Entry | CorruptEntry, width: int) -> str:
 @click.argument("invocation_id", metavar="ID")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing entries as they are appended, until the invocation ends.")
 @click.option("-n", "--lines", "last", type=click.IntRange(0), default=None, help="Start with only the last N entries.")
+@click.option("--after", type=click.IntRange(-1), default=None, metavar="SEQ",
+              help="Start after entry SEQ: the last one a follower saw before it was cut off, printed again never.")
 @click.option("--interval", type=click.FloatRange(0.01), default=0.1, show_default=True, hidden=True,
               help="Seconds between polls while following.")
 @db_option
 @json_option
 @edge
-def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db: str | None, as_json: bool) -> None:
+def tail(invocation_id: str, follow: bool, last: int | None, after: int | None, interval: float, db: str | None,
+         as_json: bool) -> None:
     """Print an invocation's entries; -f follows new ones live.
 
     Following works across processes: run it beside `journal run`, `resume` or a
@@ -331,6 +334,9 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
     arrives, a `chunk` line each, before the step's entry. With --json each entry is one
     JSON object per line (the `show --json` entry shape), and each chunk
     `{"kind": "chunk", "seq", "attempt", "index", "data"}`.
+
+    --after SEQ starts after entry SEQ, as a follower that was cut off goes on where it
+    stopped: `journal tail ID -f --after 41`.
 
     Example:
 
@@ -344,7 +350,7 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
         with open_store(db) as store:
             invocation_id = _await_invocation(store, invocation_id, interval) if follow else \
                 require(store, invocation_id).id
-            _tail(store, invocation_id, follow, last, interval, width, as_json)
+            _tail(store, invocation_id, follow, last, after, interval, width, as_json)
     except KeyboardInterrupt:
         raise Exit(INTERRUPTED) from None
 
@@ -380,11 +386,11 @@ def _await_invocation(store: Store, text: str, interval: float) -> str:
         time.sleep(interval)
 
 
-def _tail(store: Store, invocation_id: str, follow: bool, last: int | None, interval: float, width: int,
-          as_json: bool) -> None:
+def _tail(store: Store, invocation_id: str, follow: bool, last: int | None, after: int | None, interval: float,
+          width: int, as_json: bool) -> None:
     """Print the entries (and with `follow`, the live output) of `invocation_id` until it ends."""
-    seen: set[int] = set()
-    batch = decoded(store, invocation_id)
+    seen: set[int] = set(range(after + 1)) if after is not None else set()
+    batch = decoded(store, invocation_id, 0 if after is None else after + 1)
     if last is not None:
         for seq, _ in batch[: max(len(batch) - last, 0)]:
             seen.add(seq)

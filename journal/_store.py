@@ -25,7 +25,16 @@ import msgspec
 
 from ._entries import ErrorInfo
 from ._listing import Page, Query
-from ._records import InvocationRecord, Lease, PromiseType, Resolution, Status
+from ._records import (
+    InboxMessage,
+    InvocationRecord,
+    Lease,
+    PromiseType,
+    PublishedValue,
+    Resolution,
+    SentMessage,
+    Status,
+)
 
 if TYPE_CHECKING:
     from ._live import LiveChannel
@@ -72,11 +81,22 @@ class Transition(msgspec.Struct, gc=False):
     promise_types: list[PromiseType] | None = None  # what its typed waits accept (with `waiting`)
 
 
+class Talk(msgspec.Struct, gc=False):
+    """What entries about messages and published values change beside the journal, in the
+    same transaction: messages taken from the inbox `(topic, number)`, replies
+    `(message id, at, raw value)`, published values `(name, seq, at, raw value)`."""
+
+    received: list[tuple[str, int]] = []
+    replies: list[tuple[str, int, bytes]] = []
+    published: list[tuple[str, int, int, bytes]] = []
+    types: list[PromiseType] = []  # topics the handler receives with a type (`MESSAGE_WAIT + topic`)
+
+
 class Append(msgspec.Struct, gc=False):
     """Append entries `(seq, bytes)` if `epoch` still owns the invocation.
 
     `state` mutations `(name, raw value or None to clear)` apply to the invocation's key in
-    the same transaction as the entries that record them.
+    the same transaction as the entries that record them; so does `talk`.
     """
 
     id: str
@@ -85,6 +105,7 @@ class Append(msgspec.Struct, gc=False):
     transition: Transition | None = None
     state: list[tuple[str, bytes | None]] | None = None
     cancel_seen: bool = False  # the entries deliver a cancel request: it is consumed
+    talk: Talk | None = None
 
 
 class Acquire(msgspec.Struct, gc=False):
@@ -134,6 +155,21 @@ class Resolve(msgspec.Struct, gc=False):
     error: str | None = None
 
 
+class Send(msgspec.Struct, gc=False):
+    """Put a message in the invocation's inbox on `topic`, once per message id: a second send
+    of the same id changes nothing. Wakes the invocation if it waits in `receive(topic)`.
+    Refused for a finished invocation (`MessageRefused`) and, where the handler awaits the
+    topic with a type, for a value that does not fit it (`MessageValueRefused`).
+    Result: the record."""
+
+    id: str
+    topic: str
+    message_id: str
+    at: int
+    value: bytes
+    wants_reply: bool = False
+
+
 class Continue(msgspec.Struct, gc=False):
     """Continue-as-new: finish `id` (owned at `epoch`) and create `record` with entry 0, at once."""
 
@@ -170,12 +206,12 @@ class Create(msgspec.Struct, gc=False):
     lease: Acquire | None = None
 
 
-Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue | Create
+Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue | Create | Send
 
 # What `apply` gives back for each operation, in its position (or the error that refused it):
 #   Append -> InvocationRecord | None (a record when it carried a transition)
 #   Acquire -> (epoch, InvocationRecord)        Renew -> None
-#   SetStatus, Resolve, RequestCancel, Continue -> InvocationRecord
+#   SetStatus, Resolve, RequestCancel, Continue, Send -> InvocationRecord
 #   Create -> (InvocationRecord, created)
 OpResult = InvocationRecord | tuple[int, InvocationRecord] | tuple[InvocationRecord, bool] | None
 
@@ -237,6 +273,17 @@ class Store(Protocol):
 
     def due_timers(self, now_us: int) -> builtins.list[str]: ...
 
+    def next_message(self, invocation_id: str, topic: str, after: int = 0) -> tuple[int, InboxMessage] | None:
+        """The first message waiting in the invocation's inbox on `topic` whose number is
+        greater than `after`, with its number (arrival order), or None."""
+
+    def message(self, invocation_id: str, message_id: str) -> SentMessage | None:
+        """What was sent to the invocation under `message_id` (and its reply, once journaled)."""
+
+    def published(self, invocation_id: str, name: str | None = None) -> dict[str, PublishedValue]:
+        """The latest value the invocation published under `name` (every name without one):
+        one indexed read per name, whatever the length of its journal."""
+
     def cancel_requests_made(self) -> int:
         """How many cancel requests the store has recorded, ever (`Capability.CANCEL_COUNTER`)."""
         raise NotImplementedError
@@ -269,7 +316,7 @@ class Store(Protocol):
     @overload
     def apply_one(self, op: Acquire) -> tuple[int, InvocationRecord]: ...
     @overload
-    def apply_one(self, op: SetStatus | Resolve | RequestCancel | Continue) -> InvocationRecord: ...
+    def apply_one(self, op: SetStatus | Resolve | RequestCancel | Continue | Send) -> InvocationRecord: ...
     @overload
     def apply_one(self, op: Append | Renew) -> InvocationRecord | None: ...
     @overload

@@ -46,6 +46,13 @@ class Worker:
         self._full_since: float | None = None  # when the disk was first found full, this time
         self._full: DiskFull | None = None  # what it said
         self._retry: set[str] = set()  # stopped by a full disk: taken again when the pause ends
+        self._nudged: anyio.Event | None = None  # set when this process made something runnable
+
+    def nudge(self) -> None:
+        """Something this process did made an invocation runnable (a message sent to it): a
+        worker that polls looks again now, not at its next poll."""
+        if self._nudged is not None:
+            self._nudged.set()
 
     def runnable(self) -> list[str]:
         """Invocations that should run now: pending, running with a dead owner, due timers.
@@ -192,7 +199,9 @@ class Worker:
         """Wait for work: a store that can (PostgreSQL, with a NOTIFY) wakes us when something
         becomes runnable, or when its next timer falls due; any other store is polled."""
         if Capability.WAKE_ON_WORK not in self.store.capabilities:
-            await anyio.sleep(self.poll_interval)
+            self._nudged = anyio.Event()
+            with anyio.move_on_after(self.poll_interval):
+                await self._nudged.wait()
             return
         wake = await self._read(self.store.next_wake)
         # A worker that dies sends no NOTIFY: its session's end (or its lease's expiry) is seen

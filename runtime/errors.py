@@ -11,7 +11,8 @@
     │                              unseeded random source outside `ctx.run`
     ├── Cancelled              `cancel` reached the handler at its next context call
     ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, PromiseConflict,
-    │   PromiseNotFound, PromiseValueRefused   (defined in journal.errors, re-exported here)
+    │   PromiseNotFound, PromiseValueRefused, MessageRefused, MessageValueRefused,
+    │   MessageNotFound, ValueNotPublished   (defined in journal.errors, re-exported here)
     ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand
     ├── RollbackImpossible     `cancel --rollback` lacks the values before some state changes
     ├── NotResumable           a finished invocation has nothing left to resume
@@ -35,6 +36,9 @@ from journal.errors import (
 from journal.errors import (
     LeaseLost as LeaseLost,
 )
+from journal.errors import MessageNotFound as MessageNotFound
+from journal.errors import MessageRefused as MessageRefused
+from journal.errors import MessageValueRefused as MessageValueRefused
 from journal.errors import (
     PromiseConflict as PromiseConflict,
 )
@@ -44,6 +48,7 @@ from journal.errors import (
 from journal.errors import (
     PromiseValueRefused as PromiseValueRefused,
 )
+from journal.errors import ValueNotPublished as ValueNotPublished
 
 
 class TerminalError(JournalError):

@@ -138,6 +138,12 @@ def test_tail_last_n_and_json_lines(journal, approved):
     assert [(i["seq"], i["kind"]) for i in items] == [(3, "step"), (4, "completed")]
 
 
+def test_tail_after_a_seq_goes_on_where_a_follower_stopped(journal, approved):
+    result = journal("tail", approved, "-f", "--after", "2", "--json")
+    assert result.exit_code == 0
+    assert [json.loads(line)["seq"] for line in result.stdout.splitlines()] == [3, 4]
+
+
 def test_tail_follow_on_a_finished_invocation_returns_at_once(journal, approved):
     result = journal("tail", approved, "-f")
     assert result.exit_code == 0

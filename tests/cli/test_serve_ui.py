@@ -245,3 +245,16 @@ def test_a_page_from_another_origin_cannot_start_resolve_or_cancel_but_the_ui_ca
         expect(page.locator("#status .status")).to_have_text("completed", timeout=20000)
     finally:
         page.close()
+
+
+def test_published_values_show_and_update_live(page, server):
+    server.client.post("/invocations", json={"handler": "talk", "input": "hi", "id": "talking"})
+    server.wait_status("talking", "suspended")
+    page.goto(server.url + "/i/talking")
+    value = page.locator('#published dd[data-name="count"] pre')
+    expect(value).to_have_text("0")
+    for n, word in enumerate(["one", HOSTILE], start=1):
+        assert server.client.post("/invocations/talking/messages/chat", json={"value": word}).status_code == 202
+        expect(value).to_have_text(str(n), timeout=20000)  # the page follows the journal as it grows
+    expect(page.locator('#timeline tr[data-kind="received"]')).to_have_count(2, timeout=20000)
+    assert page.locator("img").count() == 0

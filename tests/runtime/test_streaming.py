@@ -91,7 +91,7 @@ def test_five_chunks_reach_a_follower_in_another_process_in_order_before_the_ste
                 assert out.strip() == "completed"
     anyio.run(main)
 
-    assert received == [Chunk(invocation_id="s", seq=2, attempt=1, data=f"token-{n} ", index=n) for n in range(5)]
+    assert received == [Chunk(invocation_id="s", seq=2, attempt=1, data=f"token-{n} ", index=n, epoch=1) for n in range(5)]
     assert seen_before_commit == ["started", "step"]  # `plan` only: `answer` had not committed
     assert _entry_kinds(store_url, "s") == ["started", "step", "step", "completed"]  # no entry per chunk
 
