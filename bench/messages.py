@@ -1,9 +1,11 @@
 """`python -m bench.messages [--postgres] [--n N]`: talking to a running invocation.
 
 - send -> receive: the time from `Engine.send_message` returning to the handler's
-  `ctx.receive` returning, with a worker running (in this process, which a send wakes at
-  once, and in another process, which finds it at its next look: LMDB's workers poll every
-  `poll_interval`, PostgreSQL's are woken by the database);
+  `ctx.receive` returning, with a worker running in this process (which a send wakes at
+  once) and in another process (woken by the database's `NOTIFY` on PostgreSQL, by the
+  store's bell on LMDB: `journal/backends/lmdb/_wake.py`); on LMDB also, as the baseline
+  measured in the same run, a worker in another process that has no bell and finds the
+  message at its next poll (every `poll_interval`, 0.25 s), as before the bell;
 - request round trip: `Engine.request(..., wait=)` until the handler's reply is read;
 - `get_value` on a journal of N entries (default 100,000), from the store's index, beside
   a scan of the journal for the latest `published` entry (what reading it without the
@@ -78,7 +80,10 @@ def _stamp(log: str, i: int) -> float | None:
 WORKER = textwrap.dedent("""
     import sys, anyio
     sys.path.insert(0, sys.argv[2])
+    from journal import Capability, LmdbStore
     from runtime import Engine
+    if sys.argv[3] == "poll":  # the baseline: a worker with no bell, which only polls
+        LmdbStore.capabilities = LmdbStore.capabilities - {Capability.WORK_BELL}
     async def main():
         async with Engine.open(sys.argv[1]) as engine:
             await engine.serve()
@@ -89,7 +94,7 @@ WORKER = textwrap.dedent("""
 async def _send_receive(db: str, rounds: int, where: str) -> None:
     log = tempfile.mktemp(suffix=".log")
     async with Engine.open(db) as engine:
-        invocation_id = f"echo-{where}"
+        invocation_id = "echo-" + where.replace(" ", "-").replace(",", "")
         await engine.start(echo, log, id=invocation_id)
         if where == "this process":
             async with anyio.create_task_group() as tg:
@@ -99,8 +104,12 @@ async def _send_receive(db: str, rounds: int, where: str) -> None:
                 tg.cancel_scope.cancel()
         else:
             root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            worker = subprocess.Popen([sys.executable, "-c", WORKER, db, root], env=dict(os.environ, PYTHONPATH=root))
+            mode = "poll" if where.endswith("polling only") else "bell"
+            worker = subprocess.Popen([sys.executable, "-c", WORKER, db, root, mode],
+                                      env=dict(os.environ, PYTHONPATH=root))
             try:
+                # Once the worker has started (imports, opening the store): its start is not a latency.
+                await engine.request(invocation_id, "m", "ready", wait=60)
                 latencies = await _latency(engine, invocation_id, log, rounds)
                 round_trips = await _round_trips(engine, invocation_id, rounds)
             finally:
@@ -187,7 +196,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         print(f"LMDB ({rounds} rounds):")
-        for where in ("this process", "another process"):
+        for where in ("this process", "another process", "another process, polling only"):
             anyio.run(_send_receive, os.path.join(tmp, "db"), rounds, where)
         store = open_store(os.path.join(tmp, "db-long"))
         try:

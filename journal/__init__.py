@@ -83,6 +83,7 @@ from ._store import SetStatus as SetStatus
 from ._store import Store as Store
 from ._store import Talk as Talk
 from ._store import Transition as Transition
+from ._store import WorkBell as WorkBell
 from ._tables import TableDelete as TableDelete
 from ._tables import TableDeletePrefix as TableDeletePrefix
 from ._tables import TablePut as TablePut
@@ -122,7 +123,7 @@ __all__ = (
     "schema_example", "promise_type",
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
     "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent",
-    "MESSAGE_WAIT", "InboxMessage", "PublishedValue", "SentMessage", "Send", "Talk", "Published", "Received",
+    "MESSAGE_WAIT", "WorkBell", "InboxMessage", "PublishedValue", "SentMessage", "Send", "Talk", "Published", "Received",
     "Replied",
 )
 

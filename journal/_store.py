@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, overload, runtime_checkable
 
@@ -61,6 +62,9 @@ class Capability(str, enum.Enum):
     # failing over): its calls reconnect and wait for it (`wait_for_server` says how long),
     # and `outage()` says whether it is away right now.
     RECONNECTS = "reconnects"
+    # `work_bell()`: a socket a worker that polls also waits on, rung by any process's commit
+    # that made an invocation runnable, so that it looks at once (LMDB; see WAKE_ON_WORK).
+    WORK_BELL = "work-bell"
 
     def __str__(self) -> str:
         return self.value
@@ -217,6 +221,18 @@ OpResult = InvocationRecord | tuple[int, InvocationRecord] | tuple[InvocationRec
 
 
 @runtime_checkable
+class WorkBell(Protocol):
+    """`Store.work_bell`: what a worker that polls also waits on."""
+
+    socket: socket.socket
+
+    def drain(self) -> None:
+        """Read every ring that arrived (the socket is not readable until the next one)."""
+
+    def close(self) -> None:
+        """Stop being rung."""
+
+
 class Store(Protocol):
     if TYPE_CHECKING:
         # Read-only to the runtime, so a backend may declare it `str`. Only for the checker:
@@ -341,6 +357,12 @@ class Store(Protocol):
         (`Capability.WAKE_ON_WORK`); a store that cannot tell just waits out the timeout (the
         runtime polls those instead).
         """
+
+    def work_bell(self) -> WorkBell | None:
+        """A bell for one worker (`Capability.WORK_BELL`): its `socket` becomes readable when
+        a commit in any process may have made an invocation runnable; `drain()` empties it,
+        `close()` unregisters it. None when this store cannot ring (opened read-only)."""
+        raise NotImplementedError
 
     def next_wake(self) -> int | None:
         """The earliest wake-up time (µs) of a suspended invocation's timer, if any."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from journal import Capability, InvocationRecord, Status
+from journal import Capability, InvocationRecord, Status, WorkBell
 from journal.errors import CorruptEntry, DiskFull, InvocationBusy, LeaseLost
 
 from ._clock import now_us
@@ -47,6 +47,8 @@ class Worker:
         self._full: DiskFull | None = None  # what it said
         self._retry: set[str] = set()  # stopped by a full disk: taken again when the pause ends
         self._nudged: anyio.Event | None = None  # set when this process made something runnable
+        self._bell: WorkBell | None = None  # rung when any process made something runnable (`serve`)
+        self._missed: set[str] = set()  # found pending while running here (`runnable`)
 
     def nudge(self) -> None:
         """Something this process did made an invocation runnable (a message sent to it): a
@@ -65,7 +67,12 @@ class Worker:
         busy = self.active | self.executor.running
         # Ids first, from the status index: the records of invocations this worker already
         # has in hand (thousands, queued for a turn) are not read again on every look.
-        ids = [i for i in store.ids(Status.PENDING) if i not in busy]
+        pending = store.ids(Status.PENDING)
+        ids = [i for i in pending if i not in busy]
+        # Pending while it still runs here: made runnable again (a message) after its run
+        # suspended and before that run ended. Nobody rings again for it, so the end of that
+        # run looks again (`serve`) rather than the next poll.
+        self._missed = {i for i in pending if i in self.executor.running}
         ids += [i for i in store.ids(Status.RUNNING) if i not in busy and store.live_lease(i, now) is None]
         ids += store.due_timers(now)
         # Stopped by a full disk, an invocation whose lease could not be given back either is
@@ -148,28 +155,40 @@ class Worker:
                 self._went_on()
             finally:
                 self.active.discard(invocation_id)
+                if invocation_id in self._missed:
+                    self._missed.discard(invocation_id)
+                    self.nudge()
                 if not self.active:
                     settled.set()
 
-        async with anyio.create_task_group() as tg:
-            while True:
-                if self._paused_until is not None:
-                    until = self._paused_until
-                    if idle_exit and self._full_since is not None:
-                        give_up = self._full_since + disk_full_wait
-                        if time.monotonic() >= give_up:
-                            raise self._given_up(disk_full_wait)
-                        until = min(until, give_up)
-                    await anyio.sleep(max(0.0, until - time.monotonic()))  # then a last try
-                settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
-                ids = await self._read(self.runnable)
-                for invocation_id in ids:
-                    self.active.add(invocation_id)
-                    tg.start_soon(one, invocation_id)
-                if idle_exit and not ids and not self.active:
-                    return
-                # idle_exit: the last turn to end decides at once (no wait for new work to time out)
-                await (first_of(self._idle, settled.wait) if idle_exit else self._idle())
+        # A store that rings (LMDB) wakes this worker when another process makes something
+        # runnable (a message sent with `journal send`), between its polls.
+        if Capability.WORK_BELL in self.store.capabilities and Capability.WAKE_ON_WORK not in self.store.capabilities:
+            self._bell = self.store.work_bell()
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    if self._paused_until is not None:
+                        until = self._paused_until
+                        if idle_exit and self._full_since is not None:
+                            give_up = self._full_since + disk_full_wait
+                            if time.monotonic() >= give_up:
+                                raise self._given_up(disk_full_wait)
+                            until = min(until, give_up)
+                        await anyio.sleep(max(0.0, until - time.monotonic()))  # then a last try
+                    settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
+                    ids = await self._read(self.runnable)
+                    for invocation_id in ids:
+                        self.active.add(invocation_id)
+                        tg.start_soon(one, invocation_id)
+                    if idle_exit and not ids and not self.active:
+                        return
+                    # idle_exit: the last turn to end decides at once (no wait for new work to time out)
+                    await (first_of(self._idle, settled.wait) if idle_exit else self._idle())
+        finally:
+            if self._bell is not None:
+                self._bell.close()
+                self._bell = None
 
     def _pause(self, exc: DiskFull) -> None:
         """Take no work for a while: the store's disk is full. Each try that finds it still full
@@ -199,9 +218,22 @@ class Worker:
         """Wait for work: a store that can (PostgreSQL, with a NOTIFY) wakes us when something
         becomes runnable, or when its next timer falls due; any other store is polled."""
         if Capability.WAKE_ON_WORK not in self.store.capabilities:
-            self._nudged = anyio.Event()
+            # The event stays set until this wait has seen it: a nudge while the worker looked
+            # (rather than waited) is not lost.
+            nudged = self._nudged = self._nudged or anyio.Event()
+            bell = self._bell
             with anyio.move_on_after(self.poll_interval):
-                await self._nudged.wait()
+                if bell is None:
+                    await nudged.wait()
+                else:
+                    async def rung() -> None:
+                        await anyio.wait_readable(bell.socket)
+
+                    await first_of(nudged.wait, rung)
+            if nudged.is_set():
+                self._nudged = anyio.Event()
+            if bell is not None:
+                bell.drain()
             return
         wake = await self._read(self.store.next_wake)
         # A worker that dies sends no NOTIFY: its session's end (or its lease's expiry) is seen

@@ -41,6 +41,7 @@ from .._store import (
     SetStatus,
     Store,
     Transition,
+    WorkBell,
 )
 from ..errors import (
     InvocationBusy,
@@ -123,6 +124,9 @@ class KVStore(abc.ABC):
 
     def wait_for_work(self, timeout: float) -> None:
         time.sleep(timeout)  # nothing to listen to: the caller polls
+
+    def work_bell(self) -> WorkBell | None:
+        return None  # no bell: a worker polls (a backend that can ring says so, `Capability.WORK_BELL`)
 
     def close(self) -> None:  # noqa: B027 - optional: only backends holding resources override it
         pass

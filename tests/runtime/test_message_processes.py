@@ -217,3 +217,58 @@ def test_a_request_answered_after_the_handler_is_killed_gets_one_reply(tmp_path,
     finally:
         store.close()
 
+
+
+SLOW_POLLER = textwrap.dedent("""
+    import sys, anyio
+    from runtime import Engine
+    async def main():
+        async with Engine.open(sys.argv[1], poll_interval=3600) as engine:  # looks by itself once an hour
+            await engine.serve()
+    anyio.run(main)
+""")
+
+
+def test_a_message_from_another_process_wakes_an_lmdb_worker_between_its_polls(tmp_path):
+    """LMDB has no server to notify a worker: a send rings the worker's bell. The worker here
+    polls once an hour, so only the bell can get each of these messages to it in time: each
+    is sent the moment the one before was received, many of them while the run that
+    received it is still ending (made runnable again before that run let go of it)."""
+    db = str(tmp_path / "db")
+    log = tmp_path / "seen.log"
+    count = 30
+
+    async def start() -> None:
+        async with Engine.open(db) as engine:
+            await engine.start(drain, {"n": count, "log": str(log)}, id="inbox")
+
+    anyio.run(start)
+    worker = _spawn(SLOW_POLLER, db)
+    try:
+        # The first look finds the new invocation, which then waits in `receive` (suspended).
+        store = open_store(db)
+        try:
+            wait_until(lambda: store.require("inbox").status == Status.SUSPENDED or worker.poll() is not None,
+                       "the receiver to wait for its first message")
+        finally:
+            store.close()
+
+        async def send_all() -> None:
+            async with Engine.open(db) as engine:
+                for i in range(count):
+                    await engine.send_message("inbox", "m", i, message_id=f"m-{i}")
+                    await anyio.to_thread.run_sync(lambda i=i: wait_until(
+                        lambda: _received(db) > i or worker.poll() is not None,
+                        f"message {i} to be received ({_where(db)})"))
+
+        anyio.run(send_all)
+        assert worker.poll() is None, "the worker exited by itself"
+        store = open_store(db)
+        try:
+            wait_until(lambda: store.require("inbox").status == Status.COMPLETED, "the receiver to finish")
+            assert _decoded(store.require("inbox").result) == [f"m-{i}" for i in range(count)]
+        finally:
+            store.close()
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
