@@ -62,6 +62,7 @@ class Chunk(msgspec.Struct, kw_only=True, frozen=True):
     data: str | bytes
     index: int
     epoch: int = 0  # the lease epoch of the execution that ran it (a later one replaces it)
+    cursor: str = ""  # `Engine.stream`'s position after it: `after=` resumes from there
 
 
 class Sent(msgspec.Struct, frozen=True, gc=False):

@@ -13,6 +13,7 @@ __all__ = (
     "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path",
     "idempotency_key", "is_handler_name", "load_handler", "pause",
     "Message", "Reply", "Value", "MessageNotFound", "MessageRefused", "MessageValueRefused", "ValueNotPublished",
+    "StreamPosition",
 )
 
 # Every export is imported on first use, so `import runtime` (which `import runtime.langgraph`,
@@ -26,7 +27,7 @@ _LAZY: dict[str, str] = {
     "MemoryTable": "._memory_table", "Outcome": "._outcome", "RetryPolicy": "._retry",
     "StepInfo": "._step_info", "current_context": "._step_info", "current_step": "._step_info",
     "handler_context": "._step_info", "idempotency_key": "._steps", "pause": "._suspend",
-    "Message": "._talk", "Reply": "._asking", "Value": "._asking",
+    "Message": "._talk", "Reply": "._asking", "Value": "._asking", "StreamPosition": "._position",
 }
 _LAZY.update(dict.fromkeys((
     "Cancelled", "DeterminismViolation", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
@@ -52,6 +53,7 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._memory_table import MemoryItem as MemoryItem
     from ._memory_table import MemoryTable as MemoryTable
     from ._outcome import Outcome as Outcome
+    from ._position import StreamPosition as StreamPosition
     from ._retry import RetryPolicy as RetryPolicy
     from ._step_info import StepInfo as StepInfo
     from ._step_info import current_context as current_context

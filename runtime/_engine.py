@@ -483,12 +483,17 @@ class Engine:
 
     # -- streams ------------------------------------------------------------------------
 
-    async def stream(self, invocation_id: str, *, after: int = 0, poll: float = 0.05,
+    async def stream(self, invocation_id: str, *, after: int | str | Event | Chunk = 0, poll: float = 0.05,
                      chunks: bool = True) -> AsyncIterator[Event | Chunk]:
         """What the invocation publishes, from any process, until it (and any continuation) finishes:
         an `Event` for each `ctx.emit`, once and in seq order, as it is journaled; and (unless
         `chunks=False`) a `Chunk` for the live output its running steps send with
-        `current_step().emit(...)`, in order, as it is sent (a step's before its entry)."""
+        `current_step().emit(...)`, in order, as it is sent (a step's before its entry).
+
+        Each item carries its `cursor`, the stream's position after it. A follower that was
+        cut off resumes with `after=` the last item it saw (or its cursor, or the id of the
+        last HTTP event): every later event and chunk comes, none it saw comes again. An int
+        is a seq: every entry up to it was seen."""
         async for item in events(self._read, self.store, invocation_id, after=after, poll=poll, chunks=chunks):
             yield item
 

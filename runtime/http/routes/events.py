@@ -7,7 +7,8 @@ Events: `status` (at once, then on every change), `entry` (each journaled entry,
 when concurrent branches commit out of order, as `Engine.stream` delivers them; a step's
 chunks come before its entry, and wake the stream at once.
 
-Every event carries an `id:`, the stream's position after it: `Cursor.text`. A client that
+Every event carries an `id:`, the stream's position after it: `StreamPosition.text` (the same text
+`Engine.stream` gives each item as its `cursor`). A client that
 reconnects with it (`Last-Event-ID`, which a browser's EventSource sends by itself, or
 `?after=`) receives every entry and chunk after it, and none again; the status comes
 again first (it is the invocation's state, not an event of its history).
@@ -28,6 +29,7 @@ from starlette.routing import Route
 from journal import Chunk, LiveFeed, decode_entry, entry_view
 from journal.errors import CorruptEntry
 from journal.views import corrupt_view, result_json, waiting_on
+from runtime import StreamPosition
 
 from .._params import param
 from .._service import service
@@ -38,66 +40,13 @@ if TYPE_CHECKING:
 _json = msgspec.json.Encoder(enc_hook=repr)
 
 
-class Cursor:
-    """Where a client is in the stream: every entry up to `floor` and those in `above`, and
-    for each running step the last chunk it saw, `(epoch, attempt, index)`. Its text (the
-    events' `id`) is `FLOOR[.S-S...][~SEQ:EPOCH:ATTEMPT:INDEX,...]`."""
-
-    def __init__(self, floor: int = -1, above: set[int] | None = None,
-                 chunks: dict[int, tuple[int, int, int]] | None = None) -> None:
-        self.floor = floor
-        self.above = above or set()
-        self.chunks = chunks or {}
-
-    @classmethod
-    def parse(cls, text: str | None) -> Cursor:
-        """A client's cursor; one that does not parse starts from the beginning."""
-        if not text:
-            return cls()
-        try:
-            head, _, tail = text.partition("~")
-            floor, _, rest = head.partition(".")
-            above = {int(s) for s in rest.split("-") if s}
-            chunks = {}
-            for part in filter(None, tail.split(",")):
-                seq, epoch, attempt, index = (int(x) for x in part.split(":"))
-                chunks[seq] = (epoch, attempt, index)
-            return cls(int(floor), above, chunks)
-        except ValueError:
-            return cls()
-
-    def entry(self, seq: int) -> None:
-        self.above.add(seq)
-        while self.floor + 1 in self.above:
-            self.floor += 1
-            self.above.discard(self.floor)
-        self.chunks = {s: c for s, c in self.chunks.items() if s > self.floor and s not in self.above}
-
-    def seen(self, seq: int) -> bool:
-        return seq <= self.floor or seq in self.above
-
-    def chunk_seen(self, chunk: Chunk) -> bool:
-        last = self.chunks.get(chunk.seq)
-        if self.seen(chunk.seq):
-            return True  # its step's entry was delivered: its output is in the entry
-        return last is not None and (chunk.epoch, chunk.attempt, chunk.index) <= last
-
-    def text(self) -> str:
-        out = str(self.floor)
-        if self.above:
-            out += "." + "-".join(map(str, sorted(self.above)))
-        if self.chunks:
-            out += "~" + ",".join(f"{s}:{e}:{a}:{i}" for s, (e, a, i) in sorted(self.chunks.items()))
-        return out
-
-
-def _event(name: str, data: Any, cursor: Cursor | None = None) -> bytes:
+def _event(name: str, data: Any, cursor: StreamPosition | None = None) -> bytes:
     # JSON has no raw newlines, so one `data:` line carries the whole document.
     head = b"" if cursor is None else b"id: " + cursor.text().encode() + b"\n"
     return head + b"event: " + name.encode() + b"\ndata: " + _json.encode(data) + b"\n\n"
 
 
-def _chunk(chunk: Chunk, cursor: Cursor) -> bytes | None:
+def _chunk(chunk: Chunk, cursor: StreamPosition) -> bytes | None:
     """The chunk's event, unless the client has seen it (then None)."""
     if cursor.chunk_seen(chunk):
         return None
@@ -110,16 +59,16 @@ def _chunk(chunk: Chunk, cursor: Cursor) -> bytes | None:
     return _event("chunk", data, cursor)
 
 
-async def stream(service: Service, invocation_id: str, cursor: Cursor | None = None) -> AsyncIterator[bytes]:
+async def stream(service: Service, invocation_id: str, cursor: StreamPosition | None = None) -> AsyncIterator[bytes]:
     feed = await service.read(LiveFeed.open, service.store, invocation_id)
     try:
-        async for event in _stream(service, invocation_id, feed, cursor or Cursor()):
+        async for event in _stream(service, invocation_id, feed, cursor or StreamPosition()):
             yield event
     finally:
         feed.close()
 
 
-async def _stream(service: Service, invocation_id: str, feed: LiveFeed, cursor: Cursor) -> AsyncIterator[bytes]:
+async def _stream(service: Service, invocation_id: str, feed: LiveFeed, cursor: StreamPosition) -> AsyncIterator[bytes]:
     store = service.store
     last_status: tuple[Any, ...] | None = None
     while True:
@@ -164,7 +113,7 @@ async def _stream(service: Service, invocation_id: str, feed: LiveFeed, cursor: 
 async def events(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
-    cursor = Cursor.parse(request.headers.get("last-event-id") or request.query_params.get("after"))
+    cursor = StreamPosition.parse(request.headers.get("last-event-id") or request.query_params.get("after"))
     return StreamingResponse(stream(s, record.id, cursor), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
