@@ -1,4 +1,4 @@
-"""`python -m bench.messages [--postgres] [--n N]`: talking to a running invocation.
+"""`python -m bench.messages [--postgres] [--rounds N] [--n N]`: talking to a running invocation.
 
 - send -> receive: the time from `Engine.send_message` returning to the handler's
   `ctx.receive` returning, with a worker running in this process (which a send wakes at
@@ -7,6 +7,10 @@
   measured in the same run, a worker in another process that has no bell and finds the
   message at its next poll (every `poll_interval`, 0.25 s), as before the bell;
 - request round trip: `Engine.request(..., wait=)` until the handler's reply is read;
+- messages per second into one store: 10,000 `Engine.send_message` calls to one invocation
+  from 100 concurrent senders (the engine's group commit puts many sends in one
+  transaction), beside one sender sending 1,000 one after another (each its own commit),
+  the baseline of the same run; the median of three runs each;
 - `get_value` on a journal of N entries (default 100,000), from the store's index, beside
   a scan of the journal for the latest `published` entry (what reading it without the
   index costs), measured in the same run.
@@ -129,6 +133,31 @@ async def _round_trips(engine: Engine, invocation_id: str, rounds: int) -> list[
     return out
 
 
+async def _throughput(db: str, total: int, senders: int) -> float:
+    """Messages per second: `total` sends to one invocation from `senders` concurrent tasks."""
+    async with Engine.open(db) as engine:
+        invocation_id = f"sink-{time.monotonic_ns()}"
+        await engine.start(echo, None, id=invocation_id)  # never run: the messages wait in its inbox
+        each = total // senders
+
+        async def send(k: int) -> None:
+            for i in range(each):
+                await engine.send_message(invocation_id, "m", i, message_id=f"{k}-{i}")
+
+        t = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for k in range(senders):
+                tg.start_soon(send, k)
+        return each * senders / (time.perf_counter() - t)
+
+
+def _throughputs(db: str) -> None:
+    many = statistics.median(anyio.run(_throughput, db, 10_000, 100) for _ in range(3))
+    one = statistics.median(anyio.run(_throughput, db, 1_000, 1) for _ in range(3))
+    print(f"  messages into one store: {many:,.0f}/s from 100 concurrent senders, {one:,.0f}/s from one sender "
+          f"({many / one:.1f}x)")
+
+
 def _get_value(store: Store, n: int) -> None:
     from journal.testing import acquire, create
 
@@ -186,6 +215,7 @@ def main() -> None:
             print(f"PostgreSQL ({rounds} rounds):")
             for where in ("this process", "another process"):
                 anyio.run(_send_receive, db, rounds, where)
+            _throughputs(server.new_database())
             store = open_store(server.new_database())
             try:
                 _get_value(store, n)
@@ -198,6 +228,7 @@ def main() -> None:
         print(f"LMDB ({rounds} rounds):")
         for where in ("this process", "another process", "another process, polling only"):
             anyio.run(_send_receive, os.path.join(tmp, "db"), rounds, where)
+        _throughputs(os.path.join(tmp, "db-many"))
         store = open_store(os.path.join(tmp, "db-long"))
         try:
             _get_value(store, n)
