@@ -24,11 +24,14 @@ from journal.errors import (
     JournalError,
     KeyBusy,
     LeaseLost,
+    MessageNotFound,
+    MessageRefused,
     PromiseConflict,
     PromiseNotFound,
     PromiseValueRefused,
     StoreError,
     StoreUnavailable,
+    ValueNotPublished,
 )
 
 from ._render import safe
@@ -39,7 +42,7 @@ T = TypeVar("T")
 OK, FAILED, USAGE, SUSPENDED, DIVERGED, INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 _USAGE_ERRORS = (InvocationNotFound, InvocationConflict, InvocationBusy, KeyBusy, PromiseConflict, PromiseNotFound,
-                 PromiseValueRefused, StoreError, ValueError)
+                 PromiseValueRefused, MessageRefused, MessageNotFound, ValueNotPublished, StoreError, ValueError)
 
 
 class Exit(Exception):

@@ -39,6 +39,7 @@ from journal.views import (
     updated_us,
 )
 from journal.views import export as export_entries
+from runtime import StreamPosition
 
 from . import _render as render
 from ._common import (
@@ -316,12 +317,16 @@ def tail_line(seq: int, entry: Entry | CorruptEntry, width: int) -> str:
 @click.argument("invocation_id", metavar="ID")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing entries as they are appended, until the invocation ends.")
 @click.option("-n", "--lines", "last", type=click.IntRange(0), default=None, help="Start with only the last N entries.")
+@click.option("--after", default=None, metavar="SEQ|CURSOR",
+              help="Start after entry SEQ, or after the `cursor` of the last line a follower saw (--json -f): "
+                   "nothing it printed is printed again, a running step's chunks included.")
 @click.option("--interval", type=click.FloatRange(0.01), default=0.1, show_default=True, hidden=True,
               help="Seconds between polls while following.")
 @db_option
 @json_option
 @edge
-def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db: str | None, as_json: bool) -> None:
+def tail(invocation_id: str, follow: bool, last: int | None, after: str | None, interval: float, db: str | None,
+         as_json: bool) -> None:
     """Print an invocation's entries; -f follows new ones live.
 
     Following works across processes: run it beside `journal run`, `resume` or a
@@ -330,7 +335,13 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
     also prints the live output of running steps (`current_step().emit(...)`) as it
     arrives, a `chunk` line each, before the step's entry. With --json each entry is one
     JSON object per line (the `show --json` entry shape), and each chunk
-    `{"kind": "chunk", "seq", "attempt", "index", "data"}`.
+    `{"kind": "chunk", "seq", "attempt", "index", "data"}`; with -f each line also
+    carries its `cursor`, where to go on after it.
+
+    --after SEQ starts after entry SEQ, as a follower that was cut off goes on where it
+    stopped: `journal tail ID -f --after 41`; --after CURSOR (the last line's `cursor`, or
+    the id of the last event of the HTTP events stream) after that line, printing none of
+    the running step's chunks it saw again.
 
     Example:
 
@@ -338,13 +349,14 @@ def tail(invocation_id: str, follow: bool, last: int | None, interval: float, db
         journal tail 3f2a9c -f
     """
     width = render.terminal_width()
+    position = _position(after)
     try:
         if follow:  # started beside `journal run ... &`: the store and the id may be on their way
             _await_store(db, interval)
         with open_store(db) as store:
             invocation_id = _await_invocation(store, invocation_id, interval) if follow else \
                 require(store, invocation_id).id
-            _tail(store, invocation_id, follow, last, interval, width, as_json)
+            _tail(store, invocation_id, follow, last, position, interval, width, as_json)
     except KeyboardInterrupt:
         raise Exit(INTERRUPTED) from None
 
@@ -380,14 +392,32 @@ def _await_invocation(store: Store, text: str, interval: float) -> str:
         time.sleep(interval)
 
 
-def _tail(store: Store, invocation_id: str, follow: bool, last: int | None, interval: float, width: int,
-          as_json: bool) -> None:
+def _position(after: str | None) -> StreamPosition:
+    """Where `--after` says to start: after entry SEQ, or after a cursor."""
+    if after is None:
+        return StreamPosition()
+    try:
+        seq = int(after)
+    except ValueError:
+        try:
+            return StreamPosition.parse(after, strict=True)
+        except ValueError:
+            raise click.BadParameter(f"{after!r} is neither an entry's seq nor a cursor a follower printed "
+                                     "(`journal tail ID -f --json` gives one on every line)",
+                                     param_hint="'--after'") from None
+    if seq < -1:
+        raise click.BadParameter(f"{seq} is no entry's seq: give 0 or more (-1: from the start)",
+                                 param_hint="'--after'")
+    return StreamPosition(floor=seq)
+
+
+def _tail(store: Store, invocation_id: str, follow: bool, last: int | None, position: StreamPosition,
+          interval: float, width: int, as_json: bool) -> None:
     """Print the entries (and with `follow`, the live output) of `invocation_id` until it ends."""
-    seen: set[int] = set()
-    batch = decoded(store, invocation_id)
+    batch = decoded(store, invocation_id, position.floor + 1)
     if last is not None:
         for seq, _ in batch[: max(len(batch) - last, 0)]:
-            seen.add(seq)
+            position.entry(seq)
         batch = batch[max(len(batch) - last, 0):]
     from journal import LiveFeed  # (only a follower needs live output)
 
@@ -395,14 +425,17 @@ def _tail(store: Store, invocation_id: str, follow: bool, last: int | None, inte
     try:
         while True:
             if feed is not None:  # a step's live output before its entry
-                _print_chunks(feed.take(), as_json)
+                _print_chunks(feed.take(), position, as_json)
             ended = False
             for seq, entry in batch:
-                if seq in seen:
+                if position.seen(seq):
                     continue
-                seen.add(seq)
+                position.entry(seq)
                 if as_json:
-                    line = render.to_json(_entry_json(seq, entry), pretty=False)
+                    shown = _entry_json(seq, entry)
+                    if follow:
+                        shown["cursor"] = position.text()
+                    line = render.to_json(shown, pretty=False)
                 else:
                     line = tail_line(seq, entry, width)
                 out(line)
@@ -414,27 +447,30 @@ def _tail(store: Store, invocation_id: str, follow: bool, last: int | None, inte
             next_read = time.monotonic() + interval
             while (left := next_read - time.monotonic()) > 0:
                 feed.wait(left)
-                _print_chunks(feed.take(), as_json)
+                _print_chunks(feed.take(), position, as_json)
             record = store.get(invocation_id)
             if record is None:
                 raise Exit(OK, f"invocation {invocation_id} was removed (trimmed) while following it")
             # Concurrent steps may commit out of seq order: poll from the first seq not yet seen.
-            first_missing = next(s for s in range(len(seen) + 1) if s not in seen)
-            batch = decoded(store, invocation_id, first_missing)
+            batch = decoded(store, invocation_id, position.floor + 1)
     finally:
         if feed is not None:
             feed.close()
 
 
-def _print_chunks(chunks: list[Chunk], as_json: bool) -> None:
-    """Live output, a line a chunk: `SEQ  TIME  chunk  attempt N  text` (escaped), or JSON."""
+def _print_chunks(chunks: list[Chunk], position: StreamPosition, as_json: bool) -> None:
+    """Live output, a line a chunk: `SEQ  TIME  chunk  attempt N  text` (escaped), or JSON;
+    none the follower printed before (`--after`)."""
+    chunks = [chunk for chunk in chunks if not position.chunk_seen(chunk)]
     for chunk in chunks:
+        position.chunks[chunk.seq] = (chunk.epoch, chunk.attempt, chunk.index)
         if as_json:
             line: dict[str, Any] = {"kind": "chunk", "seq": chunk.seq, "attempt": chunk.attempt, "index": chunk.index}
             if isinstance(chunk.data, bytes):
                 line.update(data=base64.b64encode(chunk.data).decode(), base64=True)
             else:
                 line["data"] = chunk.data
+            line["cursor"] = position.text()
             click.echo(render.to_json(line, pretty=False))
         else:
             text = chunk.data if isinstance(chunk.data, str) else f"<{len(chunk.data)} bytes>"

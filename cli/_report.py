@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from journal import InvocationRecord, Status, iso_from_us, promise_type
+from journal import MESSAGE_WAIT, InvocationRecord, Status, iso_from_us, promise_type
 from journal.views import error_json
 from runtime import Outcome
 from runtime.hooks import Attempt, AttemptObserver, Observer, StepEvent
@@ -109,6 +109,18 @@ def suspension_help(outcome: Outcome, db: str | None, waits_on: InvocationRecord
     resume = suggest(["resume", outcome.id], db)
     if waits_on is not None and waits_on.id != outcome.id:
         return _child_wait_help(outcome, waits_on, db)
+    if outcome.waiting is not None and outcome.waiting.startswith(MESSAGE_WAIT):
+        topic = outcome.waiting[len(MESSAGE_WAIT):]
+        wanted = promise_type(waits_on, outcome.waiting) if waits_on is not None else None
+        fits = render.fitting(wanted) if wanted is not None else "JSON"
+        return "\n".join([
+            render.safe(f"invocation {outcome.id} is suspended, waiting for a message on topic {topic!r}."),
+            render.safe(f"Send it a {wanted.type} (for example {fits}):") if wanted is not None
+            else "Send it one (any JSON value):",
+            f"  {suggest(['send', outcome.id, topic, fits], db)}",
+            "then continue it (or keep `journal worker` running):",
+            f"  {resume}",
+        ])
     if outcome.waiting is not None:
         wanted = promise_type(waits_on, outcome.waiting) if waits_on is not None else None
         fits = render.fitting(wanted)

@@ -30,6 +30,9 @@ from ._entries import Frame as Frame
 from ._entries import Now as Now
 from ._entries import Patched as Patched
 from ._entries import Promise as Promise
+from ._entries import Published as Published
+from ._entries import Received as Received
+from ._entries import Replied as Replied
 from ._entries import Selected as Selected
 from ._entries import Sleep as Sleep
 from ._entries import Started as Started
@@ -54,12 +57,16 @@ from ._listing import Page as Page
 from ._listing import Query as Query
 from ._records import FINISHED as FINISHED
 from ._records import HOST as HOST
+from ._records import MESSAGE_WAIT as MESSAGE_WAIT
 from ._records import PRIORITY_MAX as PRIORITY_MAX
 from ._records import PRIORITY_MIN as PRIORITY_MIN
+from ._records import InboxMessage as InboxMessage
 from ._records import InvocationRecord as InvocationRecord
 from ._records import Lease as Lease
 from ._records import PromiseType as PromiseType
+from ._records import PublishedValue as PublishedValue
 from ._records import Resolution as Resolution
+from ._records import SentMessage as SentMessage
 from ._records import Status as Status
 from ._schedules import OVERLAPS as OVERLAPS
 from ._schedules import RECENT_KEPT as RECENT_KEPT
@@ -77,9 +84,12 @@ from ._store import OpResult as OpResult
 from ._store import Renew as Renew
 from ._store import RequestCancel as RequestCancel
 from ._store import Resolve as Resolve
+from ._store import Send as Send
 from ._store import SetStatus as SetStatus
 from ._store import Store as Store
+from ._store import Talk as Talk
 from ._store import Transition as Transition
+from ._store import WorkBell as WorkBell
 from ._tables import TableDelete as TableDelete
 from ._tables import TableDeletePrefix as TableDeletePrefix
 from ._tables import TablePut as TablePut
@@ -120,6 +130,8 @@ __all__ = (
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
     "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent", "PRIORITY_MAX", "PRIORITY_MIN",
     "Fired", "ScheduleRecord", "OVERLAPS", "RECENT_KEPT",
+    "MESSAGE_WAIT", "WorkBell", "InboxMessage", "PublishedValue", "SentMessage", "Send", "Talk", "Published", "Received",
+    "Replied",
 )
 
 # Imported on first use: the append path brings in anyio and asyncio, which reading a

@@ -194,9 +194,43 @@ class ContinuedAsNew(msgspec.Struct, tag="continued_as_new", **_OPTS):
     next_id: str
 
 
+class Received(msgspec.Struct, tag="received", **_OPTS):
+    """`ctx.receive(topic)` took the message `message_id` from the invocation's inbox (in the
+    same transaction that journaled this entry), or its deadline passed (`timed_out`)."""
+
+    name: str  # the topic
+    at: int
+    message_id: str = ""
+    value: msgspec.Raw = NIL
+    prev: int = 0
+    timed_out: bool = False
+    wants_reply: bool = False  # its sender waits for `message.reply(...)`
+
+
+class Replied(msgspec.Struct, tag="replied", **_OPTS):
+    """`message.reply(value)` answered message `name` (its id); the reply reaches the sender
+    from the store, written in the same transaction as this entry."""
+
+    name: str  # the message id
+    at: int
+    value: msgspec.Raw = NIL
+    prev: int = 0
+
+
+class Published(msgspec.Struct, tag="published", **_OPTS):
+    """`ctx.publish(name, value)`: the invocation's latest value under `name`, readable from
+    the store by anyone (`journal get`), written in the same transaction as this entry."""
+
+    name: str
+    at: int
+    value: msgspec.Raw = NIL
+    prev: int = 0
+
+
 Entry = (
     Started | Step | Now | Sleep | Promise | Completed | Failed | Cancelled | Emitted | Patched
     | CancelReceived | StateGot | StateSet | StateKeys | Called | Selected | ContinuedAsNew
+    | Received | Replied | Published
 )
 
 TERMINAL_KINDS = (Completed, Failed, Cancelled, ContinuedAsNew)

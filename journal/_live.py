@@ -9,9 +9,10 @@ any process through the store's `LiveChannel`:
   store directory), written without ever being synced, holding the chunks of running steps
   only (a step's are removed once it commits), so a follower that arrives late still sees
   the step's output so far; followers are woken by a datagram, not by polling;
-- PostgreSQL (`backends/postgres/_live.py`): `NOTIFY` with the chunks as payload, on a channel per
-  invocation that followers `LISTEN` to; nothing is stored, so a follower sees the chunks
-  sent after it began to listen;
+- PostgreSQL (`backends/postgres/_live.py`): `NOTIFY` with the chunks as payload, on a
+  channel per invocation that followers `LISTEN` to, and the running steps' chunks kept in an
+  unlogged table, which a follower reads once it listens, so that it too sees the output so
+  far;
 - memory: handed over inside the process.
 
 Each chunk carries where it comes from: the step's seq, the lease epoch of the execution
@@ -60,6 +61,8 @@ class Chunk(msgspec.Struct, kw_only=True, frozen=True):
     attempt: int
     data: str | bytes
     index: int
+    epoch: int = 0  # the lease epoch of the execution that ran it (a later one replaces it)
+    cursor: str = ""  # `Engine.stream`'s position after it: `after=` resumes from there
 
 
 class Sent(msgspec.Struct, frozen=True, gc=False):
@@ -238,7 +241,7 @@ class LiveFeed:
                     continue  # seen already
             streams[sent.seq] = (sent.epoch, sent.attempt, sent.number + 1)
             out.append(Chunk(invocation_id=sent.invocation_id, seq=sent.seq, attempt=sent.attempt, data=sent.data,
-                             index=sent.number))
+                             index=sent.number, epoch=sent.epoch))
         return out
 
     def wait(self, timeout: float) -> None:

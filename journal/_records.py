@@ -93,3 +93,41 @@ class Resolution(msgspec.Struct, array_like=True, gc=False):
     at: int
     value: msgspec.Raw = NIL
     error: str | None = None
+
+
+# The promise name a wait in `ctx.receive(topic)` is recorded under (`InvocationRecord.waiting`):
+# a message sent on the topic wakes it, as a resolution wakes a promise's wait.
+MESSAGE_WAIT = "message:"
+
+
+class InboxMessage(msgspec.Struct, array_like=True, gc=False):
+    """A message sent to an invocation on a topic and not yet received by its handler: it
+    waits in the invocation's inbox, in arrival order, until a `ctx.receive` journals it."""
+
+    id: str  # the message id (the sender's, or one made for it): a second send of it is dropped
+    at: int
+    value: msgspec.Raw = NIL
+    wants_reply: bool = False  # sent as a request (`journal request`): its sender waits for a reply
+
+
+class SentMessage(msgspec.Struct, array_like=True, gc=False):
+    """What the store remembers of every message id sent to an invocation, received or not:
+    the topic and place it was given (so a retried send is delivered once), and the reply
+    the handler journaled for it, if any."""
+
+    topic: str
+    number: int
+    at: int
+    wants_reply: bool = False
+    replied: bool = False
+    reply: msgspec.Raw = NIL
+    replied_at: int = 0
+
+
+class PublishedValue(msgspec.Struct, array_like=True, gc=False):
+    """The latest value an invocation published under a name (`ctx.publish`), and the seq of
+    the entry that journaled it."""
+
+    seq: int
+    at: int
+    value: msgspec.Raw = NIL

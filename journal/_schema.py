@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from ._records import InvocationRecord, PromiseType
-from .errors import PromiseValueRefused
+from .errors import MessageValueRefused, PromiseValueRefused
 
 _MAX_DEPTH = 64  # schemas are the handler's; a cycle of $refs with no data under it stops here
 
@@ -53,6 +53,24 @@ def refusal(record: InvocationRecord, name: str, raw: bytes) -> PromiseValueRefu
     return PromiseValueRefused(
         f"promise {name!r} of invocation {record.id!r} expects {wanted.type}, and this value does not fit it "
         f"({reason}); nothing was delivered and the promise stays pending: resolve it with a value of type {wanted.type}, "
+        f"for example {fits if len(fits) <= 200 else fits[:197] + '...'}"
+    )
+
+
+def message_refusal(invocation_id: str, topic: str, wanted: PromiseType, raw: bytes) -> MessageValueRefused | None:
+    """Why the value `raw` (msgpack) cannot be sent on `topic`, which the invocation's handler
+    receives with the type `wanted`, or None if it fits."""
+    try:
+        schema = msgspec.json.decode(wanted.schema)
+        reason = check(schema, msgspec.msgpack.decode(raw)) if isinstance(schema, dict) else None
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if reason is None:
+        return None
+    fits = msgspec.json.encode(example(schema)).decode()
+    return MessageValueRefused(
+        f"invocation {invocation_id!r} receives topic {topic!r} as {wanted.type}, and this value does not fit it "
+        f"({reason}); nothing was sent and the invocation goes on: send a {wanted.type}, "
         f"for example {fits if len(fits) <= 200 else fits[:197] + '...'}"
     )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, overload, runtime_checkable
 
@@ -25,7 +26,16 @@ import msgspec
 
 from ._entries import ErrorInfo
 from ._listing import Page, Query
-from ._records import InvocationRecord, Lease, PromiseType, Resolution, Status
+from ._records import (
+    InboxMessage,
+    InvocationRecord,
+    Lease,
+    PromiseType,
+    PublishedValue,
+    Resolution,
+    SentMessage,
+    Status,
+)
 from ._schedules import ScheduleRecord
 
 if TYPE_CHECKING:
@@ -54,6 +64,9 @@ class Capability(str, enum.Enum):
     # failing over): its calls reconnect and wait for it (`wait_for_server` says how long),
     # and `outage()` says whether it is away right now.
     RECONNECTS = "reconnects"
+    # `work_bell()`: a socket a worker that polls also waits on, rung by any process's commit
+    # that made an invocation runnable, so that it looks at once (LMDB; see WAKE_ON_WORK).
+    WORK_BELL = "work-bell"
 
     def __str__(self) -> str:
         return self.value
@@ -74,11 +87,22 @@ class Transition(msgspec.Struct, gc=False):
     promise_types: list[PromiseType] | None = None  # what its typed waits accept (with `waiting`)
 
 
+class Talk(msgspec.Struct, gc=False):
+    """What entries about messages and published values change beside the journal, in the
+    same transaction: messages taken from the inbox `(topic, number)`, replies
+    `(message id, at, raw value)`, published values `(name, seq, at, raw value)`."""
+
+    received: list[tuple[str, int]] = []
+    replies: list[tuple[str, int, bytes]] = []
+    published: list[tuple[str, int, int, bytes]] = []
+    types: list[PromiseType] = []  # topics the handler receives with a type (`MESSAGE_WAIT + topic`)
+
+
 class Append(msgspec.Struct, gc=False):
     """Append entries `(seq, bytes)` if `epoch` still owns the invocation.
 
     `state` mutations `(name, raw value or None to clear)` apply to the invocation's key in
-    the same transaction as the entries that record them.
+    the same transaction as the entries that record them; so does `talk`.
     """
 
     id: str
@@ -87,6 +111,7 @@ class Append(msgspec.Struct, gc=False):
     transition: Transition | None = None
     state: list[tuple[str, bytes | None]] | None = None
     cancel_seen: bool = False  # the entries deliver a cancel request: it is consumed
+    talk: Talk | None = None
 
 
 class Acquire(msgspec.Struct, gc=False):
@@ -136,6 +161,21 @@ class Resolve(msgspec.Struct, gc=False):
     error: str | None = None
 
 
+class Send(msgspec.Struct, gc=False):
+    """Put a message in the invocation's inbox on `topic`, once per message id: a second send
+    of the same id changes nothing. Wakes the invocation if it waits in `receive(topic)`.
+    Refused for a finished invocation (`MessageRefused`) and, where the handler awaits the
+    topic with a type, for a value that does not fit it (`MessageValueRefused`).
+    Result: the record."""
+
+    id: str
+    topic: str
+    message_id: str
+    at: int
+    value: bytes
+    wants_reply: bool = False
+
+
 class Continue(msgspec.Struct, gc=False):
     """Continue-as-new: finish `id` (owned at `epoch`) and create `record` with entry 0, at once."""
 
@@ -176,17 +216,29 @@ class Create(msgspec.Struct, gc=False):
     if_busy: str = "enqueue"
 
 
-Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue | Create
+Op = Append | Acquire | Renew | SetStatus | Resolve | RequestCancel | Continue | Create | Send
 
 # What `apply` gives back for each operation, in its position (or the error that refused it):
 #   Append -> InvocationRecord | None (a record when it carried a transition)
 #   Acquire -> (epoch, InvocationRecord)        Renew -> None
-#   SetStatus, Resolve, RequestCancel, Continue -> InvocationRecord
+#   SetStatus, Resolve, RequestCancel, Continue, Send -> InvocationRecord
 #   Create -> (InvocationRecord, created)
 OpResult = InvocationRecord | tuple[int, InvocationRecord] | tuple[InvocationRecord, bool] | None
 
 
 @runtime_checkable
+class WorkBell(Protocol):
+    """`Store.work_bell`: what a worker that polls also waits on."""
+
+    socket: socket.socket
+
+    def drain(self) -> None:
+        """Read every ring that arrived (the socket is not readable until the next one)."""
+
+    def close(self) -> None:
+        """Stop being rung."""
+
+
 class Store(Protocol):
     if TYPE_CHECKING:
         # Read-only to the runtime, so a backend may declare it `str`. Only for the checker:
@@ -278,6 +330,17 @@ class Store(Protocol):
         index; at most `limit`."""
         ...
 
+    def next_message(self, invocation_id: str, topic: str, after: int = 0) -> tuple[int, InboxMessage] | None:
+        """The first message waiting in the invocation's inbox on `topic` whose number is
+        greater than `after`, with its number (arrival order), or None."""
+
+    def message(self, invocation_id: str, message_id: str) -> SentMessage | None:
+        """What was sent to the invocation under `message_id` (and its reply, once journaled)."""
+
+    def published(self, invocation_id: str, name: str | None = None) -> dict[str, PublishedValue]:
+        """The latest value the invocation published under `name` (every name without one):
+        one indexed read per name, whatever the length of its journal."""
+
     def cancel_requests_made(self) -> int:
         """How many cancel requests the store has recorded, ever (`Capability.CANCEL_COUNTER`)."""
         raise NotImplementedError
@@ -310,7 +373,7 @@ class Store(Protocol):
     @overload
     def apply_one(self, op: Acquire) -> tuple[int, InvocationRecord]: ...
     @overload
-    def apply_one(self, op: SetStatus | Resolve | RequestCancel | Continue) -> InvocationRecord: ...
+    def apply_one(self, op: SetStatus | Resolve | RequestCancel | Continue | Send) -> InvocationRecord: ...
     @overload
     def apply_one(self, op: Append | Renew) -> InvocationRecord | None: ...
     @overload
@@ -335,6 +398,12 @@ class Store(Protocol):
         (`Capability.WAKE_ON_WORK`); a store that cannot tell just waits out the timeout (the
         runtime polls those instead).
         """
+
+    def work_bell(self) -> WorkBell | None:
+        """A bell for one worker (`Capability.WORK_BELL`): its `socket` becomes readable when
+        a commit in any process may have made an invocation runnable; `drain()` empties it,
+        `close()` unregisters it. None when this store cannot ring (opened read-only)."""
+        raise NotImplementedError
 
     def next_wake(self) -> int | None:
         """The earliest wake-up time (µs) of a suspended invocation's timer, if any."""

@@ -20,6 +20,10 @@
     ├── PromiseConflict            the promise was already resolved with another value
     ├── PromiseNotFound            the invocation neither waits on nor has recorded that promise
     ├── PromiseValueRefused        the value does not fit the type the promise is awaited with
+    │   └── MessageValueRefused    ... or the type the handler receives the message's topic with
+    ├── MessageRefused             the invocation is finished: it takes no more messages
+    ├── MessageNotFound            no message with that id was sent to the invocation
+    ├── ValueNotPublished          the invocation published no value under that name
     └── (runtime.errors adds TerminalError, NondeterminismError, PromiseRejected, Cancelled)
 
 Each message says what happened, where, and what to do next.
@@ -122,3 +126,22 @@ class PromiseNotFound(JournalError, LookupError):
 class PromiseValueRefused(JournalError, ValueError):
     """The value does not fit the type the invocation awaits the promise with
     (`ctx.promise(name, type=T)`): nothing was delivered, and the promise stays pending."""
+
+
+class MessageValueRefused(PromiseValueRefused):
+    """The message's value does not fit the type the handler receives its topic with
+    (`ctx.receive(topic, type=T)`): nothing was delivered, and the run goes on."""
+
+
+class MessageRefused(JournalError):
+    """The invocation is finished (completed, failed or cancelled): a message sent to it
+    could never be received, so it is refused rather than kept."""
+
+
+class MessageNotFound(JournalError, LookupError):
+    """No message with that id was sent to the invocation (a reply is asked for by the id
+    `journal request` or `POST /invocations/{id}/requests/{topic}` gave back)."""
+
+
+class ValueNotPublished(JournalError, LookupError):
+    """The invocation has published no value under that name (yet)."""

@@ -213,6 +213,9 @@ def waiting_on(record: InvocationRecord) -> list[dict[str, Any]]:
         kind, sep, rest = name.partition(":")
         if sep and kind in ("child", "turn"):
             out.append({"kind": kind, "id": rest})
+        elif sep and kind == "message":
+            if record.status == Status.SUSPENDED:
+                out.append(message_wait_json(record, name, rest))
         elif record.status == Status.SUSPENDED:
             out.append(promise_json(record, name))
     if record.wake_at is not None:  # a timer, or a delayed start (pending until then)
@@ -231,6 +234,15 @@ def limit_waits(store: Store, record: InvocationRecord) -> list[dict[str, Any]]:
     except StoreError:
         return []
     return [{"kind": "limit", "name": name} for name in names]
+
+
+def message_wait_json(record: InvocationRecord, name: str, topic: str) -> dict[str, Any]:
+    """A `ctx.receive(topic)` a suspended invocation waits in: `{"kind": "message", "topic"}`,
+    with the type it receives the topic with, as a typed promise's (`promise_json`)."""
+    doc = promise_json(record, name)
+    del doc["name"]
+    doc.update(kind="message", topic=topic)
+    return doc
 
 
 def promise_json(record: InvocationRecord, name: str) -> dict[str, Any]:

@@ -12,6 +12,8 @@ __all__ = (
     "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RateLimited", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
     "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path",
     "idempotency_key", "is_handler_name", "load_handler", "pause",
+    "Message", "Reply", "Value", "MessageNotFound", "MessageRefused", "MessageValueRefused", "ValueNotPublished",
+    "StreamPosition",
 )
 
 # Every export is imported on first use, so `import runtime` (which `import runtime.langgraph`,
@@ -26,18 +28,22 @@ _LAZY: dict[str, str] = {
     "StepInfo": "._step_info", "current_context": "._step_info", "current_step": "._step_info",
     "handler_context": "._step_info", "idempotency_key": "._steps", "pause": "._suspend",
     "RateLimited": "._limits",
+    "Message": "._talk", "Reply": "._asking", "Value": "._asking", "StreamPosition": "._position",
 }
 _LAZY.update(dict.fromkeys((
     "Cancelled", "DeterminismViolation", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
     "InvocationNotFound", "JournalError", "KeyBusy", "LeaseLost", "NondeterminismError", "PromiseConflict",
     "PromiseNotFound",
     "PromiseRejected", "StepTimeout", "TerminalError",
+    "MessageNotFound", "MessageRefused", "MessageValueRefused", "ValueNotPublished",
 ), ".errors"))
 
 if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from journal import Chunk as Chunk
     from journal import default_path as default_path
 
+    from ._asking import Reply as Reply
+    from ._asking import Value as Value
     from ._context import Context as Context
     from ._engine import Engine as Engine
     from ._handlers import check_recorded as check_recorded
@@ -50,6 +56,7 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._memory_table import MemoryItem as MemoryItem
     from ._memory_table import MemoryTable as MemoryTable
     from ._outcome import Outcome as Outcome
+    from ._position import StreamPosition as StreamPosition
     from ._retry import RetryPolicy as RetryPolicy
     from ._step_info import StepInfo as StepInfo
     from ._step_info import current_context as current_context
@@ -57,6 +64,7 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._step_info import handler_context as handler_context
     from ._steps import idempotency_key as idempotency_key
     from ._suspend import pause as pause
+    from ._talk import Message as Message
     from .errors import Cancelled as Cancelled
     from .errors import DeterminismViolation as DeterminismViolation
     from .errors import HandlerNotFound as HandlerNotFound

@@ -36,6 +36,27 @@ class _Fence:
 _fence: ContextVar[_Fence | None] = ContextVar("journal_select_fence", default=None)
 
 
+class Race:
+    """The branches of one live `ctx.select`: the one that took something that cannot be given
+    back (a message from the inbox, `ctx.receive`) is the winner, so that no other branch
+    takes such a thing too, and none finishing meanwhile wins instead of it."""
+
+    __slots__ = ("taken",)
+
+    def __init__(self) -> None:
+        self.taken: int | None = None
+
+    def take(self, index: int) -> bool:
+        """Whether branch `index` may take (and so wins); False once another branch took."""
+        if self.taken is None:
+            self.taken = index
+        return self.taken == index
+
+
+# The select branch the calling task runs in: `(its race, its index)`.
+race: ContextVar[tuple[Race, int] | None] = ContextVar("journal_select_race", default=None)
+
+
 def _first_error(group: BaseExceptionGroup) -> BaseException:
     """The first error in a branch group that is not the cancellation the others got because of it."""
     found = leaves(group)
@@ -115,16 +136,22 @@ class Composition:
         settled = [0]
         point = self.machine.fork_point()
 
+        contest = Race()
+
+        def wins(i: int) -> bool:
+            return "index" not in outcome and (winner_index is None or i == winner_index) and contest.taken in (None, i)
+
         async def branch(i: int, aw: Any) -> None:
             self.machine.enter_branch(point, i)
             token = _fence.set(fences[i] if winner_index is not None and i != winner_index else None)
+            racing = race.set((contest, i))
             try:
                 value = await aw
-                if "index" not in outcome and (winner_index is None or i == winner_index):
+                if wins(i):
                     outcome.update(index=i, value=value)
                     done.set()
             except Exception as exc:
-                if "index" not in outcome and (winner_index is None or i == winner_index):
+                if wins(i):
                     outcome.update(index=i, error=exc)
                     done.set()
             except Suspend as exc:
@@ -134,6 +161,7 @@ class Composition:
             finally:
                 fences[i].parked.set()
                 _fence.reset(token)
+                race.reset(racing)
                 settled[0] += 1
                 if settled[0] == len(aws):
                     done.set()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from ._memory import Memory
     from ._state import State
+    from ._talk import Message
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -144,6 +145,30 @@ class Context(abc.ABC):
         invocation is suspended: it holds no memory and no lease. A rejection raises
         `PromiseRejected`.
         """
+
+    @overload
+    async def receive(self, topic: str, *, type: TypeForm[T], timeout: float | None = None) -> Message[T]: ...
+    @overload
+    async def receive(self, topic: str, *, type: None = None, timeout: float | None = None) -> Message[Any]: ...
+
+    @abc.abstractmethod
+    async def receive(self, topic: str, *, type: Any = None, timeout: float | None = None) -> Message[Any]:
+        """The next message sent to this invocation on `topic`, in arrival order, each one once.
+
+        Send one with `Engine.send_message`, `journal send ID TOPIC JSON` or
+        `POST /invocations/{id}/messages/{topic}`; a message sent before the handler asks
+        waits in the invocation's inbox. What it received is journaled (replay returns the
+        same messages). While none is there the invocation is suspended, holding no memory
+        and no lease, and a message wakes it. With `type`, its value is decoded as that type,
+        and once the handler has received the topic with it, a send of a value that does not
+        fit is refused. `timeout` is a durable deadline: `StepTimeout` when it passes first.
+        """
+
+    @abc.abstractmethod
+    async def publish(self, name: str, value: Any) -> None:
+        """Journal `value` as the invocation's latest value under `name`: anyone reads it from
+        the store (`Engine.get_value`, `journal get ID NAME`, `GET /invocations/{id}/values/{name}`)
+        with no worker and none of the handler's code running."""
 
     @abc.abstractmethod
     async def emit(self, event: Any) -> None:

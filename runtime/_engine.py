@@ -37,7 +37,7 @@ from journal import (
 )
 from journal.errors import InvocationBusy, JournalError
 
-from . import _actions, _fork_check, _start_options
+from . import _actions, _asking, _fork_check, _start_options
 from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
@@ -435,6 +435,55 @@ class Engine:
                 return record
             await anyio.sleep(0.02)
 
+    # -- from outside: messages, requests, published values (runtime/_asking.py) -------------
+
+    async def send_message(self, invocation_id: str, topic: str, value: Any = None, *,
+                           message_id: str | None = None) -> str:
+        """Put `value` in the invocation's inbox on `topic` (its handler's `ctx.receive(topic)`
+        gets it, in arrival order); returns the message id (`message_id`, or one made for it).
+        The same `message_id` sent twice is delivered once. Refused with `MessageRefused` once
+        the invocation is finished, and with `MessageValueRefused` for a value that does not
+        fit the type the handler receives the topic with."""
+        return await self._send(invocation_id, topic, value, message_id, wants_reply=False)
+
+    async def _send(self, invocation_id: str, topic: str, value: Any, message_id: str | None,
+                    *, wants_reply: bool) -> str:
+        op = _asking.send_op(invocation_id, topic, value, message_id, wants_reply)
+        record = await self.committer.submit(op, durable=True)
+        if record is not None and record.status == Status.PENDING:
+            self._worker.nudge()  # a worker of this process looks at once instead of at its next poll
+        return op.message_id
+
+    async def request(self, invocation_id: str, topic: str, value: Any = None, *, wait: float | None = None,
+                      message_id: str | None = None) -> _asking.Reply:
+        """Send a message that asks for an answer and wait up to `wait` seconds for the handler's
+        `message.reply(...)`: `Reply(message_id, replied, value)`, `replied` False if the wait
+        ended first (read it later with `Engine.reply`). A reply is seen only once committed."""
+        message_id = await self._send(invocation_id, topic, value, message_id, wants_reply=True)
+        return await self.reply(invocation_id, message_id, wait=wait)
+
+    async def reply(self, invocation_id: str, message_id: str, *, wait: float | None = None) -> _asking.Reply:
+        """The reply to message `message_id`, waiting up to `wait` seconds for it."""
+        return await _asking.wait_for_reply(self._read, self.store.message, invocation_id, message_id, wait,
+                                            self._look_every)
+
+    async def get_value(self, invocation_id: str, name: str, *, wait: float | None = None,
+                        after: int | None = None) -> _asking.Value:
+        """The latest value the invocation published under `name` (`ctx.publish`), read from the
+        store: no worker needs to run. With `wait`, wait up to that many seconds for a newer one
+        (than the seq `after`, or than the current one). `ValueNotPublished` if there is none."""
+        return await _asking.read_value(self._read, self.store.published, self.store.require, invocation_id, name,
+                                        wait, after, self._look_every)
+
+    @property
+    def _look_every(self) -> float:
+        return _asking.LOOK_EVERY_NETWORK if self.store.blocking else _asking.LOOK_EVERY_LOCAL
+
+    async def values(self, invocation_id: str) -> dict[str, _asking.Value]:
+        """Every value the invocation published, by name (the latest of each)."""
+        await self._read(self.store.require, invocation_id)
+        return _asking.values_of(await self._read(self.store.published, invocation_id, None))
+
     # -- from outside: promises and cancellation ----------------------------------------------
 
     def waiting_for(self, invocation_id: str) -> InvocationRecord:
@@ -538,12 +587,17 @@ class Engine:
 
     # -- streams ------------------------------------------------------------------------
 
-    async def stream(self, invocation_id: str, *, after: int = 0, poll: float = 0.05,
+    async def stream(self, invocation_id: str, *, after: int | str | Event | Chunk = 0, poll: float = 0.05,
                      chunks: bool = True) -> AsyncIterator[Event | Chunk]:
         """What the invocation publishes, from any process, until it (and any continuation) finishes:
         an `Event` for each `ctx.emit`, once and in seq order, as it is journaled; and (unless
         `chunks=False`) a `Chunk` for the live output its running steps send with
-        `current_step().emit(...)`, in order, as it is sent (a step's before its entry)."""
+        `current_step().emit(...)`, in order, as it is sent (a step's before its entry).
+
+        Each item carries its `cursor`, the stream's position after it. A follower that was
+        cut off resumes with `after=` the last item it saw (or its cursor, or the id of the
+        last HTTP event): every later event and chunk comes, none it saw comes again. An int
+        is a seq: every entry up to it was seen."""
         async for item in events(self._read, self.store, invocation_id, after=after, poll=poll, chunks=chunks):
             yield item
 

@@ -32,6 +32,7 @@ from journal import (
     Promise,
     Sleep,
     Step,
+    Talk,
     Transition,
     UnencodableValue,
     encode_value,
@@ -61,6 +62,7 @@ from ._steps import (
     step_entry,
 )
 from ._suspend import Restart, Suspend
+from ._talk import Talking
 from .errors import PromiseRejected, StepTimeout, TerminalError
 
 if TYPE_CHECKING:
@@ -74,7 +76,7 @@ _EMITTERS_MADE = threading.Lock()
 _PROCESS_THREADS = StepThreads()
 
 
-class InvocationContext(Composition, Context):
+class InvocationContext(Composition, Talking, Context):
     """One execution's context: its state machine, its lease epoch and the committer."""
 
     def __init__(
@@ -432,8 +434,8 @@ class InvocationContext(Composition, Context):
         """Commit the final entry (if any), everything buffered, and the status change, at once,
         and wait for the answer to the end, cancelled meanwhile or not (`Committer.submit`)."""
         entries, state, seen = self.machine.take_final(entry)
-        return await self._committer.submit(Append(self._id, self._epoch, entries, transition, state, seen),
-                                            durable=True, settle=True)
+        return await self._committer.submit(Append(self._id, self._epoch, entries, transition, state, seen,
+                                                   self.machine.take_talk()), durable=True, settle=True)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -496,17 +498,20 @@ class InvocationContext(Composition, Context):
         if self.machine.pending and not self._exit_mode:
             await self._commit(0, None)
 
-    async def _commit(self, seq: int, entry: Any) -> None:
+    async def _commit(self, seq: int, entry: Any, talk: Talk | None = None) -> None:
         """Journal `entry` at `seq`, with the entries synchronous operations left pending
-        before it (with `entry` None, only those)."""
+        before it (with `entry` None, only those), and with `talk`: what the entry changes
+        beside the journal (runtime/_talk.py), in the same transaction."""
         machine = self.machine
         if self._exit_mode:
             if entry is not None:
                 machine.buffer(seq, entry)
+            if talk is not None:
+                machine.buffer_talk(talk)
             return
         entries, state, seen = machine.take_writes(seq, entry)
         entry = None  # encoded in `entries` now (see `run`)
-        op = Append(self._id, self._epoch, entries, None, state, seen)
+        op = Append(self._id, self._epoch, entries, None, state, seen, talk)
         try:
             if self._commit_inline:  # `async` durability: nothing to wait for, so no coroutine
                 self._committer.commit_now(op)

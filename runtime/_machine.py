@@ -32,6 +32,7 @@ from journal import (
     Patched,
     StateSet,
     Status,
+    Talk,
     UnencodableValue,
     encode_entry,
     encode_value,
@@ -90,6 +91,7 @@ class Machine:
         self.replay_only = replay_only
         self.pending: list[tuple[int, bytes]] = []  # entries to write with the next append
         self.pending_state: list[tuple[str, bytes | None]] = []  # state changes that go with them
+        self.pending_talk: Talk | None = None  # `exit` durability: what buffered entries change beside the journal
         self.cancel_reason: str | None = None
         self.rollback = False  # a cancel asked to undo the invocation's state changes
         self._priors: dict[str, tuple[int, StateSet]] = {}  # live first changes of each state name
@@ -254,6 +256,20 @@ class Machine:
         """Keep `entry` at `seq` to be written with the next append (synchronous operations)."""
         self.pending.append((seq, encode_entry(entry, self.max_entry_bytes)))
 
+    def buffer_talk(self, talk: Talk) -> None:
+        """Keep what a buffered entry changes beside the journal (`exit` durability) for the final append."""
+        if self.pending_talk is None:
+            self.pending_talk = Talk()
+        kept = self.pending_talk
+        kept.received += talk.received
+        kept.replies += talk.replies
+        kept.published += talk.published
+        kept.types += talk.types
+
+    def take_talk(self) -> Talk | None:
+        talk, self.pending_talk = self.pending_talk, None
+        return talk
+
     def buffer_state(self, name: str, raw: bytes | None) -> None:
         self.pending_state.append((name, raw))
 
@@ -296,7 +312,7 @@ class Machine:
 
     def abandon_writes(self) -> None:
         """Forget what is buffered: the journal ends where the execution diverged."""
-        self.pending, self.pending_state = [], []
+        self.pending, self.pending_state, self.pending_talk = [], [], None
 
     # -- waits: run on, wait here, or suspend ---------------------------------------------
 

@@ -21,6 +21,7 @@ class Event(msgspec.Struct, kw_only=True):
     seq: int
     value: Any
     at: int
+    cursor: str = ""  # the stream's position after it: `Engine.stream(id, after=)` resumes from there
 
 
 if TYPE_CHECKING:  # PEP 696: a bare `Outcome` is `Outcome[Any]` (typing.TypeVar has no default before 3.13)

@@ -35,6 +35,9 @@ from journal import (
     Now,
     Patched,
     Promise,
+    Published,
+    Received,
+    Replied,
     Selected,
     Sleep,
     Started,
@@ -52,7 +55,7 @@ from .errors import NondeterminismError
 # follow entry 0 (`Started`) except an invocation's terminal entry.
 Recorded = (
     Step | Now | Sleep | Promise | Emitted | Patched | CancelReceived | StateGot | StateSet | StateKeys
-    | Called | Selected
+    | Called | Selected | Received | Replied | Published
 )
 R = TypeVar("R", bound=Recorded)
 

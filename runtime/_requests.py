@@ -5,7 +5,7 @@ then writes."""
 
 from __future__ import annotations
 
-from journal import InvocationRecord, Promise, StateSet, Store, decode_entry
+from journal import MESSAGE_WAIT, InvocationRecord, Promise, StateSet, Store, decode_entry
 from journal.errors import CorruptEntry
 
 from ._composition import CHILD_PREFIX
@@ -31,7 +31,15 @@ def waiting_for(store: Store, invocation_id: str) -> InvocationRecord:
 
 
 def refuse_child_promise(store: Store, invocation_id: str, name: str) -> None:
-    """Raise `PromiseNotSettable` for a `child:` promise, saying what to do instead."""
+    """Raise `PromiseNotSettable` for a `child:` promise (or a `receive` wait's name), saying
+    what to do instead."""
+    if name.startswith(MESSAGE_WAIT):
+        topic = name[len(MESSAGE_WAIT):]
+        raise PromiseNotSettable(
+            f"{name!r} is invocation {invocation_id!r}'s wait for a message on topic {topic!r} (ctx.receive), "
+            f"not a promise: send it one with `journal send {invocation_id} {topic} JSON` "
+            "(or Engine.send_message, or POST /invocations/{id}/messages/{topic})"
+        )
     if not name.startswith(CHILD_PREFIX):
         return
     child_id = name[len(CHILD_PREFIX):]

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from journal import Capability, InvocationRecord, Status
+from journal import Capability, InvocationRecord, Status, WorkBell
 from journal.errors import CorruptEntry, DiskFull, InvocationBusy, LeaseLost
 from journal.limits import Blocked
 
@@ -59,6 +59,15 @@ class Worker:
         self._asked: dict[str, float] = {}  # invocations in a limit's line: when their place was last kept
         self._order: dict[str, tuple[int, int]] = {}  # claim order of what `runnable` found: (-priority, created)
         self._window: int | None = None  # pending invocations taken in hand per look (None: all)
+        self._nudged: anyio.Event | None = None  # set when this process made something runnable
+        self._bell: WorkBell | None = None  # rung when any process made something runnable (`serve`)
+        self._missed: set[str] = set()  # found pending while running here (`runnable`)
+
+    def nudge(self) -> None:
+        """Something this process did made an invocation runnable (a message sent to it): a
+        worker that polls looks again now, not at its next poll."""
+        if self._nudged is not None:
+            self._nudged.set()
 
     def runnable(self) -> list[str]:
         """Invocations that should run now: pending, running with a dead owner, due timers.
@@ -77,6 +86,10 @@ class Worker:
         # costs the same with a hundred or a hundred thousand waiting.
         ready = store.ready(None if self._window is None else len(busy) + self._window)
         ids = [i for i in ready if i not in busy]
+        # Pending while it still runs here: made runnable again (a message) after its run
+        # suspended and before that run ended. Nobody rings again for it, so the end of that
+        # run looks again (`serve`) rather than the next poll.
+        self._missed = {i for i in ready if i in self.executor.running}
         ids += [i for i in store.ids(Status.RUNNING) if i not in busy and store.live_lease(i, now) is None]
         ids += store.due_timers(now)
         # Stopped by a full disk, an invocation whose lease could not be given back either is
@@ -210,35 +223,47 @@ class Worker:
             finally:
                 self.active.discard(invocation_id)
                 self._order.pop(invocation_id, None)
+                if invocation_id in self._missed:
+                    self._missed.discard(invocation_id)
+                    self.nudge()
                 if not self.active:
                     settled.set()
                 if more and len(self.active) <= window // 2:
                     running_low.set()  # take the next part of the queue now, not at the next poll
 
-        async with anyio.create_task_group() as tg:
-            while True:
-                if self._paused_until is not None:
-                    until = self._paused_until
-                    if idle_exit and self._full_since is not None:
-                        give_up = self._full_since + disk_full_wait
-                        if time.monotonic() >= give_up:
-                            raise self._given_up(disk_full_wait)
-                        until = min(until, give_up)
-                    await anyio.sleep(max(0.0, until - time.monotonic()))  # then a last try
-                settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
-                running_low = anyio.Event()
-                if before_look is not None:
-                    await before_look()
-                ids = await self._read(self.runnable)
-                more = len(ids) >= window
-                for invocation_id in ids:
-                    self.active.add(invocation_id)
-                    tg.start_soon(one, invocation_id, gate.enter(self._order.get(invocation_id, (0, 0))))
-                gate.dispatch()
-                if idle_exit and not ids and not self.active:
-                    return
-                # idle_exit: the last turn to end decides at once (no wait for new work to time out)
-                await first_of(self._idle, settled.wait if idle_exit else running_low.wait)
+        # A store that rings (LMDB) wakes this worker when another process makes something
+        # runnable (a message sent with `journal send`), between its polls.
+        if Capability.WORK_BELL in self.store.capabilities and Capability.WAKE_ON_WORK not in self.store.capabilities:
+            self._bell = self.store.work_bell()
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    if self._paused_until is not None:
+                        until = self._paused_until
+                        if idle_exit and self._full_since is not None:
+                            give_up = self._full_since + disk_full_wait
+                            if time.monotonic() >= give_up:
+                                raise self._given_up(disk_full_wait)
+                            until = min(until, give_up)
+                        await anyio.sleep(max(0.0, until - time.monotonic()))  # then a last try
+                    settled = anyio.Event()  # set when no turn is left, even if the last ends during the look
+                    running_low = anyio.Event()
+                    if before_look is not None:
+                        await before_look()
+                    ids = await self._read(self.runnable)
+                    more = len(ids) >= window
+                    for invocation_id in ids:
+                        self.active.add(invocation_id)
+                        tg.start_soon(one, invocation_id, gate.enter(self._order.get(invocation_id, (0, 0))))
+                    gate.dispatch()
+                    if idle_exit and not ids and not self.active:
+                        return
+                    # idle_exit: the last turn to end decides at once (no wait for new work to time out)
+                    await first_of(self._idle, settled.wait if idle_exit else running_low.wait)
+        finally:
+            if self._bell is not None:
+                self._bell.close()
+                self._bell = None
 
     def _pause(self, exc: DiskFull) -> None:
         """Take no work for a while: the store's disk is full. Each try that finds it still full
@@ -268,12 +293,23 @@ class Worker:
         """Wait for work: a store that can (PostgreSQL, with a NOTIFY) wakes us when something
         becomes runnable, or when its next timer falls due; any other store is polled."""
         if Capability.WAKE_ON_WORK not in self.store.capabilities:
+            # The event stays set until this wait has seen it: a nudge while the worker looked
+            # (rather than waited) is not lost.
+            nudged = self._nudged = self._nudged or anyio.Event()
+            bell = self._bell
+            waits: list[Any] = [nudged.wait]
+            if bell is not None:
+                waits.append(functools.partial(anyio.wait_readable, bell.socket))
             limiter = self.executor.settings.limiter
             if self._in_line and limiter is not None:
                 # A unit given back here may let an invocation waiting in a limit's line go now.
-                await first_of(functools.partial(anyio.sleep, self.poll_interval), limiter.rung)
-            else:
-                await anyio.sleep(self.poll_interval)
+                waits.append(limiter.rung)
+            with anyio.move_on_after(self.poll_interval):
+                await first_of(*waits)
+            if nudged.is_set():
+                self._nudged = anyio.Event()
+            if bell is not None:
+                bell.drain()
             return
         wake = await self._read(self.store.next_wake)
         # A worker that dies sends no NOTIFY: its session's end (or its lease's expiry) is seen

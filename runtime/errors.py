@@ -12,7 +12,8 @@
     ├── Cancelled              `cancel` reached the handler at its next context call
     ├── RateLimited            a provider pushed back: the step's limits pause (runtime/_limits/)
     ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, KeyBusy, PromiseConflict,
-    │   PromiseNotFound, PromiseValueRefused   (defined in journal.errors, re-exported here)
+    │   PromiseNotFound, PromiseValueRefused, MessageRefused, MessageValueRefused,
+    │   MessageNotFound, ValueNotPublished   (defined in journal.errors, re-exported here)
     ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand
     ├── RollbackImpossible     `cancel --rollback` lacks the values before some state changes
     ├── NotResumable           a finished invocation has nothing left to resume
@@ -39,6 +40,9 @@ from journal.errors import (
 from journal.errors import (
     LeaseLost as LeaseLost,
 )
+from journal.errors import MessageNotFound as MessageNotFound
+from journal.errors import MessageRefused as MessageRefused
+from journal.errors import MessageValueRefused as MessageValueRefused
 from journal.errors import (
     PromiseConflict as PromiseConflict,
 )
@@ -48,6 +52,7 @@ from journal.errors import (
 from journal.errors import (
     PromiseValueRefused as PromiseValueRefused,
 )
+from journal.errors import ValueNotPublished as ValueNotPublished
 
 
 class TerminalError(JournalError):

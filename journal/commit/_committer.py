@@ -48,6 +48,7 @@ from .._store import (
     Renew,
     RequestCancel,
     Resolve,
+    Send,
     SetStatus,
     Store,
 )
@@ -98,7 +99,8 @@ class Committer:
     def submit(self, op: Acquire, *, durable: bool | None = None, settle: bool = False) -> Awaitable[tuple[int, InvocationRecord]]: ...
     @overload
     def submit(
-        self, op: SetStatus | Resolve | RequestCancel | Continue, *, durable: bool | None = None, settle: bool = False
+        self, op: SetStatus | Resolve | RequestCancel | Continue | Send, *, durable: bool | None = None,
+        settle: bool = False
     ) -> Awaitable[InvocationRecord]: ...
     @overload
     def submit(self, op: Append | Renew, *, durable: bool | None = None, settle: bool = False) -> Awaitable[InvocationRecord | None]: ...
@@ -156,7 +158,7 @@ class Committer:
     @overload
     def commit_now(self, op: Acquire) -> tuple[int, InvocationRecord]: ...
     @overload
-    def commit_now(self, op: SetStatus | Resolve | RequestCancel | Continue) -> InvocationRecord: ...
+    def commit_now(self, op: SetStatus | Resolve | RequestCancel | Continue | Send) -> InvocationRecord: ...
     @overload
     def commit_now(self, op: Append | Renew) -> InvocationRecord | None: ...
     @overload

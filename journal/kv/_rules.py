@@ -20,6 +20,10 @@ Tables and keys (keys sort the way we scan: invocation, then big-endian seq):
     listing      dimension 0x00 newest(u64 BE) id -> b"" (newest first, overall and by status,
                  handler and key: `_listing.py`)
                  b"q" 0x00 priority id -> b"" (the run queue: `_runnable.py`)
+    inbox        id 0x00 topic 0x00 number(u64 BE) -> InboxMessage (sent, not yet received)
+    messages     id 0x00 message id     -> SentMessage (every message id sent, and its reply)
+    published    id 0x00 name           -> PublishedValue (the latest value under a name)
+    topics       id 0x00 topic          -> PromiseType (the type the handler receives a topic with)
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import TypeGuard
 import msgspec
 
 from .._entries import NIL
-from .._records import FINISHED, HOST, InvocationRecord, Lease, Resolution, Status
+from .._records import FINISHED, HOST, MESSAGE_WAIT, InvocationRecord, Lease, Resolution, Status
 from .._store import Acquire, Transition
 from ..errors import (
     CorruptEntry,
@@ -44,7 +48,10 @@ from ..errors import (
 )
 from . import _listing, _runnable
 
-TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq", "listing")
+TABLES = ("meta", "invocations", "entries", "leases", "status", "timers", "promises", "state", "keyq", "listing",
+          "inbox", "messages", "published", "topics")
+# The tables whose keys begin with an invocation's id and a NUL: what deleting it removes.
+PER_INVOCATION = ("entries", "promises", "inbox", "messages", "published", "topics")
 
 _CANCELS = b"cancel-requests"  # in `meta`: a counter, bumped by every cancel request
 
@@ -393,6 +400,19 @@ def _put_record(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: Invoca
         txn.put("listing", _runnable.key(record, id_bytes), b"")
 
 
+def inbox_prefix(id_bytes: bytes, topic: str) -> bytes:
+    return id_bytes + b"\x00" + topic.encode() + b"\x00"
+
+
+def _arrived(txn: Txn, id_bytes: bytes, name: str) -> bool:
+    """Whether what wait `name` waits for is there: a promise's resolution, or a message on
+    the topic of a `receive` wait."""
+    if name.startswith(MESSAGE_WAIT):
+        prefix = inbox_prefix(id_bytes, name[len(MESSAGE_WAIT):])
+        return any(True for _ in txn.scan_some("inbox", prefix, prefix, 1))
+    return txn.get("promises", id_bytes + b"\x00" + name.encode()) is not None
+
+
 def _transition(
     txn: Txn, id_bytes: bytes, invocation_id: str, change: Transition, record: InvocationRecord | None = None
 ) -> InvocationRecord:
@@ -404,9 +424,13 @@ def _transition(
     names = ([change.waiting] if change.waiting is not None else []) + list(change.waiting_any or ())
     if status == Status.SUSPENDED and (
         record.cancel_requested
-        or any(txn.get("promises", id_bytes + b"\x00" + name.encode()) is not None for name in names)
+        or any(_arrived(txn, id_bytes, name) for name in names)
     ):
         status = Status.PENDING
+    if status == Status.SUSPENDED:
+        for typed in change.promise_types or ():  # a topic's type stays declared: sends are checked
+            if typed.name.startswith(MESSAGE_WAIT):
+                txn.put("topics", id_bytes + b"\x00" + typed.name[len(MESSAGE_WAIT):].encode(), _enc.encode(typed))
     record.status = status
     record.updated_at = change.at
     record.waiting = change.waiting

@@ -24,7 +24,7 @@ from .._codec import DEFAULT_MAX_ENTRY_BYTES
 from .._entries import NIL
 from .._ids import validate_id
 from .._listing import Page, Query
-from .._records import InvocationRecord, Lease, Resolution, Status
+from .._records import InboxMessage, InvocationRecord, Lease, PublishedValue, Resolution, SentMessage, Status
 from .._schedules import ScheduleRecord, decode_schedule, encode_schedule
 from .._schema import refusal
 from .._store import (
@@ -38,9 +38,11 @@ from .._store import (
     Renew,
     RequestCancel,
     Resolve,
+    Send,
     SetStatus,
     Store,
     Transition,
+    WorkBell,
 )
 from ..errors import (
     InvocationBusy,
@@ -51,10 +53,11 @@ from ..errors import (
     PromiseConflict,
     StoreUnavailable,
 )
-from . import _listing, _runnable
+from . import _listing, _runnable, _talk
 from ._append import Fence, insert_entries, landed
 from ._rules import (
     _CANCELS,
+    PER_INVOCATION,
     Txn,
     _check_has_key,
     _create,
@@ -132,6 +135,9 @@ class KVStore(abc.ABC):
 
     def wait_for_work(self, timeout: float) -> None:
         time.sleep(timeout)  # nothing to listen to: the caller polls
+
+    def work_bell(self) -> WorkBell | None:
+        return None  # no bell: a worker polls (a backend that can ring says so, `Capability.WORK_BELL`)
 
     def close(self) -> None:  # noqa: B027 - optional: only backends holding resources override it
         pass
@@ -253,6 +259,18 @@ class KVStore(abc.ABC):
         with self._read() as txn:
             raw = txn.get("promises", key)
             return None if raw is None else _resolution_dec.decode(raw)
+
+    def next_message(self, invocation_id: str, topic: str, after: int = 0) -> tuple[int, InboxMessage] | None:
+        with self._read() as txn:
+            return _talk.next_message(txn, validate_id(invocation_id), validate_id(topic, "topic").decode(), after)
+
+    def message(self, invocation_id: str, message_id: str) -> SentMessage | None:
+        with self._read() as txn:
+            return _talk.sent_message(txn, validate_id(invocation_id), message_id)
+
+    def published(self, invocation_id: str, name: str | None = None) -> dict[str, PublishedValue]:
+        with self._read() as txn:
+            return _talk.published(txn, validate_id(invocation_id), name)
 
     def state(self, key: str) -> dict[str, bytes]:
         prefix = validate_id(key, "key") + b"\x00"
@@ -435,6 +453,8 @@ class KVStore(abc.ABC):
                 return self._apply_continue(txn, op)
             case Create():
                 return self._apply_create(txn, op)
+            case Send():
+                return _talk.apply_send(txn, op)
 
     apply_one = Store.apply_one
 
@@ -446,10 +466,9 @@ class KVStore(abc.ABC):
                 record = _get_record(txn, id_bytes)
                 if record is None:
                     continue
-                for key, _ in list(txn.scan("entries", id_bytes + b"\x00")):
-                    txn.delete("entries", key)
-                for key, _ in list(txn.scan("promises", id_bytes + b"\x00")):
-                    txn.delete("promises", key)
+                for table in PER_INVOCATION:
+                    for key, _ in list(txn.scan(table, id_bytes + b"\x00")):
+                        txn.delete(table, key)
                 txn.delete("leases", id_bytes)
                 if record.key is not None and not record.finished:
                     txn.delete("keyq", _queue_key(record, id_bytes))
@@ -479,6 +498,8 @@ class KVStore(abc.ABC):
         insert_entries(txn, id_bytes, op.id, op.entries)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
+        if op.talk is not None:
+            _talk.apply_talk(txn, id_bytes, op.talk)
         if op.cancel_seen:
             record = _require_record(txn, id_bytes, op.id)
             if record.cancel_requested:

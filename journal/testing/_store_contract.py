@@ -49,6 +49,7 @@ from ..errors import (
 )
 from ._builders import T0, acquire, append, create, creation_op, step
 from ._limits_contract import LimitsContract
+from ._talk_contract import TalkRules
 
 
 def _step(data: bytes) -> Step:
@@ -65,7 +66,7 @@ def _step_name(data: bytes) -> str:
     return _step(data).name
 
 
-class StoreContract(LimitsContract, abc.ABC):
+class StoreContract(LimitsContract, TalkRules, abc.ABC):
     """The rules of the `Store` protocol, as pytest tests; subclass it with `make_store`.
     Not collected itself (its name does not start with Test)."""
 

@@ -17,10 +17,14 @@ from journal.errors import (
     InvocationConflict,
     InvocationNotFound,
     KeyBusy,
+    MessageNotFound,
+    MessageRefused,
+    MessageValueRefused,
     PromiseConflict,
     PromiseNotFound,
     PromiseValueRefused,
     StoreUnavailable,
+    ValueNotPublished,
 )
 
 from ..errors import NotResumable, PromiseNotSettable, RollbackImpossible
@@ -58,9 +62,11 @@ async def api_error(request: Request, exc: Exception) -> JSONResponse:
 
 # Library errors a request can cause, and the status each one answers with.
 _STATUS: dict[type[Exception], int] = {
+    MessageValueRefused: 422,  # before PromiseValueRefused, its base: its own name is the type
     InvocationNotFound: 404, PromiseNotFound: 404, InvocationConflict: 409, PromiseConflict: 409,
     PromiseNotSettable: 409, RollbackImpossible: 409, InvalidId: 400, PromiseValueRefused: 422,
     InvocationBusy: 409, KeyBusy: 409, NotResumable: 409, ForkError: 422,
+    MessageRefused: 409, MessageNotFound: 404, ValueNotPublished: 404,
     # A damaged record: the request is fine, the invocation it names cannot be read.
     CorruptEntry: 409,
     StoreUnavailable: 503,

@@ -25,9 +25,14 @@ from .models import (
     Limit,
     LimitRequest,
     Limits,
+    MessageRequest,
+    MessageSent,
     Page,
     PauseRequest,
     PromiseRequest,
+    PublishedAnswer,
+    PublishedValues,
+    ReplyAnswer,
     Result,
     RetryRequest,
     Schedule,
@@ -68,6 +73,8 @@ def _errors(*codes: int) -> dict[str, Any]:
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 _NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
 _LIMIT_NAME = {**_NAME, "description": "a limit name, or PREFIX:* for every PREFIX:<anything>"}
+_TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
+_WAIT = {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 300}}
 _, _SCHEMAS = msgspec.json.schema_components(REQUESTS + ANSWERS, ref_template=_TEMPLATE)
 
 OPENAPI: dict[str, Any] = {
@@ -142,6 +149,36 @@ OPENAPI: dict[str, Any] = {
             "requestBody": _body(RetryRequest),
             "responses": {"201": _json(_ref(Forked), "the fork, started"),
                           **_errors(400, 401, 403, 404, 409, 413, 422)}}},
+        "/invocations/{id}/messages/{topic}": {"post": {
+            "summary": "Send a message on a topic (the handler's ctx.receive(topic) gets it, in arrival order); "
+                       "the same id twice is delivered once", "parameters": [_ID, _TOPIC],
+            "requestBody": _body(MessageRequest),
+            "responses": {"202": _json(_ref(MessageSent), "in the invocation's inbox"),
+                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
+        "/invocations/{id}/requests/{topic}": {"post": {
+            "summary": "Send a message that asks for a reply, and wait up to `wait` seconds for it",
+            "parameters": [_ID, _TOPIC, _WAIT],
+            "requestBody": _body(MessageRequest),
+            "responses": {"200": _json(_ref(ReplyAnswer), "the handler replied"),
+                          "202": _json(_ref(MessageSent), "sent; the wait ended before the reply: read it later at "
+                                                          "/invocations/{id}/replies/{message_id}"),
+                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
+        "/invocations/{id}/replies/{message_id}": {"get": {
+            "summary": "The reply to a request, waiting up to `wait` seconds for it", "parameters": [
+                _ID, {"name": "message_id", "in": "path", "required": True, "schema": {"type": "string"}}, _WAIT],
+            "responses": {"200": _json(_ref(ReplyAnswer), "the handler replied"),
+                          "202": _json(_ref(MessageSent), "no reply yet"),
+                          **_errors(400, 401, 404, 409, 422)}}},
+        "/invocations/{id}/values": {"get": {
+            "summary": "Every value the invocation published (the latest under each name), from the store",
+            "parameters": [_ID],
+            "responses": {"200": _json(_ref(PublishedValues), "the values"), **_errors(400, 401, 404, 409)}}},
+        "/invocations/{id}/values/{name}": {"get": {
+            "summary": "The latest value published under a name, from the store (no worker needed); with `wait`, "
+                       "waiting for a newer one than `after` (a seq) or than the current one", "parameters": [
+                _ID, {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}, _WAIT,
+                {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}}],
+            "responses": {"200": _json(_ref(PublishedAnswer), "the value"), **_errors(400, 401, 404, 409, 422)}}},
         "/keys/{key}/state": {"get": {
             "summary": "A key's durable state and the queue of its unfinished invocations",
             "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],

@@ -91,7 +91,45 @@ class LimitRequest(msgspec.Struct, forbid_unknown_fields=True):
     tokens: LimitWindow | str | None = None
 
 
+class MessageRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /invocations/{id}/messages/{topic}` and `/requests/{topic}`: a message to send."""
+
+    value: Any = None
+    id: Annotated[str | None, Meta(description="the message id: the same id sent again is delivered once "
+                                                "(default: a new one)")] = None
+
+
 # -- answers --------------------------------------------------------------------------------------
+
+
+class MessageSent(msgspec.Struct):
+    """A message sent (202): its id, and for a request, where its reply will be read
+    (`GET /invocations/{id}/replies/{message_id}`)."""
+
+    message_id: str
+    status: Status
+
+
+class ReplyAnswer(msgspec.Struct):
+    """The handler's reply to a request, once its entry is committed."""
+
+    message_id: str
+    reply: Any
+
+
+class PublishedAnswer(msgspec.Struct):
+    """A value the invocation published (`ctx.publish`): the latest under its name, and the seq
+    of the entry that journaled it (a later value has a greater one; `?after=SEQ&wait=S`
+    waits for one)."""
+
+    name: str
+    value: Any
+    seq: int
+    at: _Time
+
+
+class PublishedValues(msgspec.Struct):
+    values: dict[str, PublishedAnswer]
 
 
 class ErrorDetail(msgspec.Struct):
@@ -183,8 +221,9 @@ class Page(msgspec.Struct):
 class WaitingOn(msgspec.Struct):
     """One thing a suspended or pending invocation waits for."""
 
-    kind: Literal["promise", "timer", "child", "turn", "handler", "limit"]
+    kind: Literal["promise", "timer", "child", "turn", "handler", "limit", "message"]
     name: str | UnsetType = UNSET
+    topic: Annotated[str, Meta(description="a receive: the topic it waits for a message on")] | UnsetType = UNSET
     until: _Time | UnsetType = UNSET
     id: str | UnsetType = UNSET
     type_: Annotated[str, Meta(description="a typed promise: its type, as the code spells it")] | UnsetType = (
@@ -352,6 +391,6 @@ class Backfilled(msgspec.Struct):
 
 
 REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, LimitRequest, ScheduleRequest,
-            PauseRequest, BackfillRequest)
+            PauseRequest, BackfillRequest, MessageRequest)
 ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Limit, Limits,
-           Schedule, Schedules, Triggered, Backfilled)
+           Schedule, Schedules, Triggered, Backfilled, MessageSent, ReplyAnswer, PublishedAnswer, PublishedValues)

@@ -13,11 +13,11 @@ from bench.pgserver import PgServer
 from cli import cli
 
 HERE = Path(__file__).parent
-AGENTS = HERE / "agents.py"
+AGENTS = HERE / "cli_agents.py"
 
 
 def target(name: str) -> str:
-    """`tests/cli/agents.py:NAME` as an absolute handler path."""
+    """`tests/cli/cli_agents.py:NAME` as an absolute handler path."""
     return f"{AGENTS}:{name}"
 
 

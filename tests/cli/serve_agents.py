@@ -165,3 +165,35 @@ async def keyed_charge(ctx: Context, args: dict) -> str:
 async def limited(ctx: Context, name: str) -> str:
     """One step under the limit `name`: it waits in line while the limit's units are held."""
     return await ctx.run("call", _echo, name, limit=name)
+async def talker(ctx: Context, greeting: str) -> list:
+    """A conversation: receives words on topic `chat` (strings only), publishes how many it has,
+    answers requests with that count, and ends at "bye"."""
+    words: list[str] = []
+    await ctx.publish("count", 0)
+    while True:
+        message = await ctx.receive("chat", type=str)
+        if message.value == "bye":
+            return words
+        words.append(message.value)
+        await ctx.publish("count", len(words))
+        if message.wants_reply:
+            await message.reply({"greeting": greeting, "count": len(words)})
+
+
+async def halves(ctx: Context, args: dict) -> str:
+    """A step that streams the words of `args["first"]`, waits for `args["half"]` to exist, streams
+    `args["second"]`, and returns once `args["release"]` exists: a stream cut off in the middle."""
+    from runtime import current_step
+
+    async def answer() -> str:
+        for word in args["first"]:
+            current_step().emit(word)
+        while not os.path.exists(args["half"]):
+            await anyio.sleep(0.01)
+        for word in args["second"]:
+            current_step().emit(word)
+        while not os.path.exists(args["release"]):
+            await anyio.sleep(0.01)
+        return "".join(args["first"] + args["second"])
+
+    return await ctx.run("answer", answer)

@@ -39,7 +39,7 @@ def test_resolve_refuses_a_child_promise_and_leaves_both_untouched(journal):
 def test_a_parent_waits_for_a_child_that_another_worker_runs(sh, tmp_path):
     """Worker A has only the parent's handler, worker B only the child's: A leaves the child
     to B and the parent waits for it, instead of failing for want of its handler."""
-    agents = str(Path(__file__).with_name("agents.py"))
+    agents = str(Path(__file__).with_name("cli_agents.py"))
     started = sh("start", "parent", "--id", "p", "--input", "20")
     assert started.returncode == 0, started.stderr
     parents = sh.popen("worker", "--handler", f"parent={agents}:name_parent")

@@ -8,7 +8,7 @@ import pytest
 from journal import ForkError, MemoryStore, Status, fork
 from runtime import Engine
 
-from . import agents
+from . import cli_agents as agents
 from .conftest import target
 
 

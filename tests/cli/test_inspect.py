@@ -51,7 +51,7 @@ def test_ls_table_keeps_long_ids_whole_and_shortens_the_handler(journal):
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["ID", "STATUS", "HANDLER", "ENTRIES", "UPDATED"]
     assert [line.split()[0] for line in lines[1:]] == [long_id, "short"]  # the id others are given, whole
-    assert any(line.startswith("short ") and "completed" in line and "agents.py:g…" in line for line in lines)
+    assert any(line.startswith("short ") and "completed" in line and "cli_agents.…" in line for line in lines)
 
 
 def test_ls_keeps_a_generated_id_whole_and_shortens_the_handler_first(journal):
@@ -60,7 +60,7 @@ def test_ls_keeps_a_generated_id_whole_and_shortens_the_handler_first(journal):
     assert len(generated) == 32
     lines = journal("ls").stdout.splitlines()
     assert lines[1].startswith(generated + "  ")
-    assert "  agents.py:ap" in lines[1] and "…" in lines[1] and len(lines[1]) <= 80
+    assert "  cli_agents.py:ap" in lines[1] and "…" in lines[1] and len(lines[1]) <= 80
 
 
 def test_ls_of_an_empty_store_says_so(journal, db):
@@ -137,6 +137,12 @@ def test_tail_last_n_and_json_lines(journal, approved):
     result = journal("tail", approved, "-n", "2", "--json")
     items = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(i["seq"], i["kind"]) for i in items] == [(3, "step"), (4, "completed")]
+
+
+def test_tail_after_a_seq_goes_on_where_a_follower_stopped(journal, approved):
+    result = journal("tail", approved, "-f", "--after", "2", "--json")
+    assert result.exit_code == 0
+    assert [json.loads(line)["seq"] for line in result.stdout.splitlines()] == [3, 4]
 
 
 def test_tail_follow_on_a_finished_invocation_returns_at_once(journal, approved):

@@ -158,6 +158,62 @@ def test_tail_json_gives_each_chunk_as_an_object(sh, db, tmp_path):
         docs = [json.loads(line) for line in out.text().splitlines()]
     finally:
         _stop(proc, tail)
-    assert [d for d in docs if d["kind"] == "chunk"] == [
+    assert [{k: v for k, v in d.items() if k != "cursor"} for d in docs if d["kind"] == "chunk"] == [
         {"kind": "chunk", "seq": 2, "attempt": 1, "index": n, "data": f"token-{n} "} for n in range(2)]
+    assert all(d["cursor"] for d in docs)  # where a follower cut off after it goes on
     assert docs[-1]["kind"] == "completed"
+
+
+HALVES = EMITTER.replace("import streamer", "import two_halves").replace("engine.run(streamer", "engine.run(two_halves")
+
+
+def test_tail_after_the_cursor_of_its_last_line_prints_nothing_twice(sh, store_url, tmp_path):
+    """A follower cut off mid-answer (`tail -f --json` killed after the chunk "c ") goes on
+    with `--after` that line's cursor: the chunks and entries it printed do not come again,
+    though the running step's chunks are still kept for late followers."""
+    import anyio
+
+    from runtime import Engine
+    from tests.runtime.streaming_agents import two_halves
+
+    args = {"half": str(tmp_path / "half"), "release": str(tmp_path / "release")}
+
+    async def create() -> None:
+        async with Engine.open(store_url) as engine:
+            await engine.start(two_halves, args, id="t")
+
+    anyio.run(create)
+    def argv(*args: str) -> list[str]:
+        return [sys.executable, "-m", "cli", "tail", "t", "-f", "--json", *args, "--db", store_url]
+
+    first = subprocess.Popen(argv(), stdout=subprocess.PIPE, text=True, env=sh.env)
+    proc = subprocess.Popen([sys.executable, "-c", HALVES, store_url, "t", json.dumps(args)],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    second = None
+    try:
+        out = Lines(first.stdout)
+        out.wait_for('"data":"c "')
+        _stop(first)  # the connection is cut
+        seen = [json.loads(line) for line in out.text().splitlines()]
+        (tmp_path / "half").touch()
+        second = subprocess.Popen(argv("--after", seen[-1]["cursor"]), stdout=subprocess.PIPE, text=True, env=sh.env)
+        rest_out = Lines(second.stdout)
+        rest_out.wait_for('"data":"e "')
+        (tmp_path / "release").touch()
+        assert proc.communicate(timeout=60)[0].strip() == "completed"
+        assert second.wait(timeout=60) == 0
+        rest = [json.loads(line) for line in rest_out.text().splitlines()]
+    finally:
+        _stop(proc, first, second)
+    chunks = [(d["data"]) for d in seen + rest if d["kind"] == "chunk"]
+    assert chunks == ["a ", "b ", "c ", "d ", "e "]  # each once, in order
+    # Each entry once: started, emitted, the step, completed (the first follower may have
+    # been cut off before it read the emitted entry: chunks wake it, the journal is polled).
+    assert [d["seq"] for d in seen + rest if d["kind"] != "chunk"] == [0, 1, 2, 3]
+    assert [d["kind"] for d in rest if d["kind"] != "chunk"][-2:] == ["step", "completed"]
+
+
+def test_tail_after_something_that_is_no_position_exits_2(sh, db):
+    result = subprocess.run(sh.argv("tail", "x", "--after", "nonsense"), capture_output=True, text=True, env=sh.env)
+    assert result.returncode == 2
+    assert "neither an entry's seq nor a cursor" in result.stderr

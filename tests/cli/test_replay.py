@@ -12,7 +12,7 @@ from runtime.testing import replay_journal
 from .conftest import target
 
 V1 = """
-from tests.cli.agents import record
+from tests.cli.cli_agents import record
 
 async def agent(ctx, input: dict) -> str:
     plan = await ctx.run("plan", record, input["log"], "plan")

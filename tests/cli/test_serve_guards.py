@@ -29,7 +29,7 @@ def _error(response: httpx.Response, status: int) -> dict:
 
 
 def test_a_request_can_only_start_registered_handlers(server, tmp_path):
-    for handler in ("tests/cli/agents.py:greet", "os:system", "nope"):
+    for handler in ("tests/cli/cli_agents.py:greet", "os:system", "nope"):
         error = _error(server.client.post("/invocations", json={"handler": handler, "input": "x", "id": "h1"}), 422)
         assert error["type"] == "HandlerNotRegistered" and "approve" in error["message"]
     assert server.client.get("/invocations/h1").status_code == 404  # nothing was created
@@ -122,7 +122,7 @@ def test_ids_are_validated_as_the_cli_validates_them(server, tmp_path):
     for bad in ("", "x" * 201, "a\x01b"):
         error = _error(post("/invocations", json={"handler": "echo", "input": "x", "id": bad}), 400)
         assert error["type"] == "InvalidId"
-        cli = subprocess.run([sys.executable, "-m", "cli", "run", "tests/cli/agents.py:greet", "--input", '"x"',
+        cli = subprocess.run([sys.executable, "-m", "cli", "run", "tests/cli/cli_agents.py:greet", "--input", '"x"',
                               "--id", bad, "--db", str(tmp_path / "db")], capture_output=True, text=True)
         assert cli.returncode == 2 and error["message"] in cli.stderr
     assert _error(post("/invocations", json={"handler": "echo", "input": "x", "key": "k\x7f"}), 400)["type"] == "InvalidId"

@@ -72,15 +72,15 @@ def test_ls_searches_the_same_way(served):
 
 def test_a_handler_filter_takes_the_shown_form_and_a_relative_target(served):
     server, db = served
-    agents = Path(__file__).parent / "agents.py"
+    agents = Path(__file__).parent / "cli_agents.py"
     done = subprocess.run([sys.executable, "-m", "cli", "run", f"{agents}:greet", "--input", '"ada"', "--id", "greeted",
                            "--db", db], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     ids = lambda **params: [d["id"] for d in server.client.get("/invocations", params=params).json()["invocations"]]  # noqa: E731
-    assert ids(handler="agents.py:greet") == ["greeted"]  # what the list shows
-    assert ids(handler="tests/cli/agents.py:greet") == ["greeted"]
+    assert ids(handler="cli_agents.py:greet") == ["greeted"]  # what the list shows
+    assert ids(handler="tests/cli/cli_agents.py:greet") == ["greeted"]
     assert ids(handler=f"{agents}:greet") == ["greeted"]
-    assert ids(handler="agents.py:other") == []
+    assert ids(handler="cli_agents.py:other") == []
 
     def ls(*args: str, cwd: Path) -> list[str]:
         done = subprocess.run([sys.executable, "-m", "cli", "ls", "--json", *args, "--db", db], capture_output=True,
@@ -88,6 +88,6 @@ def test_a_handler_filter_takes_the_shown_form_and_a_relative_target(served):
         assert done.returncode == 0, done.stderr
         return [d["id"] for d in json.loads(done.stdout)]
 
-    assert ls("--handler", "agents.py:greet", cwd=agents.parent) == ["greeted"]
-    assert ls("--handler", "../cli/agents.py:greet", cwd=agents.parent.parent / "journal") == ["greeted"]
-    assert ls("--handler", "tests/cli/agents.py:greet", cwd=agents.parents[2]) == ["greeted"]
+    assert ls("--handler", "cli_agents.py:greet", cwd=agents.parent) == ["greeted"]
+    assert ls("--handler", "../cli/cli_agents.py:greet", cwd=agents.parent.parent / "journal") == ["greeted"]
+    assert ls("--handler", "tests/cli/cli_agents.py:greet", cwd=agents.parents[2]) == ["greeted"]

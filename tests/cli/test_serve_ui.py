@@ -281,3 +281,14 @@ def test_the_schedules_page_lists_pauses_with_a_note_resumes_triggers_and_backfi
     expect(page).to_have_url(server.url + "/s#nightly-ui")
     expect(page.locator("tr.chosen")).to_have_attribute("data-schedule", "nightly-ui")
     assert page.evaluate("window.__pwned") is None
+def test_published_values_show_and_update_live(page, server):
+    server.client.post("/invocations", json={"handler": "talk", "input": "hi", "id": "talking"})
+    server.wait_status("talking", "suspended")
+    page.goto(server.url + "/i/talking")
+    value = page.locator('#published dd[data-name="count"] pre')
+    expect(value).to_have_text("0")
+    for n, word in enumerate(["one", HOSTILE], start=1):
+        assert server.client.post("/invocations/talking/messages/chat", json={"value": word}).status_code == 202
+        expect(value).to_have_text(str(n), timeout=20000)  # the page follows the journal as it grows
+    expect(page.locator('#timeline tr[data-kind="received"]')).to_have_count(2, timeout=20000)
+    assert page.locator("img").count() == 0

@@ -21,6 +21,9 @@ from journal import (
     Now,
     Patched,
     Promise,
+    Published,
+    Received,
+    Replied,
     Selected,
     Sleep,
     Started,
@@ -64,6 +67,9 @@ entries = st.one_of(
     st.builds(Called, names, st.integers(0, 2**64 - 1), times, names, st.booleans(), times),
     st.builds(Selected, times, st.integers(0, 100), times),
     st.builds(ContinuedAsNew, times, names),
+    st.builds(Received, names, times, names, raws, times, st.booleans(), st.booleans()),
+    st.builds(Replied, names, times, raws, times),
+    st.builds(Published, names, times, raws, times),
 )
 
 
@@ -128,6 +134,10 @@ GOLDEN = [
     (Called("pkg.mod:child", 7, 1, "inv.3", True, 2), "97a663616c6c6564ad706b672e6d6f643a6368696c640701a5696e762e33c302"),
     (Selected(1, 0, 2), "94a873656c6563746564010002"),
     (ContinuedAsNew(1, "inv~1"), "93b0636f6e74696e7565645f61735f6e657701a5696e767e31"),
+    (Received("chat", 1, "m-1", encode_value("hi"), 2), "98a87265636569766564a46368617401a36d2d31a2686902c2c2"),
+    (Received("chat", 1, "", prev=2, timed_out=True), "98a87265636569766564a46368617401a0c002c3c2"),
+    (Replied("m-1", 3, encode_value(1), 2), "95a77265706c696564a36d2d31030102"),
+    (Published("progress", 4, encode_value({"a": 1}), 2), "95a97075626c6973686564a870726f67726573730481a1610102"),
 ]
 
 

@@ -69,3 +69,31 @@ def test_chunks_of_a_running_step_are_kept_for_a_late_follower_on_lmdb(tmp_path)
             assert [c.data for c in _take_until(feed, 1)] == ["sent before anyone followed"]
         finally:
             feed.close()
+
+
+def test_chunks_of_a_running_step_are_kept_for_a_late_follower_on_postgres(postgres_url):
+    """PostgreSQL keeps them in an unlogged table beside the NOTIFY: a follower that starts
+    after they were sent reads them, then the ones notified, each once; a committed step's go."""
+    from journal import PostgresStore
+
+    with PostgresStore(postgres_url) as sender, PostgresStore(postgres_url) as follower:
+        channel = sender.live()
+        for n in range(3):
+            channel.publish(Sent("inv", 3, 1, 1, n, f"before {n}"))
+        channel.flush()
+        feed = LiveFeed.open(follower, "inv")
+        try:
+            channel.publish(Sent("inv", 3, 1, 1, 3, "after"))
+            channel.flush()
+            got = _take_until(feed, 4)
+            assert [c.data for c in got] == ["before 0", "before 1", "before 2", "after"]
+        finally:
+            feed.close()
+        channel.end_step("inv", 3)
+        channel.flush()
+        late = LiveFeed.open(follower, "inv")
+        try:
+            select.select([late.bell], [], [], 0.2)
+            assert late.take() == []  # the step committed: its entry holds its result
+        finally:
+            late.close()

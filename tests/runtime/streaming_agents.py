@@ -60,3 +60,22 @@ async def binary_streamer(ctx: Context, args: dict) -> int:
         return 2
 
     return await ctx.run("answer", answer)
+
+
+async def two_halves(ctx: Context, args: dict) -> str:
+    """Emits an event, then a step that streams "a b c ", waits for `args["half"]`, streams
+    "d e " and returns once `args["release"]` exists: an answer a follower is cut off from in
+    the middle."""
+    await ctx.emit("thinking")
+
+    def answer() -> str:
+        step = current_step()
+        for word in ("a ", "b ", "c "):
+            step.emit(word)
+        _wait_for(args["half"])
+        for word in ("d ", "e "):
+            step.emit(word)
+        _wait_for(args["release"])
+        return "a b c d e"
+
+    return await ctx.run("answer", answer)

@@ -3,6 +3,7 @@ and what the journal does not (no entry per chunk, nothing of it on replay)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,13 +12,14 @@ import sys
 import textwrap
 
 import anyio
+import msgspec
 import pytest
 
 from journal import Chunk, LiveFeed, open_store
 from runtime import Engine, current_context, current_step
 
 from ..waiting import until, wait_until
-from .streaming_agents import binary_streamer, flaky_streamer, streamer
+from .streaming_agents import binary_streamer, flaky_streamer, streamer, two_halves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -91,9 +93,60 @@ def test_five_chunks_reach_a_follower_in_another_process_in_order_before_the_ste
                 assert out.strip() == "completed"
     anyio.run(main)
 
-    assert received == [Chunk(invocation_id="s", seq=2, attempt=1, data=f"token-{n} ", index=n) for n in range(5)]
+    assert [msgspec.structs.replace(c, cursor="") for c in received] == [
+        Chunk(invocation_id="s", seq=2, attempt=1, data=f"token-{n} ", index=n, epoch=1) for n in range(5)]
+    assert len({c.cursor for c in received}) == 5  # each its own place to resume from
     assert seen_before_commit == ["started", "step"]  # `plan` only: `answer` had not committed
     assert _entry_kinds(store_url, "s") == ["started", "step", "step", "completed"]  # no entry per chunk
+
+
+@pytest.mark.parametrize("resume_with", ["item", "cursor"])
+def test_a_follower_cut_off_mid_answer_resumes_after_its_last_item_with_nothing_twice(store_url, tmp_path,
+                                                                                       resume_with):
+    """`Engine.stream(id, after=)` given the last item a follower saw (or its cursor): the
+    running step's chunks it saw are still kept for late followers, and none comes again;
+    the event before them neither; the chunks sent since come, then the end."""
+    args = {"half": str(tmp_path / "half"), "release": str(tmp_path / "release")}
+    first: list = []
+    rest: list = []
+
+    async def main() -> None:
+        async with Engine.open(store_url) as engine:
+            await engine.start(two_halves, args, id="h")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(engine.serve)
+                async with contextlib.aclosing(engine.stream("h")) as stream:
+                    async for item in stream:
+                        first.append(item)
+                        if len(first) == 4:  # the event and "a b c " (in either order): then the connection is cut
+                            break
+                (tmp_path / "half").touch()
+                last = first[-1] if resume_with == "item" else first[-1].cursor
+                async with contextlib.aclosing(engine.stream("h", after=last)) as stream:
+                    async for item in stream:
+                        rest.append(item)
+                        if [c.data for c in rest if isinstance(c, Chunk)] == ["d ", "e "]:
+                            (tmp_path / "release").touch()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert [item.value for item in first if not isinstance(item, Chunk)] == ["thinking"]
+    assert [c.data for c in first if isinstance(c, Chunk)] == ["a ", "b ", "c "]
+    assert [c.data for c in rest] == ["d ", "e "]  # nothing again (the event neither), nothing missing
+    assert all(isinstance(c, Chunk) and c.index == n for n, c in enumerate(rest, start=3))
+
+
+def test_stream_after_refuses_what_is_no_position(tmp_path):
+    async def main() -> None:
+        async with Engine.open(str(tmp_path / "db")) as engine:
+            await engine.start(two_halves, {"half": "", "release": ""}, id="h")
+            for bad, says in (("not a cursor", "is not a stream position"), (True, "not a bool"),
+                              (2.5, "takes a seq, a cursor or the last item")):
+                with pytest.raises((ValueError, TypeError), match=says):
+                    async for _ in engine.stream("h", after=bad):  # type: ignore[arg-type]
+                        pass
+
+    anyio.run(main)
 
 
 def test_the_lmdb_buffer_keeps_a_running_steps_chunks_only(tmp_path):

@@ -19,6 +19,7 @@ from journal.errors import JournalError
 from runtime import (
     Context,
     Engine,
+    Message,
     NondeterminismError,
     Outcome,
     PromiseRejected,
@@ -121,3 +122,15 @@ def check() -> DeterminismReport:
 
 if __name__ == "__main__":
     print(anyio.run(main))
+
+
+async def talking(ctx: Context) -> None:
+    """Messages, replies and published values, as typed as the rest (checked, not run)."""
+    message = await ctx.receive("orders", type=Weather, timeout=5.0)
+    assert_type(message, Message[Weather])
+    assert_type(message.value, Weather)
+    assert_type(message.id, str)
+    await message.reply({"ok": True})
+    anything = await ctx.receive("notes")
+    assert_type(anything.value, Any)
+    await ctx.publish("progress", {"done": 1})

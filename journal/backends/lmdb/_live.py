@@ -30,14 +30,14 @@ from ..._live import KEEP_AFTER_COMMIT, MAX_STEP_BYTES, Bell, Ended, LiveFollowe
 from ._files import check_files
 
 _MAP_SIZE = 1 << 30  # address space only: the file holds what running steps have sent
-_ABSTRACT = sys.platform.startswith("linux")
+ABSTRACT = sys.platform.startswith("linux")
 
 # LMDB allows one open of an environment per process: the stores on one path share it.
 _envs: dict[str, tuple[lmdb.Environment, int]] = {}
 _envs_lock = threading.Lock()
 
 
-def _open(path: str) -> lmdb.Environment:
+def open_env(path: str) -> lmdb.Environment:
     with _envs_lock:
         if path in _envs:
             env, count = _envs[path]
@@ -50,13 +50,13 @@ def _open(path: str) -> lmdb.Environment:
         if os.path.islink(path) or not os.path.isdir(path):
             raise OSError(f"{path} is not a directory")
         check_files(path, create=True)
-        env = lmdb.open(path, map_size=_MAP_SIZE, max_dbs=2, sync=False, metasync=False, readahead=False,
+        env = lmdb.open(path, map_size=_MAP_SIZE, max_dbs=3, sync=False, metasync=False, readahead=False,
                         mode=0o600, max_readers=510)
         _envs[path] = (env, 1)
         return env
 
 
-def _release(path: str) -> None:
+def release_env(path: str) -> None:
     with _envs_lock:
         env, count = _envs[path]
         if count > 1:
@@ -87,7 +87,7 @@ class LmdbChannel:
     def _opened(self) -> tuple[lmdb.Environment, lmdb._Database, lmdb._Database]:
         with self._open_lock:
             if self._env is None:
-                self._env = _open(self._path)
+                self._env = open_env(self._path)
                 self._chunks = self._env.open_db(b"chunks")
                 self._followers = self._env.open_db(b"followers")
             return self._env, self._chunks, self._followers
@@ -156,7 +156,7 @@ class LmdbChannel:
         for registered in bells:
             address = registered[registered.index(b"\x00") + 1:]
             try:
-                self._out.sendto(b"\x01", address if _ABSTRACT and address[:1] == b"\x00" else address.decode())
+                self._out.sendto(b"\x01", address if ABSTRACT and address[:1] == b"\x00" else address.decode())
             except (BlockingIOError, InterruptedError):
                 pass  # its queue is full: it has a wake-up waiting already
             except OSError:  # gone (the follower died without saying so)
@@ -195,7 +195,7 @@ class LmdbChannel:
         with self._open_lock:
             if self._env is not None:
                 self._env = None
-                _release(self._path)
+                release_env(self._path)
 
 
 class _LmdbFollower:
@@ -210,7 +210,7 @@ class _LmdbFollower:
         self.bell.setblocking(False)
         token = secrets.token_hex(8)
         address: bytes | None
-        if _ABSTRACT:
+        if ABSTRACT:
             address = b"\x00journal-live-" + token.encode()
             self.bell.bind(address)
         else:

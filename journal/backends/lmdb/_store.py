@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from ._limits import LmdbLimits
     from ._live import LmdbChannel
+    from ._wake import LmdbWorkBell, WorkBells
 
 T = TypeVar("T")
 
@@ -55,7 +56,8 @@ class LmdbStore(LmdbTables, KVStore):
     """A journal store in the directory `path` (created private to its owner)."""
 
     path: str
-    capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LEASE_AT_CREATE, Capability.TABLES})
+    capabilities = frozenset({Capability.CANCEL_COUNTER, Capability.LEASE_AT_CREATE, Capability.TABLES,
+                              Capability.WORK_BELL})
     # A write transaction holds every page it changes in memory until it commits, and LMDB
     # reuses the pages a commit frees only two commits later: one transaction for a group
     # commit of thousands of appends (10,000 agents in flight) made the process hold a copy
@@ -75,6 +77,7 @@ class LmdbStore(LmdbTables, KVStore):
         self._env, self._dbs = _open_shared(self.path, readonly, map_size)
         self._leases, self._entries = self._dbs["leases"], self._dbs["entries"]
         self._live: LmdbChannel | None = None
+        self._bells: WorkBells | None = None
         self._live_lock = threading.Lock()
         self._limits: LmdbLimits | None = None
         try:
@@ -118,7 +121,7 @@ class LmdbStore(LmdbTables, KVStore):
         """`KVStore._write_once`: a step's append on LMDB, in a transaction of its own."""
         if self.readonly or self._flush_error is not None:
             return None  # the generic path says why it cannot write
-        return Writing(self._env, self._dbs, self._dirty)
+        return Writing(self._env, self._dbs, self._dirty, self._ring)
 
     def _transact(self, work: Callable[[Txn], T]) -> T:
         if self.readonly:
@@ -129,11 +132,14 @@ class LmdbStore(LmdbTables, KVStore):
         while True:
             try:
                 with self._env.begin(write=True) as txn:
-                    result = work(LmdbTxn(txn, self._dbs))
+                    writing = LmdbTxn(txn, self._dbs)
+                    result = work(writing)
                 # Setting an Event takes its lock; the flusher clears it before it syncs, so
                 # a flag seen set here is followed by a sync that covers this commit.
                 if not self._dirty.is_set():
                     self._dirty.set()
+                if writing.runnable:
+                    self._ring()
                 return result
             except lmdb.MapResizedError:
                 self._env.set_mapsize(0)
@@ -211,6 +217,25 @@ class LmdbStore(LmdbTables, KVStore):
         self._leases, self._entries = dbs["leases"], dbs["entries"]
         self._fence.clear()
 
+    def _ring(self) -> None:
+        """Wake the workers waiting on this store, in any process (`_wake.py`): an invocation
+        became pending in the transaction just committed."""
+        self._work_bells().ring()
+
+    def _work_bells(self) -> WorkBells:
+        with self._live_lock:
+            if self._bells is None:
+                from ._wake import WorkBells
+
+                self._bells = WorkBells(self.path)
+            return self._bells
+
+    def work_bell(self) -> LmdbWorkBell | None:
+        """`Store.work_bell` (`Capability.WORK_BELL`)."""
+        if self.readonly:
+            return None
+        return self._work_bells().bell()
+
     def live(self) -> LmdbChannel:
         with self._live_lock:
             if self._live is None:
@@ -235,6 +260,8 @@ class LmdbStore(LmdbTables, KVStore):
             self._live.close()
         if self._limits is not None:
             self._limits.close()
+        if self._bells is not None:
+            self._bells.close()
         if self._sync_thread is not None:
             self._sync_stop.set()
             self._sync_thread.join()

@@ -4,7 +4,7 @@ own context manager."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import lmdb
@@ -16,11 +16,12 @@ if TYPE_CHECKING:
 
 
 class LmdbTxn(Txn):
-    __slots__ = ("_txn", "_dbs")
+    __slots__ = ("_txn", "_dbs", "runnable")
 
     def __init__(self, txn: lmdb.Transaction[bytes], dbs: dict[str, _Db]) -> None:
         self._txn = txn
         self._dbs = dbs
+        self.runnable = False  # it made an invocation pending: workers are rung once it commits
 
     def get(self, table: str, key: bytes) -> bytes | None:
         return self._txn.get(key, db=self._dbs[table])
@@ -30,6 +31,8 @@ class LmdbTxn(Txn):
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self._txn.put(key, value, db=self._dbs[table])
+        if table == "status" and key.startswith(b"pending\x00"):
+            self.runnable = True
 
     def insert(self, table: str, key: bytes, value: bytes) -> bool:
         return self._txn.put(key, value, db=self._dbs[table], overwrite=False)
@@ -85,15 +88,18 @@ class Writing(LmdbTxn):
     ends without an error, aborted otherwise. What LMDB wants retried or reports as failed is
     `WriteAgain`: the generic path (`LmdbStore._transact`) does it again and says why."""
 
-    __slots__ = ("_dirty",)
+    __slots__ = ("_dirty", "_ring")
 
-    def __init__(self, env: lmdb.Environment, dbs: dict[str, _Db], dirty: threading.Event) -> None:
+    def __init__(self, env: lmdb.Environment, dbs: dict[str, _Db], dirty: threading.Event,
+                 ring: Callable[[], None]) -> None:
         try:
             self._txn = env.begin(write=True)
         except lmdb.Error:
             raise WriteAgain() from None
         self._dbs = dbs
         self._dirty = dirty
+        self._ring = ring
+        self.runnable = False
 
     def __enter__(self) -> Writing:
         return self
@@ -112,3 +118,5 @@ class Writing(LmdbTxn):
         # seen set here is followed by a sync that covers this commit.
         if not self._dirty.is_set():
             self._dirty.set()
+        if self.runnable:
+            self._ring()

@@ -1,4 +1,5 @@
-"""Live output on PostgreSQL: `NOTIFY` with the chunks as payload, nothing stored.
+"""Live output on PostgreSQL: `NOTIFY` with the chunks as payload, and the chunks of running
+steps kept in an unlogged table for a follower that comes late or back.
 
 Each invocation has a channel of its own (`journal_live_` and a hash of its id), so a
 follower is told only about the invocation it follows. The sender's thread sends a batch
@@ -9,9 +10,13 @@ as fit under PostgreSQL's limit of 8000 bytes (each chunk base64, comma-separate
 Followers in one process share one listening connection, driven by a thread that waits on
 its socket and a wake-up pipe (for `LISTEN` and `UNLISTEN` as followers come and go), reads
 the notifications libpq has received and hands each follower its chunks. A follower begins
-after its `LISTEN` is in force, and sees the chunks sent from then on. A lost connection is
-opened again with backoff and every channel listened to again; what was sent meanwhile is
-lost, like anything sent while nobody listens.
+after its `LISTEN` is in force, then reads what the table keeps of the invocation's running
+steps (`journal.live_chunks`: UNLOGGED, so never written to the WAL nor synced, as LMDB's
+live environment is never synced), ahead of what the notifications bring; `LiveFeed`
+drops what it receives twice. Each step keeps at least its last `MAX_STEP_BYTES`, and its
+chunks go once it commits (`end_step`). A lost connection is opened again with backoff and
+every channel listened to again; what was sent meanwhile reaches a follower only through
+the table, when it follows again.
 """
 
 from __future__ import annotations
@@ -25,9 +30,27 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..._live import Bell, Ended, LiveFollower, Sender, Sent, drain, pack, unpack
+from ..._live import MAX_STEP_BYTES, Bell, Ended, LiveFollower, Sender, Sent, drain, pack, unpack
 
 _PAYLOAD_LIMIT = 7900  # PostgreSQL's is 8000 bytes
+_TABLE = "journal.live_chunks"
+_CREATE = (f"CREATE UNLOGGED TABLE IF NOT EXISTS {_TABLE} (invocation_id bytea NOT NULL, seq integer NOT NULL, "
+           "epoch integer NOT NULL, attempt integer NOT NULL, number integer NOT NULL, v bytea NOT NULL, "
+           "PRIMARY KEY (invocation_id, seq, epoch, attempt, number))")
+# A step's oldest chunks beyond MAX_STEP_BYTES go, looked at every this many chunks it sends.
+_TRIM_EVERY = 64
+_TRIM = (f"DELETE FROM {_TABLE} c USING (SELECT epoch, attempt, number, sum(length(v)) OVER (ORDER BY epoch DESC, "
+         f"attempt DESC, number DESC) AS kept FROM {_TABLE} WHERE invocation_id = %s AND seq = %s) t "
+         "WHERE c.invocation_id = %s AND c.seq = %s AND c.epoch = t.epoch AND c.attempt = t.attempt "
+         "AND c.number = t.number AND t.kept > %s")
+
+
+def ensure_table(conn: Any) -> None:
+    """Create the table of kept chunks if it is not there (two processes may race: one wins)."""
+    try:
+        conn.execute(_CREATE)
+    except Exception:  # noqa: BLE001 - a concurrent creation: it exists now
+        conn.execute(_CREATE)
 
 
 def channel_name(invocation_id: str) -> str:
@@ -43,6 +66,7 @@ class PostgresChannel:
         self._sender = Sender(self._write, "journal-live-pg")
         self._listener: _Listener | None = None
         self._lock = threading.Lock()
+        self._sent: dict[tuple[str, int], int] = {}  # chunks sent per running step, for trimming
 
     def publish(self, chunk: Sent) -> None:
         self._sender.put(chunk)
@@ -51,14 +75,26 @@ class PostgresChannel:
         self._sender.flush()
 
     def end_step(self, invocation_id: str, seq: int) -> None:
-        pass  # nothing is kept
+        self._sender.put(Ended(invocation_id, seq))
 
     def _write(self, batch: list[Sent | Ended]) -> None:
         by_channel: dict[str, list[str]] = {}
+        rows: list[Any] = []
+        ended: list[Ended] = []
+        trim: list[tuple[str, int]] = []
         for item in batch:
             if isinstance(item, Sent):
-                by_channel.setdefault(channel_name(item.invocation_id), []).append(base64.b64encode(pack(item)).decode())
-        if not by_channel:
+                packed = pack(item)
+                by_channel.setdefault(channel_name(item.invocation_id), []).append(base64.b64encode(packed).decode())
+                rows += (item.invocation_id.encode(), item.seq, item.epoch, item.attempt, item.number, packed)
+                key = (item.invocation_id, item.seq)
+                self._sent[key] = self._sent.get(key, 0) + 1
+                if self._sent[key] % _TRIM_EVERY == 0:
+                    trim.append(key)
+            else:
+                ended.append(item)
+                self._sent.pop((item.invocation_id, item.seq), None)
+        if not by_channel and not ended:
             return
         params: list[str] = []
         for channel, encoded in by_channel.items():
@@ -76,7 +112,19 @@ class PostgresChannel:
             if self._conn is None:
                 self._conn = self._connect()
                 self._conn.execute("SET synchronous_commit = off")
-            self._conn.execute(sql, params)
+                ensure_table(self._conn)
+            if rows:  # kept first, then told: a follower that reads the table after a notice finds it
+                values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * (len(rows) // 6))
+                self._conn.execute(f"INSERT INTO {_TABLE} (invocation_id, seq, epoch, attempt, number, v) "
+                                   f"VALUES {values} ON CONFLICT DO NOTHING", rows)
+            for invocation_id, seq in trim:
+                raw = invocation_id.encode()
+                self._conn.execute(_TRIM, (raw, seq, raw, seq, MAX_STEP_BYTES))
+            for end in ended:
+                self._conn.execute(f"DELETE FROM {_TABLE} WHERE invocation_id = %s AND seq = %s",
+                                   (end.invocation_id.encode(), end.seq))
+            if params:
+                self._conn.execute(sql, params)
         except Exception:
             conn, self._conn = self._conn, None  # opened again for the next batch
             if conn is not None:
@@ -91,7 +139,21 @@ class PostgresChannel:
             if self._listener is None:
                 self._listener = _Listener(self._connect)
             listener = self._listener
-        return listener.add(invocation_id)
+        follower = listener.add(invocation_id)
+        try:  # what is kept of its running steps, ahead of what notifications brought meanwhile
+            conn = self._connect()
+            try:
+                ensure_table(conn)
+                kept = conn.execute(f"SELECT v FROM {_TABLE} WHERE invocation_id = %s ORDER BY seq, epoch, attempt, "
+                                    "number", (invocation_id.encode(),)).fetchall()
+            finally:
+                conn.close()
+        except Exception:  # noqa: BLE001 - the server is away: the follower gets what is notified from now on
+            kept = []
+        if kept:
+            follower.queue.extendleft(reversed([unpack(bytes(row[0]), invocation_id) for row in kept]))
+            follower.bells.ring()
+        return follower
 
     def close(self) -> None:
         self._sender.close()

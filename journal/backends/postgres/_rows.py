@@ -13,6 +13,7 @@ would shard by. `_PgTxn` turns each key into its columns and back.
 | promises | invocation_id, name | id NUL name | |
 | status | invocation_id, status | status NUL id | (status, invocation_id) |
 | timers | invocation_id, wake_at | wake_at(8) id | (wake_at, invocation_id) |
+| inbox, messages, published, topics | invocation_id, name | id NUL name | |
 | state, keyq, meta, listing | k | the key | |
 
 `state` and `keyq` belong to a key (a conversation thread) rather than to one invocation,
@@ -102,6 +103,35 @@ class _Promises(_Layout):
         return f"{self.select} WHERE invocation_id = %s AND name >= %s ORDER BY name", [id_bytes, low]
 
 
+class _ByInvocation(_Layout):
+    """A table of rows that belong to one invocation, keyed `id NUL rest` (`rest` in `name`):
+    scanned by any prefix within one invocation, and its greatest key read without a scan."""
+
+    def _range(self, prefix: bytes, start: bytes | None) -> tuple[bytes, bytes, bytes | None]:
+        id_bytes, _, rest = prefix.partition(b"\x00")
+        if b"\x00" not in prefix:
+            raise ValueError(f"this table is scanned within one invocation only, not by {prefix!r}")
+        low = start[len(id_bytes) + 1:] if start is not None and start > prefix else rest
+        return id_bytes, low, prefix_end(rest) if rest else None
+
+    def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
+        id_bytes, low, high = self._range(prefix, start)
+        below = "" if high is None else " AND name < %s"
+        return (f"{self.select} WHERE invocation_id = %s AND name >= %s{below} ORDER BY name",
+                [id_bytes, low] + ([] if high is None else [high]))
+
+    def last(self, prefix: bytes) -> tuple[str, list[Any]]:
+        id_bytes, low, high = self._range(prefix, None)
+        below = "" if high is None else " AND name < %s"
+        return (f"SELECT invocation_id, name FROM {self.table} WHERE invocation_id = %s AND name >= %s{below} "
+                "ORDER BY name DESC LIMIT 1", [id_bytes, low] + ([] if high is None else [high]))
+
+
+def _by_invocation(table: str) -> _ByInvocation:
+    return _ByInvocation(table, ("invocation_id", "name"), ("bytea", "bytea"), _split_nul,
+                         lambda r: bytes(r[0]) + b"\x00" + bytes(r[1]), ("invocation_id", "name"))
+
+
 class _Status(_Layout):
     def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
         status = _one_invocation(prefix).decode()
@@ -158,8 +188,14 @@ LAYOUTS: dict[str, _Layout] = {
                       lambda k: (int.from_bytes(k[:8], "big"), k[8:]),
                       lambda r: r[0].to_bytes(8, "big") + bytes(r[1]), ("invocation_id", "wake_at"),
                       index=("wake_at", "invocation_id")),
+    "inbox": _by_invocation("inbox"),
+    "messages": _by_invocation("messages"),
+    "published": _by_invocation("published"),
+    "topics": _by_invocation("topics"),
 }
 assert set(LAYOUTS) == set(TABLES)
+# Tables added without a new format version: created when a store of this format is opened.
+ADDED_TABLES = ("listing", "inbox", "messages", "published", "topics")
 DDL = [statement for layout in LAYOUTS.values() for statement in layout.ddl]
 
 _CLAIM = {table: f"SELECT 1 FROM {SCHEMA}.{table} WHERE invocation_id = %s FOR UPDATE SKIP LOCKED"

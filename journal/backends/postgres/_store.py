@@ -57,6 +57,7 @@ from ...kv._store import KVStore
 from ._connect import Connector, Session, conninfo, default_patience
 from ._owners import OwnerSession
 from ._rows import (
+    ADDED_TABLES,
     DDL,
     FORMAT_VERSION,
     LAYOUTS,
@@ -154,9 +155,11 @@ class PostgresStore(PostgresTables, KVStore):
                 # Nothing to index yet: the listing index is complete from the start.
                 cur.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES (%s, '1')", (LISTING_BUILT,))
             elif found == str(FORMAT_VERSION).encode():
-                # A table added within the format (the listing index, filled on the first
-                # page: journal/kv/_listing.py); every other table exists already.
-                cur.execute(LAYOUTS["listing"].ddl[0])
+                # Tables added within the format (the listing index, filled on the first
+                # page: journal/kv/_listing.py; the inbox and the rest of talking to a
+                # running invocation, empty until used); every other table exists already.
+                for table in ADDED_TABLES:
+                    cur.execute(LAYOUTS[table].ddl[0])
             return found
 
         self._check_format(self._write(work, durable=True))
@@ -444,7 +447,7 @@ class PostgresStore(PostgresTables, KVStore):
         rows, where = [], []
         for i, op in enumerate(ops):
             if not (op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
-                    and len(op.entries) == 1):
+                    and op.talk is None and len(op.entries) == 1):
                 continue
             id_bytes = self._fence.owned_id(op.id)
             fenced = self._fence.fenced(id_bytes, op.epoch)

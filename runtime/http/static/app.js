@@ -56,7 +56,7 @@ function scheduleLink(name) { return h("a", { href: "/s#" + encodeURIComponent(n
 function keyLink(key) { return key === null || key === undefined ? "" : h("a", { href: "/k/" + encodeURIComponent(key), class: "mono" }, key); }
 
 async function api(path, options = {}) {
-  const headers = {};
+  const headers = { ...(options.headers || {}) };
   const token = sessionStorage.getItem("journal-token");
   if (token) headers["Authorization"] = "Bearer " + token;
   const init = { method: options.method || "GET", headers, signal: options.signal };
@@ -245,8 +245,21 @@ async function invocationPage(id) {
   const timeline = h("table", { class: "timeline", id: "timeline" },
     h("thead", {}, h("tr", {}, ["seq", "kind", "name", "at", "after", "value"].map((t) => h("th", {}, t)))), rows);
   const events = h("ol", { class: "events", id: "events" });
-  show(h("h1", {}, id), facts, operator, panel, actions, h("h2", {}, "Waterfall"), waterfall,
-    h("h2", {}, "Timeline"), timeline, h("h2", {}, "Emitted events"), events);
+  const published = h("dl", { class: "facts", id: "published" }, h("dd", { class: "muted" }, "none yet"));
+  show(h("h1", {}, id), facts, operator, panel, actions, h("h2", {}, "Published values"), published,
+    h("h2", {}, "Waterfall"), waterfall, h("h2", {}, "Timeline"), timeline, h("h2", {}, "Emitted events"), events);
+  // The latest value under each name (`ctx.publish`), from the journal's `published` entries
+  // as they arrive: the page keeps the one of the highest seq.
+  const latest = new Map();
+  const publish = (entry) => {
+    const known = latest.get(entry.name);
+    if (known && known.seq > entry.seq) return;
+    latest.set(entry.name, entry);
+    published.replaceChildren(...[...latest.keys()].sort().flatMap((name) => [
+      h("dt", { class: "mono" }, name),
+      h("dd", { "data-name": name, title: "seq " + latest.get(name).seq + ", " + (latest.get(name).at || "") },
+        h("pre", { class: "value" }, text(latest.get(name).value)))]));
+  };
 
   const state = { doc: null, entries: [] };
   const seen = new Map();
@@ -296,6 +309,7 @@ async function invocationPage(id) {
     seen.set(entry.seq, row);
     state.entries.push(entry);
     if (entry.kind === "emitted") events.append(h("li", { "data-seq": entry.seq }, h("pre", {}, text(entry.value))));
+    if (entry.kind === "published") publish(entry);
     if (!state.loading) {  // (the first page of entries is drawn once, when all of it is in)
       state.entries.sort((a, b) => a.seq - b.seq);
       drawWaterfall(waterfall, state);
@@ -734,11 +748,16 @@ function divergenceCard(doc) {
 
 // Server-Sent Events read with fetch, so the bearer token can go with them.
 async function follow(id, addEntry, addChunk, refresh, signal) {
+  // The id of the last event taken: a reconnection asks for what came after it (Last-Event-ID),
+  // so that a streamed answer cut off mid-way goes on where it stopped, nothing lost or doubled.
+  let lastId = null;
   while (!signal.aborted) {
     let finished = false;
     try {
-      const response = await api("/invocations/" + encodeURIComponent(id) + "/events", { raw: true, signal });
-      if (!response.ok) return;
+      const headers = lastId === null ? {} : { "Last-Event-ID": lastId };
+      const response = await api("/invocations/" + encodeURIComponent(id) + "/events", { raw: true, signal, headers });
+      if (!response.ok && response.status < 500) return;  // gone (404): nothing to follow
+      if (!response.ok) throw new Error("HTTP " + response.status);  // starting again: try again soon
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
       for (;;) {
@@ -749,16 +768,18 @@ async function follow(id, addEntry, addChunk, refresh, signal) {
         while ((cut = buffer.indexOf("\n\n")) >= 0) {
           const block = buffer.slice(0, cut);
           buffer = buffer.slice(cut + 2);
-          let name = "message", data = "";
+          let name = "message", data = "", eventId = null;
           for (const line of block.split("\n")) {
             if (line.startsWith("event: ")) name = line.slice(7);
             else if (line.startsWith("data: ")) data += line.slice(6);
+            else if (line.startsWith("id: ")) eventId = line.slice(4);
           }
           const payload = JSON.parse(data);
           if (name === "entry") addEntry(payload, true);
           else if (name === "chunk") addChunk(payload);
           else if (name === "status") await refresh();
           else if (name === "end") { finished = true; await refresh(); }
+          if (eventId !== null) lastId = eventId;
         }
       }
     } catch (error) {

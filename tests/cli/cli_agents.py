@@ -1,4 +1,4 @@
-"""Handlers the CLI tests run by path (`tests/cli/agents.py:NAME`).
+"""Handlers the CLI tests run by path (`tests/cli/cli_agents.py:NAME`).
 
 Side effects are counted in a log file named by the input, one line per real call, so a
 test can tell a step that ran from a step that was replayed.
@@ -241,3 +241,18 @@ async def slow_turn(ctx: Context, message: str) -> list:
 async def name_parent(ctx: Context, n: int) -> int:
     """Awaits a child named by its registered NAME, `child` (a worker given that handler runs it)."""
     return await ctx.call("child", n, id=f"{ctx.invocation_id}.kid") + 1
+
+
+async def talker(ctx: Context, greeting: str) -> list:
+    """Receives words on topic `chat` (strings only), publishes how many it has, answers
+    requests with that count, and ends at "bye"."""
+    words: list[str] = []
+    await ctx.publish("count", 0)
+    while True:
+        message = await ctx.receive("chat", type=str)
+        if message.value == "bye":
+            return words
+        words.append(message.value)
+        await ctx.publish("count", len(words))
+        if message.wants_reply:
+            await message.reply({"greeting": greeting, "count": len(words)})
