@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("_migrate", "Convert a store of an older format to the one this release writes."),
     "export": ("_inspect", "Write an invocation and its decoded entries as JSON."),
     "limit": ("_limits", "Set, list and remove limits: concurrency, requests and tokens per period."),
+    "budget": ("_budgets", "Set, list and remove budgets: tokens and cost that pause and ask when spent."),
 }
 
 

@@ -12,6 +12,9 @@ from journal import Status
 from .models import (
     ANSWERS,
     REQUESTS,
+    Budget,
+    BudgetRequest,
+    Budgets,
     CancelRequest,
     Entries,
     Error,
@@ -61,6 +64,8 @@ def _errors(*codes: int) -> dict[str, Any]:
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 _NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"},
          "description": "a limit name, or PREFIX:* for every PREFIX:<anything>"}
+_SCOPE = {"name": "scope", "in": "path", "required": True, "schema": {"type": "string"},
+          "description": "handler:NAME, key:KEY, tag:K=V or a limit name"}
 _, _SCHEMAS = msgspec.json.schema_components(REQUESTS + ANSWERS, ref_template=_TEMPLATE)
 
 OPENAPI: dict[str, Any] = {
@@ -150,6 +155,19 @@ OPENAPI: dict[str, Any] = {
             "delete": {"summary": "Remove the rule of a limit (journal limit rm): what waits on it goes on",
                        "parameters": [_NAME],
                        "responses": {"200": _json(_ref(Limit), "the limit removed"),
+                                     **_errors(400, 401, 403, 404)}}},
+        "/budgets": {"get": {
+            "summary": "Every budget: its allowance and what was used in its window (journal budget ls)",
+            "responses": {"200": _json(_ref(Budgets), "the budgets"), **_errors(401)}}},
+        "/budgets/{scope}": {
+            "put": {"summary": "Set the budget of a scope (journal budget set), replacing the one it had; "
+                               "its waiters are woken",
+                    "parameters": [_SCOPE], "requestBody": _body(BudgetRequest, required=True),
+                    "responses": {"200": _json(_ref(Budget), "the budget as it is now"),
+                                  **_errors(400, 401, 403, 413, 422)}},
+            "delete": {"summary": "Remove the budget of a scope and its usage (journal budget rm): its waiters go on",
+                       "parameters": [_SCOPE],
+                       "responses": {"200": _json(_ref(Budget), "the budget removed"),
                                      **_errors(400, 401, 403, 404)}}},
         "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json(_ref(Health), "serving"),
                                                                   **_errors()}}},
