@@ -11,6 +11,7 @@ from ._budgets import BudgetView as BudgetView
 from ._budgets import check_rule as check_budget
 from ._budgets import check_scope as check_scope
 from ._budgets import promise_name as budget_promise
+from ._budgets import wake_waiters as wake_budget_waiters
 from ._logic import LIMIT_TABLES as LIMIT_TABLES
 from ._logic import Request as Request
 from ._model import Blocked as Blocked
@@ -28,4 +29,4 @@ from ._table import MemoryLimits as MemoryLimits
 __all__ = ("LIMIT_TABLES", "Request", "Blocked", "Granted", "LimitError", "LimitRule", "LimitView", "Window",
            "parse_window", "period_text", "check_name", "LimitTable", "MemoryLimits",
            "BUDGET_PROMISE_PREFIX", "BudgetBook", "BudgetRule", "BudgetView", "check_budget", "check_scope",
-           "budget_promise")
+           "budget_promise", "wake_budget_waiters")

@@ -100,6 +100,28 @@ def window_start(per: str | None, now_us: int) -> int | None:
     return int(start.timestamp() * 1_000_000)
 
 
+def wake_waiters(store: Any, scope: str) -> list[str]:
+    """Make every invocation suspended on `scope`'s promise pending again (its budget was raised
+    or removed): the ids woken. Those it now allows go on; the others ask again."""
+    from .._records import Status
+    from .._store import SetStatus, Transition
+    from ..errors import JournalError
+    from ._table import now_us
+
+    first = promise_name(scope, 1)
+    woken = []
+    for invocation_id in store.ids(Status.SUSPENDED):
+        record = store.get(invocation_id)
+        waiting = record.waiting if record is not None else None
+        if waiting is not None and (waiting == first or waiting.startswith(first + "#")):
+            try:
+                store.apply_one(SetStatus(invocation_id, Transition(Status.PENDING, now_us())))
+            except JournalError:  # it moved on meanwhile (resolved, cancelled): nothing to wake
+                continue
+            woken.append(invocation_id)
+    return woken
+
+
 def promise_name(scope: str, asked: int) -> str:
     """The promise an invocation waits on the `asked`-th time (from 1) it finds `scope` spent:
     `budget:SCOPE`, then `budget:SCOPE#2`, ... (a promise is resolved once; each ask is new)."""

@@ -67,6 +67,20 @@ class Request(msgspec.Struct, frozen=True, gc=False):
 # -- rules -----------------------------------------------------------------------------------
 
 
+def rule_in(known: dict[str, LimitRule], name: str) -> LimitRule | None:
+    """`rule_for` among rules already read (`rules(txn)`): its own, else the longest `PREFIX:*`."""
+    found = known.get(name)
+    if found is not None:
+        return found
+    end = len(name)
+    while (cut := name.rfind(":", 0, end)) > 0:
+        found = known.get(name[: cut + 1] + "*")
+        if found is not None:
+            return found
+        end = cut
+    return None
+
+
 def rule_for(txn: Txn, name: str) -> LimitRule | None:
     """The rule that limits `name`: its own, else the longest `PREFIX:*` that covers it."""
     raw = txn.get("limit_rules", name.encode())
@@ -192,14 +206,15 @@ def _reap_holds(state: LimitState, alive: Alive) -> bool:
     return bool(dead)
 
 
-def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive) -> Granted | Blocked:
+def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive,
+            known: dict[str, LimitRule] | None = None) -> Granted | Blocked:
     """Take one unit of every limited name of `request` at once, or none and wait in line.
 
     Idempotent by `request.hid`: a request already granted is granted again (a retry whose
     answer was lost). Names without a rule limit nothing and are not touched."""
     limited: list[tuple[str, LimitRule, LimitState]] = []
     for name in request.names:
-        rule = rule_for(txn, name)
+        rule = rule_for(txn, name) if known is None else rule_in(known, name)
         if rule is not None:
             limited.append((name, rule, _state(txn, name)))
     if not limited:
@@ -288,7 +303,8 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive) ->
     return Granted()
 
 
-def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None, now: int) -> None:
+def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None, now: int,
+            known: dict[str, LimitRule] | None = None) -> None:
     """Give back `hid`'s units; `used_tokens` (what the step reported) replaces its estimate
     in the tokens window, so an estimate too high is given back and one too low charged."""
     for name in names:
@@ -304,7 +320,7 @@ def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None,
             charged = holder.tokens
             if used_tokens is not None:
                 charged = used_tokens
-                rule = rule_for(txn, name)
+                rule = rule_for(txn, name) if known is None else rule_in(known, name)
                 if rule is not None and rule.tokens is not None and used_tokens != holder.tokens:
                     key, end = _bucket_key(name, b"t", holder.at, rule.tokens.period)
                     if end > now - int(rule.tokens.period * 1e6):  # its bucket still counts: settled there

@@ -22,6 +22,10 @@ from ._model import Blocked, Granted, LimitRule, LimitView, check_name, check_ru
 
 T = TypeVar("T")
 
+# Seconds a process goes on using the rules it read: a rule changed elsewhere is obeyed within
+# this (DESIGN: within a second), and an acquisition reads no rule from the store meanwhile.
+RULES_FOR = 0.5
+
 
 def now_us() -> int:
     return time.time_ns() // 1000
@@ -45,8 +49,17 @@ class LimitTable(abc.ABC):
     @abc.abstractmethod
     def _read(self, work: Callable[[Txn], T]) -> T: ...
 
+    _known: tuple[float, dict[str, LimitRule]] | None = None
+
     def _alive(self) -> Alive:
         return local_alive
+
+    def _rules(self) -> dict[str, LimitRule]:
+        """The rules, as read at most `RULES_FOR` seconds ago (or changed here since)."""
+        known = self._known
+        if known is None or time.monotonic() - known[0] > RULES_FOR:
+            known = self._known = (time.monotonic(), self._read(_logic.rules))
+        return known[1]
 
     # -- rules ----------------------------------------------------------------------------------
 
@@ -56,6 +69,7 @@ class LimitTable(abc.ABC):
         check_name(name, rule=True)
         check_rule(rule)
         self._transact(lambda txn: _logic.set_rule(txn, name, rule), durable=True)
+        self._known = None
 
     def remove(self, name: str) -> bool:
         """Remove the rule of `name`; whether there was one. Its waiters go on at once."""
@@ -66,7 +80,10 @@ class LimitTable(abc.ABC):
                 _logic.forget_name(txn, name)
             return found
 
-        return self._transact(work, durable=True)
+        try:
+            return self._transact(work, durable=True)
+        finally:
+            self._known = None
 
     def rules(self) -> dict[str, LimitRule]:
         return self._read(_logic.rules)
@@ -85,13 +102,15 @@ class LimitTable(abc.ABC):
     # -- holding --------------------------------------------------------------------------------
 
     def acquire(self, request: Request) -> Granted | Blocked:
+        known = self._rules()
         now = now_us()
         alive = self._alive()
-        return self._transact(lambda txn: _logic.acquire(txn, request, now, alive))
+        return self._transact(lambda txn: _logic.acquire(txn, request, now, alive, known))
 
     def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> None:
+        known = self._rules() if used_tokens is not None else None
         now = now_us()
-        self._transact(lambda txn: _logic.release(txn, hid, names, used_tokens, now))
+        self._transact(lambda txn: _logic.release(txn, hid, names, used_tokens, now, known))
 
     def withdraw(self, hid: str, names: tuple[str, ...]) -> None:
         """A waiter stops waiting (cancelled): it leaves every line it stood in."""

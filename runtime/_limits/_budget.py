@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 
 import anyio
 
-from journal import SetStatus, Status, Store, Transition, decode_value
+from journal import Store, decode_value
 from journal.limits import (
     BUDGET_PROMISE_PREFIX,
     BudgetBook,
@@ -29,6 +29,7 @@ from journal.limits import (
     budget_promise,
     check_budget,
     check_scope,
+    wake_budget_waiters,
 )
 
 from .._clock import now_us
@@ -157,15 +158,7 @@ class Budgets:
         return removed
 
     def _wake(self, scope: str) -> None:
-        prefix = budget_promise(scope, 1)
-        for invocation_id in self._store.ids(Status.SUSPENDED):
-            record = self._store.get(invocation_id)
-            waiting = record.waiting if record is not None else None
-            if waiting is not None and (waiting == prefix or waiting.startswith(prefix + "#")):
-                try:
-                    self._store.apply_one(SetStatus(invocation_id, Transition(Status.PENDING, now_us())))
-                except Exception:  # it moved on meanwhile (resolved, cancelled): nothing to wake
-                    continue
+        wake_budget_waiters(self._store, scope)
 
 
 class BudgetRejected(Exception):

@@ -14,6 +14,9 @@ from .models import (
     REQUESTS,
     Backfilled,
     BackfillRequest,
+    Budget,
+    BudgetRequest,
+    Budgets,
     CancelRequest,
     Entries,
     Error,
@@ -75,6 +78,8 @@ _NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "str
 _LIMIT_NAME = {**_NAME, "description": "a limit name, or PREFIX:* for every PREFIX:<anything>"}
 _TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
 _WAIT = {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 300}}
+_SCOPE = {"name": "scope", "in": "path", "required": True, "schema": {"type": "string"},
+          "description": "handler:NAME, key:KEY, tag:K=V or a limit name"}
 _, _SCHEMAS = msgspec.json.schema_components(REQUESTS + ANSWERS, ref_template=_TEMPLATE)
 
 OPENAPI: dict[str, Any] = {
@@ -219,6 +224,19 @@ OPENAPI: dict[str, Any] = {
             "summary": "Start the ticks of [from, to) not started yet", "parameters": [_NAME],
             "requestBody": _body(BackfillRequest, required=True),
             "responses": {"202": _json(_ref(Backfilled), "the ticks"), **_errors(400, 401, 403, 404, 413, 422)}}},
+        "/budgets": {"get": {
+            "summary": "Every budget: its allowance and what was used in its window (journal budget ls)",
+            "responses": {"200": _json(_ref(Budgets), "the budgets"), **_errors(401)}}},
+        "/budgets/{scope}": {
+            "put": {"summary": "Set the budget of a scope (journal budget set), replacing the one it had; "
+                               "its waiters are woken",
+                    "parameters": [_SCOPE], "requestBody": _body(BudgetRequest, required=True),
+                    "responses": {"200": _json(_ref(Budget), "the budget as it is now"),
+                                  **_errors(400, 401, 403, 413, 422)}},
+            "delete": {"summary": "Remove the budget of a scope and its usage (journal budget rm): its waiters go on",
+                       "parameters": [_SCOPE],
+                       "responses": {"200": _json(_ref(Budget), "the budget removed"),
+                                     **_errors(400, 401, 403, 404)}}},
         "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json(_ref(Health), "serving"),
                                                                   **_errors()}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "")}}},

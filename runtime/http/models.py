@@ -97,6 +97,14 @@ class MessageRequest(msgspec.Struct, forbid_unknown_fields=True):
     value: Any = None
     id: Annotated[str | None, Meta(description="the message id: the same id sent again is delivered once "
                                                 "(default: a new one)")] = None
+class BudgetRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`PUT /budgets/{scope}`: the allowance of a scope (handler:NAME, key:KEY, tag:K=V or a limit
+    name), replacing the one it had; invocations waiting on it are woken. At least one of tokens and cost."""
+
+    tokens: Annotated[int, Meta(ge=0)] | None = None
+    cost: Annotated[float, Meta(ge=0, description="USD")] | None = None
+    per: Annotated[Literal["run", "hour", "day", "month"] | None,
+                   Meta(description="each invocation's own (run), or per UTC hour, day or month; null: a total")] = None
 
 
 # -- answers --------------------------------------------------------------------------------------
@@ -312,6 +320,22 @@ class Limits(msgspec.Struct):
     limits: list[Limit]
 
 
+class Budget(msgspec.Struct):
+    """One budget, as `journal budget ls --json` shows it."""
+
+    scope: str
+    tokens: int | None
+    cost: float | None
+    per: Literal["run", "hour", "day", "month"] | None
+    used_tokens: Annotated[int, Meta(description="used in the current window (every run's together for per run)")]
+    used_cost: float
+    window_start: Annotated[_Time | None, Meta(description="the current window's start (UTC); null for a total or per run")]
+
+
+class Budgets(msgspec.Struct):
+    budgets: list[Budget]
+
+
 class Health(msgspec.Struct):
     status: Literal["ok"]
     workers: int
@@ -390,7 +414,8 @@ class Backfilled(msgspec.Struct):
     ticks: list[Annotated[dict[str, Any], Meta(description='{"id", "started"}: started false when it was already')]]
 
 
-REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, LimitRequest, ScheduleRequest,
-            PauseRequest, BackfillRequest, MessageRequest)
+REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, LimitRequest, BudgetRequest,
+            ScheduleRequest, PauseRequest, BackfillRequest, MessageRequest)
 ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Limit, Limits,
-           Schedule, Schedules, Triggered, Backfilled, MessageSent, ReplyAnswer, PublishedAnswer, PublishedValues)
+           Budget, Budgets, Schedule, Schedules, Triggered, Backfilled, MessageSent, ReplyAnswer, PublishedAnswer,
+           PublishedValues)

@@ -53,3 +53,27 @@ async def three_steps(ctx: Context, n: int) -> int:
     for i in range(3):
         await ctx.run(f"step-{i}", held, n * 10 + i, limit="db")
     return n
+
+
+def _reported(tokens: int) -> int:
+    """Reports `tokens` used; a step named in $BUDGET_BLOCK then stops there (after its report,
+    before its end and its charge) until its process is killed."""
+    from runtime import current_step
+
+    step = current_step()
+    step.used(tokens=tokens)
+    with open(os.environ["BUDGET_LOG"], "a") as f:
+        f.write(f"{os.getpid()} {step.name}\n")
+    if os.environ.get("BUDGET_BLOCK") == step.name:
+        deadline = time.monotonic() + 120  # a killed process never gets there; a test never hangs on it
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+    return tokens
+
+
+async def budgeted(ctx: Context, n: int) -> int:
+    """`n` steps, each reporting 40 tokens."""
+    total = 0
+    for i in range(n):
+        total += await ctx.run(f"call-{i}", _reported, 40)
+    return total

@@ -165,6 +165,8 @@ async def keyed_charge(ctx: Context, args: dict) -> str:
 async def limited(ctx: Context, name: str) -> str:
     """One step under the limit `name`: it waits in line while the limit's units are held."""
     return await ctx.run("call", _echo, name, limit=name)
+
+
 async def talker(ctx: Context, greeting: str) -> list:
     """A conversation: receives words on topic `chat` (strings only), publishes how many it has,
     answers requests with that count, and ends at "bye"."""
@@ -197,3 +199,15 @@ async def halves(ctx: Context, args: dict) -> str:
         return "".join(args["first"] + args["second"])
 
     return await ctx.run("answer", answer)
+
+
+def _spend(tokens: int) -> int:
+    from runtime import current_step
+
+    current_step().used(tokens=tokens)
+    return tokens
+
+
+async def spending(ctx: Context, n: int) -> int:
+    """`n` steps of 40 tokens each (a budget on handler:spending stops it when spent)."""
+    return sum([await ctx.run(f"call-{i}", _spend, 40) for i in range(n)])

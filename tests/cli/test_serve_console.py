@@ -275,6 +275,21 @@ def test_a_refused_approval_says_why_and_the_promise_stays_pending(page, server,
     expect(page.locator("#result")).to_have_text("T-1: approved by ada", timeout=20000)
 
 
+def test_a_run_waiting_on_a_spent_budget_is_allowed_more_from_the_console(page, server):
+    assert server.client.put("/budgets/handler:spending", json={"tokens": 50, "per": "run"}).status_code == 200
+    try:
+        server.client.post("/invocations", json={"handler": "spending", "input": 3, "id": "spent-1"})
+        server.wait_status("spent-1", "suspended")
+        page.goto(server.url + "/i/spent-1")
+        card = page.locator('.promise[data-promise="budget:handler:spending"]')
+        expect(card.locator("button.approve")).to_have_text("Allow more")
+        assert json.loads(card.locator("input.value-input").input_value()) == {"tokens": 10000}
+        card.locator("button.approve").click()
+        expect(page.locator("#result")).to_have_text("120", timeout=20000)
+    finally:
+        server.client.delete("/budgets/handler:spending")
+
+
 def test_a_body_the_server_refuses_is_shown_and_the_promise_stays_pending(browser, tmp_path, refusals):  # noqa: F811
     s = Server(str(tmp_path / "db"), tmp_path / "serve.log", "--max-body", "300")
     refusals.expected.add(413)

@@ -124,3 +124,18 @@ async def test_bad_budgets_are_refused_with_what_to_write(open_engine):
         assert view.to_json()["window_start"].endswith("T00:00:00+00:00")
         assert await engine.budgets.remove("handler:x") is True
         assert await engine.budgets.ls() == []
+
+
+async def test_a_step_charged_again_replaces_its_charge(open_engine):
+    """What a process killed after the charge and before the step's entry leaves: the step runs
+    again and charges the same row, so its usage is counted once."""
+    async with open_engine() as engine:
+        await engine.budgets.set("key:acme", tokens=1000, per="day")
+        [(scope, rule)] = (await engine.budgets.rules()).items()
+        book = engine.budgets.book
+        book.charge([(scope, rule)], "inv", 3, 40, 0.5, 1_700_000_000_000_000)
+        book.charge([(scope, rule)], "inv", 3, 45, 0.25, 1_700_000_000_000_000)  # the step's second run
+        book.charge([(scope, rule)], "inv", 4, 10, 0.0, 1_700_000_000_000_000)
+        assert book.used(scope, rule, "inv", 1_700_000_000_000_000) == (55, 0.25)
+        # A day later the window is another: nothing used in it yet.
+        assert book.used(scope, rule, "inv", 1_700_000_000_000_000 + 86_400_000_000) == (0, 0.0)

@@ -92,9 +92,13 @@ async def test_a_rate_limit_spaces_steps_over_its_window(open_engine):
     async with open_engine() as engine:
         await engine.limits.set("api", rate="2/1s")
         await engine.run(agent)
-    # No window of 1 s holds more than 2 starts, wherever it begins.
+    # No window of 1 s holds more than 2 starts, wherever it begins. The window holds the grants
+    # (exactly: the store's conformance tests give them their times); a step starts after its grant
+    # by a thread's hop and, on PostgreSQL, a transaction, which a loaded machine can stretch by
+    # tens of milliseconds for one step and not the next: 50 ms of that is allowed here. Without
+    # the limit the five start within milliseconds.
     for i in range(len(times) - 2):
-        assert times[i + 2] - times[i] >= 0.99, times
+        assert times[i + 2] - times[i] >= 0.95, times
 
 
 async def test_used_tokens_settle_the_estimate(open_engine):

@@ -23,7 +23,11 @@ from ._txn import LmdbTxn, Reading
 
 T = TypeVar("T")
 
-_MAP_SIZE = 1 << 30  # address space only: the file holds the rules, states and window events
+# The file is as large as the map (sparse: only what is written takes room on disk), since
+# the map is written in place: a commit is a few stores to memory instead of a write(2) per
+# page, a tenth of its cost (an uncontended acquire and release went from about 150 us to 90).
+# Unsynced either way: a crash of the host may forget the last units, which the crash frees.
+_MAP_SIZE = 64 << 20
 
 # LMDB allows one open of an environment per process: the stores on one path share it.
 _envs: dict[str, tuple[lmdb.Environment, dict[str, object], int]] = {}
@@ -44,7 +48,7 @@ def _open(path: str) -> tuple[lmdb.Environment, dict[str, object]]:
             raise OSError(f"{path} is not a directory")
         check_files(path, create=True)
         env = lmdb.open(path, map_size=_MAP_SIZE, max_dbs=len(LIMIT_TABLES), sync=False, metasync=False,
-                        readahead=False, mode=0o600, max_readers=510)
+                        writemap=True, map_async=True, readahead=False, mode=0o600, max_readers=510)
         opened: dict[str, object] = {name: env.open_db(name.encode()) for name in LIMIT_TABLES}
         _envs[path] = (env, opened, 1)
         return env, opened

@@ -153,8 +153,9 @@ class PostgresLimits(LimitTable):
     def acquire(self, request: Request) -> Granted | Blocked:
         # The owner's advisory lock is what tells others it lives: held before it holds a unit.
         self._store._lives.hold(request.owner)
+        known = self._rules()
         now = now_us()
-        return self._run(lambda txn: _logic.acquire(txn, request, now, txn.owner_alive), write=True)
+        return self._run(lambda txn: _logic.acquire(txn, request, now, txn.owner_alive, known), write=True)
 
     def close(self) -> None:
         with self._lock:

@@ -1,4 +1,4 @@
-"""The store's limits: listed, set and removed (`journal limit ls|set|rm`)."""
+"""The store's limits and budgets: listed, set and removed (`journal limit|budget ls|set|rm`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .._errors import ApiError, JSONResponse
 from .._params import convert, param
 from .._request_checks import read_json
 from .._service import service
-from ..models import LimitRequest, LimitWindow
+from ..models import BudgetRequest, LimitRequest, LimitWindow
 
 
 async def list_limits(request: Request) -> Response:
@@ -45,7 +45,33 @@ async def delete_limit(request: Request) -> Response:
         raise ApiError(404, "LimitNotFound", f"no limit named {name!r}; GET /limits lists them")
     return JSONResponse(found.to_json())
 
+async def list_budgets(request: Request) -> Response:
+    s = service(request)
+    return JSONResponse({"budgets": [view.to_json() for view in await s.engine.budgets.ls()]})
+
+
+async def put_budget(request: Request) -> Response:
+    s = service(request)
+    scope = param(request, "scope")
+    body = convert(await read_json(request, s.max_body), BudgetRequest)
+    try:
+        view = await s.engine.budgets.set(scope, tokens=body.tokens, cost=body.cost, per=body.per)
+    except LimitError as exc:
+        raise ApiError(422, "BudgetError", str(exc)) from None
+    return JSONResponse(view.to_json())
+
+
+async def delete_budget(request: Request) -> Response:
+    s = service(request)
+    scope = param(request, "scope")
+    budgets = s.engine.budgets
+    found = await budgets.get(scope)
+    if found is None or not await budgets.remove(scope):
+        raise ApiError(404, "BudgetNotFound", f"no budget for {scope!r}; GET /budgets lists them")
+    return JSONResponse(found.to_json())
 
 
 routes = [Route("/limits", list_limits), Route("/limits/{name}", put_limit, methods=["PUT"]),
-          Route("/limits/{name}", delete_limit, methods=["DELETE"])]
+          Route("/limits/{name}", delete_limit, methods=["DELETE"]), Route("/budgets", list_budgets),
+          Route("/budgets/{scope}", put_budget, methods=["PUT"]),
+          Route("/budgets/{scope}", delete_budget, methods=["DELETE"])]

@@ -687,7 +687,10 @@ function promiseRow(id, promise, refresh) {
   const schema = promise.schema || null;
   // What approving means for the type: every yes/no of it yes (the server's example, for a
   // form to start from, has `false` for each), the rest as the example has it.
-  const initial = JSON.stringify(schema ? defaultFor(schema) : ("example" in promise ? promise.example : true));
+  // A spent budget (`budget:SCOPE`) asks for more: its value is how much more this run may use.
+  const budget = name.startsWith("budget:");
+  const initial = budget ? '{"tokens": 10000}'
+    : JSON.stringify(schema ? defaultFor(schema) : ("example" in promise ? promise.example : true));
   const value = h("input", { value: initial, "aria-label": "value of " + name, class: "mono value-input" });
   const reason = h("input", { placeholder: "reason for rejecting", "aria-label": "reason" });
   const note = h("span", { class: "note refusal", role: "alert" });
@@ -706,7 +709,7 @@ function promiseRow(id, promise, refresh) {
     const got = parsed();
     approveButton.disabled = !got.ok;
     const no = got.ok && saysNo(got.value);
-    approveButton.textContent = no ? "Send" : "Approve";
+    approveButton.textContent = budget ? "Allow more" : no ? "Send" : "Approve";
     approveButton.className = no ? "plain" : "approve";
     approveButton.title = no ? "this value says no: it is sent as typed (Reject rejects the promise instead)" : "";
     preview.textContent = got.ok ? "sends " + JSON.stringify(got.value) : "not JSON yet";
