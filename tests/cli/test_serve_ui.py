@@ -281,6 +281,8 @@ def test_the_schedules_page_lists_pauses_with_a_note_resumes_triggers_and_backfi
     expect(page).to_have_url(server.url + "/s#nightly-ui")
     expect(page.locator("tr.chosen")).to_have_attribute("data-schedule", "nightly-ui")
     assert page.evaluate("window.__pwned") is None
+
+
 def test_published_values_show_and_update_live(page, server):
     server.client.post("/invocations", json={"handler": "talk", "input": "hi", "id": "talking"})
     server.wait_status("talking", "suspended")
