@@ -194,9 +194,18 @@ class ContinuedAsNew(msgspec.Struct, tag="continued_as_new", **_OPTS):
     next_id: str
 
 
+class Tagged(msgspec.Struct, tag="tagged", **_OPTS):
+    """`ctx.tag(name, value)` set a tag on the invocation's record, in the same transaction."""
+
+    name: str
+    at: int
+    value: str
+    prev: int = 0
+
+
 Entry = (
     Started | Step | Now | Sleep | Promise | Completed | Failed | Cancelled | Emitted | Patched
-    | CancelReceived | StateGot | StateSet | StateKeys | Called | Selected | ContinuedAsNew
+    | CancelReceived | StateGot | StateSet | StateKeys | Called | Selected | ContinuedAsNew | Tagged
 )
 
 TERMINAL_KINDS = (Completed, Failed, Cancelled, ContinuedAsNew)

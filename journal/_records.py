@@ -62,6 +62,7 @@ class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
     waiting_any: list[str] = []  # more promise names that wake it (a select over several)
     cancel_rollback: bool = False  # the cancel asks to undo its state changes (stays once asked)
     promise_types: list[PromiseType] = []  # the types its current wait accepts (typed promises only)
+    tags: dict[str, str] = {}  # what an operator finds it by (`--tag K=V`, `ctx.tag`): journal/_tags.py
 
     @property
     def finished(self) -> bool:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol, overload, runtime_checkable
 import msgspec
 
 from ._entries import ErrorInfo
-from ._listing import Page, Query
+from ._listing import HandlerSummary, Page, Query
 from ._records import InvocationRecord, Lease, PromiseType, Resolution, Status
 
 if TYPE_CHECKING:
@@ -85,6 +85,7 @@ class Append(msgspec.Struct, gc=False):
     transition: Transition | None = None
     state: list[tuple[str, bytes | None]] | None = None
     cancel_seen: bool = False  # the entries deliver a cancel request: it is consumed
+    tags: list[tuple[str, str]] | None = None  # `ctx.tag`s the entries record, set on the record with them
 
 
 class Acquire(msgspec.Struct, gc=False):
@@ -222,6 +223,16 @@ class Store(Protocol):
         continued after `query.after` as `journal.Query` says. A record that does not decode
         is listed as `journal.Damaged` and the others still are. Kept in an index: a page
         filtered by status, handler or key reads only the records it returns and one more."""
+
+    def summary(self) -> builtins.list[HandlerSummary]:
+        """Counts by handler and status and each handler's longest waiting runnable invocation,
+        from counts the store keeps as statuses change: no record is read."""
+
+    def batch_records(self, prefix: bytes) -> builtins.list[tuple[bytes, bytes]]:
+        """The records of batches (`journal/batches.py`) whose keys start with `prefix`, in key order."""
+
+    def write_batch_records(self, items: Sequence[tuple[bytes, bytes]]) -> None:
+        """Write records of batches, in one transaction."""
 
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]: ...
 

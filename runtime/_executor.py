@@ -311,8 +311,12 @@ class Executor:
         next_id = f"{root}~{int(generation) + 1}" if root and generation.isdigit() else f"{invocation_id}~1"
         at = now_us()
         input_digest = digest(bytes(raw))
+        # The next generation is the same run to an operator: it keeps the tags (those set in
+        # this execution and not yet written included).
+        tags = {**record.tags, **dict(ctx.machine.take_tags() or ())}
         new = InvocationRecord(next_id, record.handler, Status.PENDING, at, at, record.key, input_digest,
-                               parent=record.parent, queued_at=record.queued_at, continued_from=invocation_id)
+                               parent=record.parent, queued_at=record.queued_at, continued_from=invocation_id,
+                               tags=tags)
         trace = ctx.machine.replayer.started().trace  # the next generation goes on in the same trace
         started = encode_entry(Started(record.handler, raw, at, record.key, input_digest, record.parent, trace),
                                self.store.max_entry_bytes)

@@ -42,6 +42,7 @@ from journal import (
     StateKeys,
     StateSet,
     Step,
+    Tagged,
     kind_of,
     name_of,
 )
@@ -52,7 +53,7 @@ from .errors import NondeterminismError
 # follow entry 0 (`Started`) except an invocation's terminal entry.
 Recorded = (
     Step | Now | Sleep | Promise | Emitted | Patched | CancelReceived | StateGot | StateSet | StateKeys
-    | Called | Selected
+    | Called | Selected | Tagged
 )
 R = TypeVar("R", bound=Recorded)
 

@@ -23,7 +23,7 @@ import msgspec
 from .._codec import DEFAULT_MAX_ENTRY_BYTES
 from .._entries import NIL
 from .._ids import validate_id
-from .._listing import Page, Query
+from .._listing import HandlerSummary, Page, Query
 from .._records import InvocationRecord, Lease, Resolution, Status
 from .._schema import refusal
 from .._store import (
@@ -41,6 +41,7 @@ from .._store import (
     Store,
     Transition,
 )
+from .._tags import MAX_TAGS, check_tags
 from ..errors import (
     InvocationBusy,
     InvocationConflict,
@@ -187,6 +188,37 @@ class KVStore(abc.ABC):
         with self._read() as txn:
             return (_listing.page if indexed else _listing.page_by_scan)(txn, query, _decode_record)
 
+    def summary(self) -> builtins.list[HandlerSummary]:
+        """Counts by handler and status from the listing index's counts (`_listing.summary`)."""
+        if not self._ensure_listing():  # a read-only store indexed by an older version: counted from its records
+            counts: dict[str, dict[str, int]] = {}
+            oldest: dict[str, int] = {}
+            for record in self.list():
+                by = counts.setdefault(record.handler, {})
+                by[record.status.value] = by.get(record.status.value, 0) + 1
+                if record.status is Status.PENDING:
+                    oldest[record.handler] = min(oldest.get(record.handler, record.updated_at), record.updated_at)
+            return [HandlerSummary(h, c, oldest.get(h)) for h, c in sorted(counts.items())]
+        with self._read() as txn:
+            return _listing.summary(txn)
+
+    def batch_records(self, prefix: bytes) -> builtins.list[tuple[bytes, bytes]]:
+        """Batch records live in `meta`, under keys that start with `batches.PREFIX`."""
+        if not prefix.startswith(b"batch\x00"):
+            raise JournalError("batch records are kept under b'batch\\x00' only")
+        with self._read() as txn:
+            return [(bytes(k), bytes(v)) for k, v in txn.scan("meta", prefix)]
+
+    def write_batch_records(self, items: Sequence[tuple[bytes, bytes]]) -> None:
+        if not all(key.startswith(b"batch\x00") for key, _ in items):
+            raise JournalError("batch records are kept under b'batch\\x00' only")
+
+        def work(txn: Txn) -> None:
+            for key, value in items:
+                txn.put("meta", key, value)
+
+        self._transact(work)
+
     def _ensure_listing(self) -> bool:
         """Whether the listing index covers every record, building it if it does not yet (a
         store written before it existed); False if it cannot be built (a read-only store)."""
@@ -267,12 +299,16 @@ class KVStore(abc.ABC):
         id_bytes = validate_id(record.id)
         if record.key is not None:
             validate_id(record.key, "key")
+        if record.tags:
+            check_tags(record.tags)
         return self._transact(lambda txn: _create(txn, id_bytes, record, started))
 
     def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
         id_bytes = validate_id(op.record.id)
         if op.record.key is not None:
             validate_id(op.record.key, "key")
+        if op.record.tags:
+            check_tags(op.record.tags)
         return _create(txn, id_bytes, op.record, op.started, op.lease)
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
@@ -382,6 +418,7 @@ class KVStore(abc.ABC):
             return _require_record(txn, id_bytes, op.id) if op.transition is not None else None
         if op.state:  # refused before anything is written
             _check_has_key(_require_record(txn, id_bytes, op.id))
+        tags = _tagged(_require_record(txn, id_bytes, op.id), op.tags) if op.tags else None
         insert_entries(txn, id_bytes, op.id, op.entries)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
@@ -391,6 +428,10 @@ class KVStore(abc.ABC):
                 old = msgspec.structs.replace(record)
                 record.cancel_requested = False
                 _put_record(txn, id_bytes, record, old)
+        if tags is not None:
+            record = _require_record(txn, id_bytes, op.id)
+            if tags != record.tags:  # (a new dict: the old record keeps its own, which the index compares)
+                _put_record(txn, id_bytes, msgspec.structs.replace(record, tags=tags), record)
         if op.transition is not None:
             record = _transition(txn, id_bytes, op.id, op.transition)
             if op.transition.release:
@@ -532,6 +573,15 @@ class KVStore(abc.ABC):
         _put_record(txn, id_bytes, record, old)
         return record
 
+
+
+def _tagged(record: InvocationRecord, added: list[tuple[str, str]]) -> dict[str, str]:
+    """`record`'s tags with `added` set, checked before anything is written."""
+    tags = {**record.tags, **check_tags(added)}
+    if len(tags) > MAX_TAGS:
+        raise JournalError(f"invocation {record.id!r} would have {len(tags)} tags; it may have at most {MAX_TAGS}: "
+                           "set fewer with ctx.tag")
+    return tags
 
 
 def _set_already(txn: Txn, id_bytes: bytes, op: SetStatus, record: InvocationRecord) -> bool:

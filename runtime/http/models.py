@@ -29,6 +29,18 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[str | None, Meta(description="default: a new one; the same id and input again is not a new run")] = None
     key: str | None = None
     durability: Literal["sync", "async", "exit"] | None = None
+    tags: Annotated[dict[str, str] | None, Meta(description="KEY: VALUE pairs to find it by (GET /invocations?tag=KEY:VALUE)")] = None
+
+
+class BatchRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /batches`: one action over every invocation `filter` matches now."""
+
+    action: Literal["cancel", "resume", "retry"]
+    filter: Annotated[dict[str, Any], Meta(description="the filters of GET /invocations: status, handler, key, "
+                                                      "tag (KEY:VALUE), q, since, until")] = {}
+    check: Annotated[bool, Meta(description="retry only: replay each failed journal against the code first, "
+                                            "and retry only those that replay cleanly")] = False
+    dry_run: Annotated[bool, Meta(description="act on nothing: count (and check) only")] = False
 
 
 class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -136,6 +148,7 @@ class Summary(msgspec.Struct):
     created_at: _Time | None
     updated_at: _Time | None
     entries: int
+    tags: dict[str, str]
     owner: Owner | UnsetType = UNSET
     damaged: str | UnsetType = UNSET
     retries: Annotated[list[Retry], Meta(description="a failed invocation's retries, oldest first")] | UnsetType = UNSET
@@ -185,6 +198,7 @@ class Invocation(msgspec.Struct):
     divergence: str | None
     fork_command: Annotated[str | None, Meta(description="once diverged: the journal fork command that mends it")]
     steps_here: Annotated[dict[str, int] | None, Meta(description="steps this server ran, by how they ended")]
+    tags: dict[str, str]
     owner: Owner | UnsetType = UNSET
     retries: Annotated[list[Retry], Meta(description="a failed invocation's retries, oldest first")] | UnsetType = UNSET
 
@@ -221,10 +235,50 @@ class KeyState(msgspec.Struct):
     queue: list[str]
 
 
+class BatchStarted(msgspec.Struct):
+    """A batch made: follow it at GET /batches/{id}."""
+
+    id: str
+    matched: int
+
+
+class BatchProgress(msgspec.Struct):
+    """`GET /batches/{id}`: how far a batch got."""
+
+    id: str
+    action: str
+    filter: dict[str, Any]
+    check: bool
+    dry_run: bool
+    matched: int
+    done: Annotated[int, Meta(description="acted on (with dry_run: would be)")]
+    skipped: Annotated[int, Meta(description="no longer in a state the action applies to")]
+    diverging: Annotated[list[str], Meta(description="retry check: journals that would diverge, not retried")]
+    first_differences: Annotated[dict[str, str], Meta(description="each diverging one's first difference")]
+    errors: list[str]
+    finished: bool
+
+
+class HandlerCounts(msgspec.Struct):
+    """One handler's invocations: how many have each status, and how long (seconds) the
+    oldest runnable (pending) one has waited (null: none is)."""
+
+    handler: str
+    counts: dict[str, int]
+    oldest_runnable_seconds: float | None
+
+
+class QueueSummary(msgspec.Struct):
+    """`GET /invocations/summary`: the queue at a glance, from the store's counts."""
+
+    handlers: list[HandlerCounts]
+
+
 class Health(msgspec.Struct):
     status: Literal["ok"]
     workers: int
 
 
-REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest)
-ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health)
+REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, BatchRequest)
+ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, QueueSummary, BatchStarted,
+           BatchProgress, Health)

@@ -28,6 +28,7 @@ from journal import (
     StateKeys,
     StateSet,
     Step,
+    Tagged,
     decode_entry,
     decode_value,
     encode_entry,
@@ -64,6 +65,7 @@ entries = st.one_of(
     st.builds(Called, names, st.integers(0, 2**64 - 1), times, names, st.booleans(), times),
     st.builds(Selected, times, st.integers(0, 100), times),
     st.builds(ContinuedAsNew, times, names),
+    st.builds(Tagged, names, times, names, times),
 )
 
 
@@ -128,6 +130,7 @@ GOLDEN = [
     (Called("pkg.mod:child", 7, 1, "inv.3", True, 2), "97a663616c6c6564ad706b672e6d6f643a6368696c640701a5696e762e33c302"),
     (Selected(1, 0, 2), "94a873656c6563746564010002"),
     (ContinuedAsNew(1, "inv~1"), "93b0636f6e74696e7565645f61735f6e657701a5696e767e31"),
+    (Tagged("customer", 1, "acme", 2), "95a6746167676564a8637573746f6d657201a461636d6502"),
 ]
 
 

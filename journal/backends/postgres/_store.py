@@ -442,7 +442,7 @@ class PostgresStore(PostgresTables, KVStore):
         rows, where = [], []
         for i, op in enumerate(ops):
             if not (op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
-                    and len(op.entries) == 1):
+                    and not op.tags and len(op.entries) == 1):
                 continue
             id_bytes = self._fence.owned_id(op.id)
             fenced = self._fence.fenced(id_bytes, op.epoch)
