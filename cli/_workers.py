@@ -153,7 +153,7 @@ def _loopback(host: str) -> bool:
 def _serve_metrics(engine: Engine, host: str, port: int, token: str | None) -> Any:
     from runtime.metrics import Metrics, serve_metrics
 
-    metrics = Metrics(engine.store)
+    metrics = Metrics(engine.store, committer=engine.committer)
     engine.observe(metrics)
     try:
         server = serve_metrics(metrics, host, port, token=token)

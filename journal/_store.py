@@ -314,6 +314,12 @@ class Store(Protocol):
         call that does not wait for it gets; None while it can be (and for a local store)."""
         return None
 
+    def reconnects(self) -> int:
+        """How many times this store connected to its server again after losing it (a restart,
+        a failover, a session ended: `Capability.RECONNECTS`), since it was opened; 0 for a
+        local store. The metric `journal_store_reconnects_total`."""
+        return 0
+
     def wait_for_server(self, seconds: float | None) -> None:
         """From now on, a call that cannot reach the store's server waits at most `seconds`
         for it, counted from when it went away (None: as long as it takes), then raises

@@ -127,11 +127,15 @@ class Executor:
 
     async def _execute_once(self, invocation_id: str, fn: Callable[..., Any] | None, fresh: Fresh | None) -> Outcome:
         leased = fresh.record if fresh is not None else None  # by `Engine.run`, which marked it running here
+        took_over = False
         if leased is None and (fresh is None or fn is None):
             record = await self._read(self.store.require, invocation_id)
             if record.finished:
                 return Outcome.of(record)
             fn = fn or self.settings.handler_for(record.handler)
+            if record.status == Status.RUNNING:  # left running: a takeover, if the acquire below succeeds
+                held = await self._read(self.store.lease, invocation_id)  # (only then: a rare path)
+                took_over = held is not None and held.owner != self.settings.owner
         assert fn is not None  # `run` gives the handler with the invocation it leased
         # (A fresh invocation that finished meanwhile, run by another process, fails the acquire
         # below with InvocationBusy, after which `run` reports its outcome.)
@@ -169,7 +173,8 @@ class Executor:
                     else:
                         await self._give_back(invocation_id, epoch)
                 raise
-            watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace))
+            watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace,
+                                                               took_over))
             del record, leased, fresh  # not kept for the whole run by this frame (many thousands may be in flight)
             try:
                 if self.leases.add(ctx, epoch, claimed, mark):  # the claim took long to come back

@@ -45,6 +45,9 @@ class Attempt:
     handler: str  # the name or path the invocation records
     epoch: int  # its lease's epoch: 1 for the first attempt, one more for each after it
     trace: str | None  # the W3C traceparent journaled when the invocation started, if any
+    # Whether it was taken over: `running` under another owner's lease, which had run out
+    # or whose owner was gone (a crash, a partition), when this attempt took the lease.
+    took_over: bool = False
 
 
 @dataclass(frozen=True, slots=True)

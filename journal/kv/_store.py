@@ -132,6 +132,9 @@ class KVStore(abc.ABC):
     def wait_for_server(self, seconds: float | None) -> None:  # noqa: B027 - no server to wait for
         pass
 
+    def reconnects(self) -> int:
+        return 0  # a local store has no server to lose
+
     def _lease_live(self, txn: Txn, lease: Lease | None, now_us: int) -> bool:
         """Whether `lease` still protects its owner; a backend that can tell more overrides it."""
         return lease_is_live(lease, now_us)

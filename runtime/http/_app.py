@@ -62,7 +62,7 @@ def _metrics(engine: Engine) -> Any:
         from ..metrics import Metrics
     except ImportError:
         return None
-    metrics = Metrics(engine.store)
+    metrics = Metrics(engine.store, committer=engine.committer)
     engine.observe(metrics)
     return metrics
 

@@ -4,6 +4,9 @@ Two kinds, which add up differently when several processes are scraped:
 - counters of this process (`*_total`, `journal_step_seconds`): what this process did since
   it started (invocations it created, attempts that ended here, steps it ran or replayed).
   Summed over every worker and server, they give the fleet's totals.
+- counters of this process's store (`journal_store_commit_seconds`, the commits this
+  process's engine made, and `journal_store_reconnects_total`, the times its store
+  connected to its server again after losing it): summed like the counters above.
 - gauges of the store (`journal_invocations`, `journal_queue_depth`,
   `journal_queue_oldest_seconds`): read at each scrape from the counts the store keeps as
   statuses change (`Store.summary`), never from the records, so a scrape costs the same at
@@ -25,10 +28,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from journal import FINISHED, InvocationRecord, Status, Store
+from journal.commit import Committer
 
 from ..hooks import Attempt, AttemptObserver, Observer, StepEvent
 
@@ -41,6 +45,9 @@ OTHER = "other"
 _STATUSES = [s.value for s in Status]
 # A step's duration, from a tool call of a few ms to a model call of minutes.
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+# A commit, from an LMDB transaction without fsync (tens of µs) to a PostgreSQL commit across
+# a network, or an fsync on a slow disk (hundreds of ms).
+_COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 class _Handlers:
@@ -99,6 +106,18 @@ class _StoreGauges(Collector):
         yield oldest_age
 
 
+class _StoreCounters(Collector):
+    """The store's own count of reconnections, read at each scrape (a number it keeps: no read)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily("journal_store_reconnects", "Times this process's store connected to its server "
+                                  "again after losing it (a restart, a failover, a session ended; 0 for LMDB)",
+                                  value=self._store.reconnects())
+
+
 class _Attempt(AttemptObserver):
     def __init__(self, metrics: Metrics, attempt: Attempt) -> None:
         self._metrics = metrics
@@ -118,9 +137,11 @@ class _Attempt(AttemptObserver):
 
 class Metrics(Observer):
     """The metrics of one engine and its store: observe the engine with it, and serve
-    `exposition()`. `max_handlers` bounds the `handler` label (see the module's docstring)."""
+    `exposition()`. `max_handlers` bounds the `handler` label (see the module's docstring);
+    given the engine's `committer`, it times each commit (`journal_store_commit_seconds`)."""
 
-    def __init__(self, store: Store, *, max_handlers: int = MAX_HANDLER_LABELS) -> None:
+    def __init__(self, store: Store, *, committer: Committer | None = None,
+                 max_handlers: int = MAX_HANDLER_LABELS) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._handler = _Handlers(max_handlers)
         self._running: dict[str, str] = {}  # invocation id -> handler label, while an attempt runs here
@@ -133,6 +154,14 @@ class Metrics(Observer):
                              "journal (replayed=true), by handler", ["handler", "replayed"], registry=self.registry)
         self.step_seconds = Histogram("journal_step_seconds", "How long the step functions this process ran "
                                       "took, by handler", ["handler"], buckets=_STEP_BUCKETS, registry=self.registry)
+        self.takeovers = Counter("journal_lease_takeovers", "Invocations this process took over: left running "
+                                 "under a lease that had run out, or whose owner was gone", registry=self.registry)
+        self.commit_seconds = Histogram("journal_store_commit_seconds", "How long the commits of this process's "
+                                        "engine took (a group's transaction with its fsync, or one commit)",
+                                        buckets=_COMMIT_BUCKETS, registry=self.registry)
+        if committer is not None:
+            committer.timers.append(self.commit_seconds.observe)
+        self.registry.register(_StoreCounters(store))
         self.registry.register(_StoreGauges(store, max_handlers))
 
     def exposition(self) -> bytes:
@@ -146,6 +175,8 @@ class Metrics(Observer):
         self.started.inc()
 
     def attempt(self, attempt: Attempt) -> AttemptObserver | None:
+        if attempt.took_over:
+            self.takeovers.inc()
         return _Attempt(self, attempt)
 
     def step(self, event: StepEvent) -> None:

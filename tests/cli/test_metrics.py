@@ -74,6 +74,12 @@ def test_metrics_after_a_known_workload_and_a_sigkill_count_every_number(tmp_pat
     assert value(found, "journal_steps_total", handler="ok", replayed="true") == 0
     assert value(found, "journal_step_seconds_count", handler="ok") == N_OK
     assert value(found, "journal_step_seconds_count", handler="long") == 1
+    # long-1 was left running under the killed server's lease: the one takeover; the runs
+    # this server started and leased itself are none.
+    assert value(found, "journal_lease_takeovers_total") == 1
+    assert value(found, "journal_store_commit_seconds_count") >= N_OK + N_BAD  # each run's end, at least, grouped
+    assert value(found, "journal_store_commit_seconds_sum") > 0
+    assert value(found, "journal_store_reconnects_total") == 0  # LMDB: no server to lose
     # The store's gauges: every invocation, the one the killed server started included.
     for handler, status, count in (("ok", "completed", N_OK), ("bad", "failed", N_BAD), ("long", "completed", 1)):
         assert value(found, "journal_invocations", handler=handler, status=status) == count

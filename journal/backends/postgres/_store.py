@@ -130,6 +130,9 @@ class PostgresStore(PostgresTables, KVStore):
     def wait_for_server(self, seconds: float | None) -> None:
         self._connector.outage.patience = seconds
 
+    def reconnects(self) -> int:
+        return self._connector.outage.ended
+
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.path)!r})"
 
