@@ -72,8 +72,8 @@ def test_a_postgresql_store_counts_each_time_it_connects_again(postgres_url):
             ended = store._reader.conn.info.backend_pid
             with psycopg.connect(postgres_url, autocommit=True) as admin:  # the server ends the session
                 admin.execute("SELECT pg_terminate_backend(%s)", (ended,))
-                wait_until(lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
-                                                 (ended,)).fetchone()[0] == 0, "the session to end")
+                wait_until(lambda pid=ended: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                                         (pid,)).fetchone()[0] == 0, "the session to end")
             assert store.ids(Status.PENDING) == []  # read again on a new session
             assert store._reader.conn.info.backend_pid != ended
             assert store.reconnects() == n
