@@ -102,7 +102,8 @@ def run_where(action: str, *, db: str | None, handler_specs: tuple[Any, ...], st
     else:
         verb = {"cancel": "cancelled", "resume": "made runnable", "retry": "retried"}[action]
         out(f"{'would be ' if dry_run else ''}{verb}: {doc['done']} of {doc['matched']}"
-            + (f"; skipped (no longer {'failed' if action == 'retry' else 'applicable'}): {doc['skipped']}"
+            + (f"; skipped ({'no longer failed, or retried already' if action == 'retry' else 'no longer applicable'}): "
+               f"{doc['skipped']}"
                if doc["skipped"] else ""))
         if doc["diverging"]:
             out(f"would diverge, {'not retried' if not dry_run else 'left alone'}: {len(doc['diverging'])}")

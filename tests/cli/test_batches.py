@@ -123,6 +123,16 @@ def test_the_command_line_checks_first_dry_runs_and_acts_on_a_filter(tmp_path):
     pending = {d["id"].split("-retry-")[0] for d in json.loads(_journal("ls", "--status", "pending", "--json",
                                                                         db=db).stdout)}
     assert pending == {f"order-{n:03d}" for n in range(30) if n % 5}
+    # The ids `journal retry` gives (their steps keep the retried steps' idempotency keys), and
+    # each failed run is retried once: neither a second batch nor `journal retry` retries it again.
+    made = {d["id"] for d in json.loads(_journal("ls", "--status", "pending", "--json", db=db).stdout)}
+    assert made == {f"order-{n:03d}-retry-1" for n in range(30) if n % 5}
+    again = _journal("retry", "--where", "--handler", code, "--check", "--json", db=db, env=fixed)
+    assert again.returncode == 0, again.stderr
+    second = json.loads(again.stdout)
+    assert (second["matched"], second["done"], second["skipped"], len(second["diverging"])) == (30, 0, 24, 6)
+    refused = _journal("retry", "order-001", "--no-run", db=db)
+    assert refused.returncode == 2 and "already retried as 'order-001-retry-1'" in refused.stderr
     cancelled = _journal("cancel", "--where", "--status", "pending", "--dry-run", db=db)
     assert cancelled.returncode == 0 and "would be cancelled: 24 of 24" in cancelled.stdout
     both = _journal("retry", "order-001", "--where", db=db)
