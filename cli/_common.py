@@ -66,6 +66,45 @@ def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def _parse_tags(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    from journal import parse_tag
+    from journal.errors import JournalError
+
+    tags: dict[str, str] = {}
+    for text in values:
+        try:
+            key, value = parse_tag(text)
+        except JournalError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+        tags[key] = value
+    return tags
+
+
+def tag_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--tag K=V`, repeatable, parsed into a dict (a bad tag is a usage error that says why)."""
+    return click.option("--tag", "tags", metavar="K=V", multiple=True, callback=_parse_tags, help=help)
+
+
+def _parse_retention(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    from journal import parse_retention
+
+    try:
+        return parse_retention(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def retain_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`--retain completed=7d,failed=30d,cancelled=7d`: trim finished invocations as they come due."""
+    return click.option(
+        "--retain", "retention", metavar="STATUS=AGE,...", callback=_parse_retention,
+        help="Trim finished invocations once they are this old (since they finished), continuously, in small "
+        "transactions beside the work, by `journal trim`'s rules; e.g. completed=7d,failed=30d,cancelled=7d "
+        "(units s m h d w; a status not named is kept).")(fn)
+
+
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON (a stable shape; see docs/cli.md).")(fn)
 

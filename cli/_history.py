@@ -16,6 +16,7 @@ from runtime.errors import HandlerNotFound, NondeterminismError
 from runtime.testing import replay_journal
 
 from . import _render as render
+from ._batch import check_where, run_where, where_options
 from ._common import (
     DIVERGED,
     OK,
@@ -230,7 +231,7 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
 
 
 @click.command()
-@click.argument("invocation_id", metavar="ID")
+@click.argument("invocation_id", metavar="ID", required=False)
 @click.option("--new-id", metavar="NEW", help="The new invocation's id (default: ID-retry-N, the first N free).")
 @click.option("--force", is_flag=True, help="Retry it even though a retry of it is running or completed "
               "(without it, that is refused, naming the retry: a failed invocation is not retried twice by accident).")
@@ -239,11 +240,14 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
 @click.option("--handler", "handler_specs", metavar="[NAME=]TARGET", multiple=True,
               help="The code to run it with, as for resume (after fixing the cause of the failure, the fixed code). "
                    "Required on PostgreSQL, unless `journal run` started the failed invocation from this host.")
+@where_options(check=True)
 @db_option
 @json_option
 @click.pass_context
 @edge
-def retry(ctx: click.Context, invocation_id: str, new_id: str | None, force: bool, no_run: bool, handler_specs: tuple[str, ...],
+def retry(ctx: click.Context, invocation_id: str | None, new_id: str | None, force: bool, no_run: bool,
+          handler_specs: tuple[str, ...], where: bool, statuses: tuple[str, ...], where_key: str | None,
+          tags: dict[str, str], text: str | None, since: str | None, until: str | None, dry_run: bool, check: bool,
           db: str | None, as_json: bool) -> None:
     """Run a failed invocation again from before its failing step, as a new one.
 
@@ -256,13 +260,27 @@ def retry(ctx: click.Context, invocation_id: str, new_id: str | None, force: boo
     not retried again (exit 2, naming that retry) unless --force: the retry's steps keep
     the idempotency keys of the steps they retry, but a second retry would still run them.
 
+    With --where and the filters of `journal ls`, every failed invocation they match is
+    retried (left pending for the workers), as a batch kept in the store; --check first
+    replays each one's journal against the code (the recorded handler, or --handler) and
+    retries only those that replay cleanly, listing the others with their first
+    difference; --dry-run changes nothing.
+
     Example:
 
     \b
         journal retry 3f2a9c
         journal retry 3f2a9c --no-run --new-id 3f2a9c-again
+        journal retry --where --status failed --since 2026-12-03T14:00Z --check --dry-run
     """
     from journal import retry_fork
+
+    if check_where(invocation_id, where, "retry", dry_run or check or bool(statuses or where_key or tags or text
+                                                                              or since or until)):
+        run_where("retry", db=db, handler_specs=tuple(handler_specs), statuses=statuses or ("failed",),
+                  key=where_key, tags=tags, text=text, since=since, until=until, dry_run=dry_run, check=check,
+                  as_json=as_json)
+    assert invocation_id is not None
 
     with open_store(db, readonly=False) as store:
         invocation_id = expand_id(store, invocation_id)

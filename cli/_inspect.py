@@ -36,6 +36,7 @@ from journal.views import (
     invocation_json,
     listed_json,
     owner_json,
+    summary_json,
     updated_us,
 )
 from journal.views import export as export_entries
@@ -56,6 +57,7 @@ from ._common import (
     out,
     store_path,
     suggest,
+    tag_option,
     warn_store,
 )
 
@@ -81,15 +83,19 @@ short_handler = render.short_handler
               help="Only invocations with this status (repeat for several).")
 @click.option("--key", metavar="KEY", help="Only the invocations of this key (the turns of one thread).")
 @click.option("--handler", metavar="NAME", help="Only the invocations of this handler: its NAME, or its TARGET as run or as `ls` shows it (ops.py:slow).")
+@tag_option("Only those tagged KEY=VALUE (repeat: every one of them).")
 @click.option("--search", "text", metavar="TEXT", help="Only those with TEXT in the id, handler, key or error.")
 @click.option("--since", metavar="TIME", help="Only those created at TIME (ISO 8601, UTC unless it says) or later.")
 @click.option("--until", metavar="TIME", help="Only those created before TIME.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the N most recently created.")
+@click.option("--summary", is_flag=True,
+              help="Instead, the queue at a glance: how many invocations of each handler have each status, "
+              "and how long the oldest runnable one has waited (from the store's counts, reading no record).")
 @db_option
 @json_option
 @edge
-def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: str | None, since: str | None,
-       until: str | None, limit: int | None, db: str | None, as_json: bool) -> None:
+def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, tags: dict[str, str], text: str | None,
+       since: str | None, until: str | None, limit: int | None, summary: bool, db: str | None, as_json: bool) -> None:
     """List invocations, oldest first.
 
     A record that does not decode is listed as `damaged` (`journal check` says what is
@@ -100,10 +106,17 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
     \b
         journal ls --status suspended --status diverged
         journal ls --search refund --since 2026-12-01
+        journal ls --tag customer=acme --status failed
+        journal ls --summary
     """
+    if summary:
+        if statuses or key is not None or handler is not None or tags or text or since or until or limit:
+            raise Exit(USAGE, "--summary counts every invocation: it takes no filter (drop the other options)")
+        _summary(db, as_json)
+        return
     query = Query(statuses=tuple(Status(s) for s in dict.fromkeys(statuses)), handler=_handler_filter(handler), key=key,
                   text=text or None, since=_instant(since, "--since"), until=_instant(until, "--until"),
-                  limit=limit or 1000)
+                  limit=limit or 1000, tags=tuple(tags.items()))
     items: list[InvocationRecord | Damaged] = []
     with open_store(db) as store:
         while True:  # newest first, a page at a time, from the store's listing index
@@ -121,7 +134,8 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
         return
     if not items:
         echo_err("no invocations" + (f" with status {', '.join(statuses)}" if statuses else "")
-                 + (f" of key {key!r}" if key is not None else ""))
+                 + (f" of key {key!r}" if key is not None else "")
+                 + render.safe(f" tagged {', '.join(f'{k}={v}' for k, v in tags.items())}" if tags else ""))
         return
     rows = [
         [doc["id"], _listed_status(doc),
@@ -136,6 +150,24 @@ def ls(statuses: tuple[str, ...], key: str | None, handler: str | None, text: st
     if damaged:
         echo_err(f"{len(damaged)} record(s) do not decode: {', '.join(map(render.safe, damaged))}; "
                  f"{suggest(['check'], db)} says what is wrong")
+
+
+def _summary(db: str | None, as_json: bool) -> None:
+    with open_store(db) as store:
+        doc = summary_json(store.summary())
+    if as_json:
+        click.echo(render.to_json(doc))
+        return
+    if not doc["handlers"]:
+        echo_err("no invocations")
+        return
+    rows = [
+        [short_handler(h["handler"]), *(str(h["counts"].get(s, 0)) for s in _STATUSES),
+         "-" if h["oldest_runnable_seconds"] is None else render.duration(h["oldest_runnable_seconds"])]
+        for h in doc["handlers"]
+    ]
+    headers = ("HANDLER", *(s.upper() for s in _STATUSES), "OLDEST RUNNABLE")
+    out(render.table(headers, rows, flex=(0,), right=tuple(range(1, len(headers)))))
 
 
 def _listed_status(doc: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from journal.errors import DiskFull
 from runtime import Engine, Outcome
 
 from . import _render as render
+from ._batch import check_where, run_where, where_options
 from ._common import (
     FAILED,
     INTERRUPTED,
@@ -37,6 +38,7 @@ from ._common import (
     runs_recorded_handlers,
     store_path,
     suggest,
+    tag_option,
     warn_store,
 )
 from ._handlers import Spec, handler_option, importable_cwd, load
@@ -155,6 +157,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 # -- commands -----------------------------------------------------------------------------------
 
 
+
 @click.command()
 @click.argument("target")
 @click.option("--input", "input_json", metavar="JSON", help="The handler's input as JSON (`-` reads stdin).")
@@ -165,6 +168,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 @click.option("--key", metavar="KEY",
               help="The thread it belongs to: invocations of a key run one at a time and share ctx.state.")
 @start_options
+@tag_option("Tag the invocation KEY=VALUE (repeatable), to find it with `journal ls --tag`.")
 @db_option
 @click.option("--limit", "limits", metavar="NAME", multiple=True,
               help="A limit it holds a unit of while it runs (repeatable; journal limit set NAME ...).")
@@ -176,8 +180,8 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 @edge
 def run(target: str, input_json: str | None, input_file: str | None, invocation_id: str | None, key: str | None,
         limits: tuple[str, ...], priority: int, delay_text: str | None, at_text: str | None,
-        debounce_text: str | None, debounce_max_text: str | None, if_busy: str, db: str | None, durability: str,
-        progress: bool | None, as_json: bool) -> None:
+        debounce_text: str | None, debounce_max_text: str | None, if_busy: str, tags: dict[str, str],
+        db: str | None, durability: str, progress: bool | None, as_json: bool) -> None:
     """Run a handler as a new durable invocation (or attach to --id).
 
     TARGET is path/to/file.py:function or package.module:function, an `async def`
@@ -188,6 +192,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
     \b
         journal run examples/research.py:research --input '{"question": "Why LMDB?"}'
+        journal run examples/research.py:research --tag customer=acme --input '{"question": "Why LMDB?"}'
     """
     options = start_kwargs(priority, delay_text, at_text, debounce_text, debounce_max_text, if_busy)
     fn = load(target)
@@ -210,7 +215,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
     async def work(engine: Engine) -> Outcome:
         try:
-            return await engine.run(fn, value, id=invocation_id, key=key, lax_input=True, started=begun,
+            return await engine.run(fn, value, id=invocation_id, key=key, lax_input=True, tags=tags, started=begun,
                                     limit=list(limits) or None,
                                     queued=lambda head: _announce(chosen[0])(head), **options)
         except (ValueError, UnencodableValue, RecursionError) as exc:
@@ -224,7 +229,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 
 
 @click.command()
-@click.argument("invocation_id", metavar="ID")
+@click.argument("invocation_id", metavar="ID", required=False)
 @db_option
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="How steps run from here on are made durable.")
@@ -233,10 +238,14 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
 @handler_option("Run this code (path/to/file.py:function or package.module:function) instead of the handler "
                    "the journal names; NAME=TARGET gives the code for invocations recorded as NAME (repeatable). "
                    "Required on PostgreSQL, unless `journal run` started it from this host.")
+@where_options()
 @json_option
 @edge
-def resume(invocation_id: str, db: str | None, durability: str, progress: bool | None, handler_specs: tuple[Spec, ...],
-           as_json: bool) -> None:
+def resume(invocation_id: str | None, db: str | None, durability: str, progress: bool | None,
+           handler_specs: tuple[Spec, ...], where: bool = False, statuses: tuple[str, ...] = (),
+           where_key: str | None = None, tags: dict[str, str] | None = None, text: str | None = None,
+           since: str | None = None, until: str | None = None, dry_run: bool = False,
+           as_json: bool = False) -> None:
     """Continue an invocation: replay, then run the rest live.
 
     Use it after a crash, after `journal resolve`, when a timer is due, or after fixing
@@ -254,8 +263,19 @@ def resume(invocation_id: str, db: str | None, durability: str, progress: bool |
     \b
         journal resume 3f2a9c
         journal resume 3f2a9c --handler agents/triage.py:triage
+        journal resume --where --status diverged --handler triage=agents/triage.py:triage
+
+    With --where and the filters of `journal ls`, every suspended or diverged invocation
+    they match is made runnable again (pending: a worker runs it with its code), as a batch
+    kept in the store; --dry-run changes nothing.
     """
     from ._handlers import load_handlers, lone_target
+
+    if check_where(invocation_id, where, "resume", dry_run or bool(statuses or where_key or tags or text or since or until)):
+        run_where("resume", db=db, handler_specs=handler_specs, statuses=statuses or ("suspended", "diverged"),
+                  key=where_key, tags=tags or {}, text=text, since=since, until=until, dry_run=dry_run, check=False,
+                  as_json=as_json)
+    assert invocation_id is not None
 
     importable_cwd()
     handlers = load_handlers(handler_specs) if handler_specs else None  # (bad code before a look at the store)
@@ -357,7 +377,7 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 
 
 @click.command()
-@click.argument("invocation_id", metavar="ID")
+@click.argument("invocation_id", metavar="ID", required=False)
 @click.option("--no-wait", is_flag=True, help="Only record the request; the next run of the invocation receives it.")
 @click.option("--rollback", is_flag=True,
               help="Also undo the ctx.state changes it made to its key, atomically with its `cancelled` entry.")
@@ -367,10 +387,13 @@ def resolve(invocation_id: str, name: str, value: str | None, reject: str | None
 @db_option
 @click.option("--progress/--no-progress", default=None,
               help="Show each compensating step as it finishes (default: when stderr is a terminal).")
+@where_options()
 @json_option
 @edge
-def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tuple[Spec, ...], db: str | None,
-           progress: bool | None, as_json: bool) -> None:
+def cancel(invocation_id: str | None, no_wait: bool, rollback: bool, handler_specs: tuple[Spec, ...], db: str | None,
+           progress: bool | None, where: bool, statuses: tuple[str, ...], where_key: str | None,
+           tags: dict[str, str], text: str | None, since: str | None, until: str | None, dry_run: bool,
+           as_json: bool) -> None:
     """Cancel an invocation: its handler gets `Cancelled`.
 
     The exception is raised at the handler's next context call.
@@ -392,8 +415,18 @@ def cancel(invocation_id: str, no_wait: bool, rollback: bool, handler_specs: tup
         journal cancel 3f2a9c
         journal cancel 3f2a9c --rollback
         journal cancel 3f2a9c --db postgresql:///jobs --handler summarize=agents/summary.py:run
+        journal cancel --where --tag customer=acme --status pending --dry-run
+
+    With --where and the filters of `journal ls`, a cancellation is requested of every
+    unfinished invocation they match (the next run of each receives it), as a batch kept
+    in the store; --dry-run changes nothing.
     """
     from ._handlers import load_handlers, lone_target
+
+    if check_where(invocation_id, where, "cancel", dry_run or bool(statuses or where_key or tags or text or since or until)):
+        run_where("cancel", db=db, handler_specs=handler_specs, statuses=statuses, key=where_key, tags=tags,
+                  text=text, since=since, until=until, dry_run=dry_run, check=False, as_json=as_json)
+    assert invocation_id is not None
 
     importable_cwd()
     if handler_specs:  # bad code is refused before a look at the store

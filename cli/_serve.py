@@ -24,6 +24,7 @@ from ._common import (
     fail,
     how_to_stop,
     own_the_collector,
+    retain_option,
     stop_signals,
     stopped_message,
     store_path,
@@ -106,10 +107,12 @@ def _listen(host: str, port: int) -> socket.socket:
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True)
 @click.option("--max-body", metavar="BYTES", type=click.IntRange(1), default=1 << 20, show_default=True,
               help="The largest request body accepted; larger ones get 413.")
+@retain_option
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
 def serve(db: str | None, address: str, handler_specs: tuple[Spec, ...], token_file: str | None,
-          allow_hosts: tuple[str, ...], workers: int, durability: str, max_body: int, quiet: bool) -> None:
+          allow_hosts: tuple[str, ...], workers: int, durability: str, max_body: int, retention: Any,
+          quiet: bool) -> None:
     """Serve the HTTP API and web UI, and run invocations (until SIGTERM or Ctrl-C).
 
     Requests may start only the handlers registered with --handler [NAME=]TARGET; they
@@ -182,8 +185,16 @@ def serve(db: str | None, address: str, handler_specs: tuple[Spec, ...], token_f
                                            workers=workers, allowed_hosts=hosts)
                     engines.append(engine)
                     with worker_scope:
-                        if workers:
-                            await engine.serve(concurrency=workers)
+                        async with anyio.create_task_group() as work:
+                            if retention:
+                                work.start_soon(engine.retain, retention)
+                            if workers:
+                                # Batches a crash interrupted go on beside the workers.
+                                work.start_soon(engine.resume_batches)
+                                await engine.serve(concurrency=workers)
+                            elif retention:
+                                await stopped.wait()  # (an API-only server trims until it stops)
+                            work.cancel_scope.cancel()
                     await stopped.wait()  # the API uses the engine until the server has stopped
 
         def stop() -> None:

@@ -29,10 +29,12 @@ from ._common import (
     json_option,
     out,
     own_the_collector,
+    retain_option,
     run_async,
     runs_recorded_handlers,
     stopped_message,
     store_path,
+    tag_option,
     tell_store_events,
     warn_store,
 )
@@ -81,13 +83,14 @@ def stop_waiting(store: Store | None) -> None:
 @click.option("--limit", "limits", metavar="NAME", multiple=True,
               help="A limit it holds a unit of while it runs (repeatable; journal limit set NAME ...).")
 @start_options
+@tag_option("Tag the invocation KEY=VALUE (repeatable), to find it with `journal ls --tag`.")
 @db_option
 @json_option
 @edge
 def start(handler: str, input_json: str | None, input_file: str | None, invocation_id: str | None,
           key: str | None, limits: tuple[str, ...], priority: int, delay_text: str | None, at_text: str | None,
-          debounce_text: str | None, debounce_max_text: str | None, if_busy: str, db: str | None,
-          as_json: bool) -> None:
+          debounce_text: str | None, debounce_max_text: str | None, if_busy: str, tags: dict[str, str],
+          db: str | None, as_json: bool) -> None:
     """Record a pending invocation and print its id, without running it.
 
     A worker runs it: `journal worker` on LMDB, or on PostgreSQL a worker given
@@ -102,6 +105,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
         journal start summarize --input '{"url": "https://example.com"}' --db postgresql:///jobs
         journal start summarize --input '{"url": "https://example.com"}' --priority 10 --delay 5m
         journal start agent.py:agent --input '"q"' --limit openai --priority 5
+        journal start summarize --tag customer=acme --input '{"url": "https://example.com"}'
     """
     importable_cwd()
     options = start_kwargs(priority, delay_text, at_text, debounce_text, debounce_max_text, if_busy)
@@ -113,7 +117,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
     async def main() -> Any:
         async with Engine.open(path) as engine:
             try:
-                return await engine.start(target, value, id=invocation_id, key=key, lax_input=True,
+                return await engine.start(target, value, id=invocation_id, key=key, lax_input=True, tags=tags,
                                           limit=list(limits) or None, **options)
             except (ValueError, UnencodableValue, RecursionError) as exc:
                 raise fail(f"bad input: {exc}") from None
@@ -126,6 +130,49 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
                                    "priority": record.priority, "start_at": iso_from_us(record.start_at)}))
     else:
         out(record.id)
+
+
+def _metrics_address(text: str) -> tuple[str, int, str | None]:
+    """`--metrics HOST:PORT`, checked before the store opens: its host, port and token."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise fail(f"--metrics {text!r} is not HOST:PORT (for example 127.0.0.1:9464, or [::1]:9464)")
+    host = host.strip("[]")
+    token = os.environ.get("JOURNAL_TOKEN", "").strip() or None
+    if token is None and not _loopback(host):
+        raise fail(f"refusing to serve metrics on {host}:{port} without a token: set JOURNAL_TOKEN (a scrape "
+                   "then sends Authorization: Bearer TOKEN), or listen on loopback (--metrics 127.0.0.1:9464)")
+    try:
+        import runtime.metrics  # noqa: F401
+    except ImportError as exc:
+        raise fail(f"--metrics needs the metrics extra ({exc}); install it with: pip install 'journal-agents[metrics]'") \
+            from None
+    return host, int(port), token
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve_metrics(engine: Engine, host: str, port: int, token: str | None) -> Any:
+    from runtime.metrics import Metrics, serve_metrics
+
+    metrics = Metrics(engine.store, committer=engine.committer)
+    engine.observe(metrics)
+    try:
+        server = serve_metrics(metrics, host, port, token=token)
+    except OSError as exc:
+        raise fail(f"cannot serve metrics on {host}:{port}: {exc}") from None
+    bound = server.server_address
+    echo_err(f"metrics on http://{'[' + bound[0] + ']' if ':' in bound[0] else bound[0]}:{bound[1]}/metrics")
+    return server
 
 
 @click.command()
@@ -144,10 +191,15 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
 @click.option("--disk-full-wait", metavar="SECONDS", type=click.FloatRange(0), default=None,
               help="With --until-idle: how long to wait for room when the store's disk is full before giving "
               "up with exit status 1 (default 60). Without --until-idle the worker waits as long as it takes.")
+@click.option("--metrics", "metrics_address", metavar="HOST:PORT",
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (docs/observability.md). Anything but "
+              "loopback needs a token (JOURNAL_TOKEN), which a scrape sends as Authorization: Bearer TOKEN.")
+@retain_option
 @click.option("--quiet", "-q", is_flag=True, help="Do not log each step (failed invocations are still logged).")
 @edge
 def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, until_idle: bool, durability: str,
-           lease_ttl: float, disk_full_wait: float | None, quiet: bool) -> None:
+           lease_ttl: float, disk_full_wait: float | None, metrics_address: str | None, retention: Any,
+           quiet: bool) -> None:
     """Run invocations as they become runnable, until Ctrl-C or SIGTERM.
 
     Picks up pending invocations, those whose owner died, and timers that are due;
@@ -169,6 +221,8 @@ def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, un
     \b
         journal worker --concurrency 32
         journal worker --db postgresql://app@db.internal/jobs --handler summarize=agents.summary:run
+        journal worker --metrics 127.0.0.1:9464
+        journal worker --retain completed=7d,failed=30d,cancelled=7d
     """
     if disk_full_wait is not None and not until_idle:
         raise fail("--disk-full-wait bounds the wait of a worker started with --until-idle; a worker that runs "
@@ -185,11 +239,25 @@ def worker(db: str | None, handler_specs: tuple[Spec, ...], concurrency: int, un
 
     opened: list[Store] = []
 
+    metrics_at = _metrics_address(metrics_address) if metrics_address is not None else None
+
     async def main() -> None:
+        import anyio
+
         async with serving_engine(path, durability=durability, handlers=handlers, lease_ttl=lease_ttl) as engine:
             opened.append(engine.store)
             engine.observe(steps)
-            await engine.serve(concurrency=concurrency, idle_exit=until_idle, disk_full_wait=disk_full_wait)
+            server = _serve_metrics(engine, *metrics_at) if metrics_at is not None else None
+            try:
+                await engine.resume_batches()  # batches a crash interrupted go on first
+                async with anyio.create_task_group() as tg:
+                    if retention:
+                        tg.start_soon(engine.retain, retention)
+                    await engine.serve(concurrency=concurrency, idle_exit=until_idle, disk_full_wait=disk_full_wait)
+                    tg.cancel_scope.cancel()  # (idle: the trimming stops with the worker)
+            finally:
+                if server is not None:
+                    server.shutdown()
 
     try:
         if not quiet:

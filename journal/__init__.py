@@ -40,6 +40,7 @@ from ._entries import StateGot as StateGot
 from ._entries import StateKeys as StateKeys
 from ._entries import StateSet as StateSet
 from ._entries import Step as Step
+from ._entries import Tagged as Tagged
 from ._entries import kind_of as kind_of
 from ._entries import name_of as name_of
 from ._fork import AlreadyRetried as AlreadyRetried
@@ -53,6 +54,7 @@ from ._ids import expand_id as expand_id
 from ._ids import validate_id as validate_id
 from ._listing import Cursor as Cursor
 from ._listing import Damaged as Damaged
+from ._listing import HandlerSummary as HandlerSummary
 from ._listing import Page as Page
 from ._listing import Query as Query
 from ._records import FINISHED as FINISHED
@@ -94,6 +96,9 @@ from ._tables import TableDelete as TableDelete
 from ._tables import TableDeletePrefix as TableDeletePrefix
 from ._tables import TablePut as TablePut
 from ._tables import Tables as Tables
+from ._tags import check_tag as check_tag
+from ._tags import check_tags as check_tags
+from ._tags import parse_tag as parse_tag
 from ._time import from_us as from_us
 from ._time import iso_from_us as iso_from_us
 from .backends import FORMAT_VERSIONS as FORMAT_VERSIONS
@@ -111,7 +116,9 @@ from .maintenance import Problem as Problem
 from .maintenance import check as check
 from .maintenance import compact as compact
 from .maintenance import migrate as migrate
+from .maintenance import parse_retention as parse_retention
 from .maintenance import trim as trim
+from .maintenance import trim_due as trim_due
 from .views import entry_view as entry_view
 from .views import export as export
 
@@ -122,12 +129,13 @@ __all__ = (
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "store_patience", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork", "retry_fork", "retry_point", "AlreadyRetried", "retries", "retry_lineage",
-    "Problem", "check", "compact", "entry_view", "export", "trim",
+    "Problem", "check", "compact", "entry_view", "export", "trim", "trim_due", "parse_retention",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
     "lease_is_live", "name_of", "validate_id", "expand_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables", "Frame", "PromiseType", "check_schema",
     "schema_example", "promise_type",
     "FORMAT_VERSIONS", "Migration", "migrate", "Cursor", "Damaged", "Page", "Query",
+    "Tagged", "HandlerSummary", "check_tag", "check_tags", "parse_tag",
     "Chunk", "LiveChannel", "LiveFeed", "LiveFollower", "MAX_CHUNK_BYTES", "Sent", "PRIORITY_MAX", "PRIORITY_MIN",
     "Fired", "ScheduleRecord", "OVERLAPS", "RECENT_KEPT",
     "MESSAGE_WAIT", "WorkBell", "InboxMessage", "PublishedValue", "SentMessage", "Send", "Talk", "Published", "Received",

@@ -224,13 +224,19 @@ class Published(msgspec.Struct, tag="published", **_OPTS):
     name: str
     at: int
     value: msgspec.Raw = NIL
+class Tagged(msgspec.Struct, tag="tagged", **_OPTS):
+    """`ctx.tag(name, value)` set a tag on the invocation's record, in the same transaction."""
+
+    name: str
+    at: int
+    value: str
     prev: int = 0
 
 
 Entry = (
     Started | Step | Now | Sleep | Promise | Completed | Failed | Cancelled | Emitted | Patched
     | CancelReceived | StateGot | StateSet | StateKeys | Called | Selected | ContinuedAsNew
-    | Received | Replied | Published
+    | Received | Replied | Published | Tagged
 )
 
 TERMINAL_KINDS = (Completed, Failed, Cancelled, ContinuedAsNew)

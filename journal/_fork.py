@@ -91,7 +91,7 @@ def fork(
             "and this invocation can be ignored: fork again")
     record = InvocationRecord(
         new_id, source.handler, Status.DIVERGED, now, now, started.key, started.input_digest,
-        divergence=note, parent=source_id,
+        divergence=note, parent=source_id, tags=dict(source.tags),
     )
     # Entry 0 is copied as recorded, except that it names the invocation it was forked from.
     first = msgspec.structs.replace(started, parent=source_id)

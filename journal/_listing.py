@@ -2,7 +2,7 @@
 
 Newest first, by creation time then id. A page never reads every record: each backend
 keeps a listing index (in `journal/kv/_listing.py` for the key-value stores) ordered that
-way, by status, by handler and by key, so a filter on one of them reads only the records
+way, by status, by handler, by key and by tag, so a filter on one of them reads only the records
 it returns (plus one, to know whether there is a next page). The text filter and a second
 filter are checked on the records the index leads to, so they may read more.
 """
@@ -25,7 +25,8 @@ class Query(msgspec.Struct, frozen=True, gc=False):
     """Which invocations a page holds. Every filter given must hold (`statuses`: any of them).
 
     `text` is found, case-insensitively, in the id, the handler, the key or the error
-    message; `since` and `until` bound the creation time (µs, `since` <= created_at < `until`).
+    message; `since` and `until` bound the creation time (µs, `since` <= created_at < `until`);
+    `tags` are `(key, value)` pairs the invocation carries, every one of them.
     """
 
     statuses: tuple[Status, ...] = ()
@@ -36,6 +37,7 @@ class Query(msgspec.Struct, frozen=True, gc=False):
     until: int | None = None
     limit: int = 100
     after: Cursor | None = None
+    tags: tuple[tuple[str, str], ...] = ()
 
     def matches(self, record: InvocationRecord) -> bool:
         """Whether `record` passes every filter (the index already chose by one of them)."""
@@ -48,6 +50,8 @@ class Query(msgspec.Struct, frozen=True, gc=False):
         if self.since is not None and record.created_at < self.since:
             return False
         if self.until is not None and record.created_at >= self.until:
+            return False
+        if self.tags and any(record.tags.get(k) != v for k, v in self.tags):
             return False
         if self.text:
             needle = self.text.casefold()
@@ -86,6 +90,15 @@ class Damaged(msgspec.Struct, frozen=True, gc=False):
     created_at: int = 0
 
 
+class HandlerSummary(msgspec.Struct, gc=False):
+    """One handler's invocations at a glance: how many of each status, and since when (µs)
+    its oldest runnable (pending) one has been waiting (None: none is)."""
+
+    handler: str
+    counts: dict[str, int]
+    oldest_runnable_at: int | None = None
+
+
 class Page(msgspec.Struct, gc=False):
     """The invocations of one page, newest first, and where the next page starts (None: last page)."""
 
@@ -93,4 +106,4 @@ class Page(msgspec.Struct, gc=False):
     next: Cursor | None = None
 
 
-__all__ = ("Cursor", "Damaged", "Page", "Query", "handler_matches")
+__all__ = ("Cursor", "Damaged", "HandlerSummary", "Page", "Query", "handler_matches")

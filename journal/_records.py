@@ -69,7 +69,7 @@ class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
     # place in a limit's line.
     priority: int = 0
     start_at: int | None = None  # a delayed start: pending, but not run before then (µs)
-    tags: dict[str, str] = {}
+    tags: dict[str, str] = {}  # what an operator finds it by (`--tag K=V`, `ctx.tag`): journal/_tags.py
     limits: list[str] = []  # limits it holds a unit of while it runs (`journal start --limit`)
 
     @property

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol, overload, runtime_checkable
 import msgspec
 
 from ._entries import ErrorInfo
-from ._listing import Page, Query
+from ._listing import HandlerSummary, Page, Query
 from ._records import (
     InboxMessage,
     InvocationRecord,
@@ -112,6 +112,7 @@ class Append(msgspec.Struct, gc=False):
     state: list[tuple[str, bytes | None]] | None = None
     cancel_seen: bool = False  # the entries deliver a cancel request: it is consumed
     talk: Talk | None = None
+    tags: list[tuple[str, str]] | None = None  # `ctx.tag`s the entries record, set on the record with them
 
 
 class Acquire(msgspec.Struct, gc=False):
@@ -281,6 +282,16 @@ class Store(Protocol):
         is listed as `journal.Damaged` and the others still are. Kept in an index: a page
         filtered by status, handler or key reads only the records it returns and one more."""
 
+    def summary(self) -> builtins.list[HandlerSummary]:
+        """Counts by handler and status and each handler's longest waiting runnable invocation,
+        from counts the store keeps as statuses change: no record is read."""
+
+    def batch_records(self, prefix: bytes) -> builtins.list[tuple[bytes, bytes]]:
+        """The records of batches (`journal/batches.py`) whose keys start with `prefix`, in key order."""
+
+    def write_batch_records(self, items: Sequence[tuple[bytes, bytes]]) -> None:
+        """Write records of batches, in one transaction."""
+
     def entries(self, invocation_id: str, start: int = 0) -> builtins.list[tuple[int, bytes]]: ...
 
     def entry_count(self, invocation_id: str) -> int: ...
@@ -412,6 +423,12 @@ class Store(Protocol):
         """While the store's server cannot be reached (`Capability.RECONNECTS`): the error a
         call that does not wait for it gets; None while it can be (and for a local store)."""
         return None
+
+    def reconnects(self) -> int:
+        """How many times this store connected to its server again after losing it (a restart,
+        a failover, a session ended: `Capability.RECONNECTS`), since it was opened; 0 for a
+        local store. The metric `journal_store_reconnects_total`."""
+        return 0
 
     def wait_for_server(self, seconds: float | None) -> None:
         """From now on, a call that cannot reach the store's server waits at most `seconds`

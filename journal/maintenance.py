@@ -64,6 +64,56 @@ def trim(
     return chosen
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_retention(text: str) -> dict[Status, float]:
+    """`completed=7d,failed=30d,cancelled=7d` as seconds by status (units s, m, h, d, w);
+    ValueError saying what is wrong otherwise. Only finished statuses may be given."""
+    out: dict[Status, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, age = part.partition("=")
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhdw])", age.strip())
+        if not sep or match is None:
+            raise ValueError(f"{part!r} is not STATUS=AGE (for example completed=7d,failed=30d; units s m h d w)")
+        try:
+            status = Status(name.strip())
+        except ValueError:
+            raise ValueError(f"{name.strip()!r} is not a status; retention applies to completed, failed and "
+                             "cancelled invocations") from None
+        if status not in FINISHED:
+            raise ValueError(f"{status.value} invocations are not finished: only completed, failed and cancelled "
+                             "ones are trimmed")
+        out[status] = float(match.group(1)) * _UNITS[match.group(2)]
+    if not out:
+        raise ValueError("no retention given: write STATUS=AGE, for example completed=7d,failed=30d,cancelled=7d")
+    return out
+
+
+def trim_due(store: Store, retention: dict[Status, float], *, now_us: int | None = None,
+             limit: int = 64) -> list[str]:
+    """Trim up to `limit` finished invocations that `retention` says are due (last updated
+    longer ago than their status's age), in one short transaction, by `trim`'s rules (one
+    an unfinished invocation still links to stays). Returns the ids trimmed: none once
+    nothing more is due. Reads only invocations created before the cutoff, by the
+    listing index: a store's recent work is not read at all."""
+    now = now_us if now_us is not None else time.time_ns() // 1000
+    chosen: list[str] = []
+    for status, age in sorted(retention.items()):
+        cutoff = now - int(age * 1e6)
+        query = Query(statuses=(status,), until=cutoff + 1, limit=limit)
+        while len(chosen) < limit:
+            page = store.page(query)
+            chosen += [r.id for r in page.items if isinstance(r, InvocationRecord) and r.updated_at <= cutoff
+                       and not _still_needed(store, r)][:limit - len(chosen)]
+            if page.next is None:
+                break
+            query = msgspec.structs.replace(query, after=page.next)
+    if chosen:
+        store.delete(chosen)
+    return chosen
+
+
 def _still_needed(store: Store, record: InvocationRecord) -> bool:
     """A finished invocation that an unfinished one still links to: its parent is running
     (and may look the child up again), or it is an early generation of a chain still going."""
@@ -160,4 +210,4 @@ def _check_one(store: Store, record: InvocationRecord, indexed: dict[Status, set
     return out
 
 
-__all__ = ("Problem", "check", "compact", "migrate", "trim")
+__all__ = ("Problem", "check", "compact", "migrate", "parse_retention", "trim", "trim_due")

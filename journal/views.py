@@ -15,7 +15,7 @@ import msgspec
 from ._codec import decode_entry, decode_value
 from ._entries import Called, Entry, ErrorInfo, Failed, Frame, Started, kind_of, name_of
 from ._fork import retries
-from ._listing import Damaged
+from ._listing import Damaged, HandlerSummary
 from ._records import InvocationRecord, Status
 from ._schedules import ScheduleRecord
 from ._schema import example
@@ -66,7 +66,7 @@ def damaged_json(item: Damaged, entries: int) -> dict[str, Any]:
     return {
         "id": item.id, "handler": None, "status": "damaged", "key": None,
         "created_at": iso(item.created_at) if item.created_at else None, "updated_at": None,
-        "entries": entries, "damaged": item.error,
+        "entries": entries, "tags": {}, "damaged": item.error,
     }
 
 
@@ -189,6 +189,7 @@ def _invocation(store: Store, record: InvocationRecord, input_value: Any, childr
     doc["continued_from"] = record.continued_from
     doc["continued_as"] = record.continued_as
     doc["forked_from"] = forked_from(store, record)
+    doc["tags"] = dict(record.tags)
     if record.status == Status.FAILED:
         doc["retries"] = retries_json(store, record)
     return doc
@@ -202,6 +203,18 @@ def result_json(record: InvocationRecord) -> dict[str, Any]:
         "result": decode_value(record.result) if record.status == Status.COMPLETED else None,
         "error": error_json(record.error),
     }
+
+
+def summary_json(summaries: list[HandlerSummary], now: int | None = None) -> dict[str, Any]:
+    """`journal ls --summary --json` and `GET /invocations/summary`: per handler, how many
+    invocations have each status and how long its longest waiting runnable one has waited."""
+    at = now_us() if now is None else now
+    return {"handlers": [
+        {"handler": s.handler, "counts": dict(s.counts),
+         "oldest_runnable_seconds": None if s.oldest_runnable_at is None
+         else round(max(0, at - s.oldest_runnable_at) / 1e6, 3)}
+        for s in summaries
+    ]}
 
 
 def waiting_on(record: InvocationRecord) -> list[dict[str, Any]]:
@@ -352,7 +365,7 @@ def forked_from(store: Store, record: InvocationRecord) -> str | None:
 
 __all__ = ("children_of", "corrupt_view", "damaged_json", "listed_json", "decoded", "detail", "entry_view", "error_json", "export", "forked_from",
            "frames_json", "invocation_json", "iso", "owner_json", "promise_json", "record_json", "result_json", "retries_json",
-           "state_json", "updated_us", "waiting_on")
+           "state_json", "summary_json", "updated_us", "waiting_on")
 
 
 def schedule_json(store: Store, schedule: ScheduleRecord) -> dict[str, Any]:

@@ -75,7 +75,9 @@ class Children:
         # Inside the parent's attempt (or step) span: the child joins the parent's trace.
         trace = self._observers.trace_context(child_id, path, parent)
         started = encode_entry(Started(path, raw, at, key, input_digest, parent, trace), self._store.max_entry_bytes)
-        await self._committer.create(record, started)
+        created, fresh = await self._committer.create(record, started)
+        if fresh:
+            self._observers.created(created)
 
     async def run_child(self, child_id: str, _outer: frozenset[str] = frozenset()) -> None:
         """Run an awaited child here if nobody else is running it; it may finish or suspend.

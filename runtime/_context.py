@@ -175,6 +175,12 @@ class Context(abc.ABC):
         """Journal an intermediate event (progress, a chunk of output) for `journal tail -f`."""
 
     @abc.abstractmethod
+    async def tag(self, key: str, value: str) -> None:
+        """Tag the invocation `key=value` (journaled), so that `journal ls --tag key=value` and
+        `GET /invocations?tag=key:value` find it; a later value of `key` replaces the earlier.
+        Set once: replay finds the tag recorded and writes nothing."""
+
+    @abc.abstractmethod
     def patched(self, change_id: str) -> bool:
         """True on new executions, False when replaying a journal recorded before `change_id`."""
 

@@ -136,6 +136,7 @@ class Executor:
 
     async def _execute_once(self, invocation_id: str, fn: Callable[..., Any] | None, fresh: Fresh | None) -> Outcome:
         leased = fresh.record if fresh is not None else None  # by `Engine.run`, which marked it running here
+        took_over = False
         if leased is None and (fresh is None or fn is None):
             record = await self._read(self.store.require, invocation_id)
             if record.finished:
@@ -143,6 +144,9 @@ class Executor:
                     await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))))
                 return Outcome.of(record)
             fn = fn or self.settings.handler_for(record.handler)
+            if record.status == Status.RUNNING:  # left running: a takeover, if the acquire below succeeds
+                held = await self._read(self.store.lease, invocation_id)  # (only then: a rare path)
+                took_over = held is not None and held.owner != self.settings.owner
         assert fn is not None  # `run` gives the handler with the invocation it leased
         # (A fresh invocation that finished meanwhile, run by another process, fails the acquire
         # below with InvocationBusy, after which `run` reports its outcome.)
@@ -180,7 +184,8 @@ class Executor:
                     else:
                         await self._give_back(invocation_id, epoch)
                 raise
-            watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace))
+            watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace,
+                                                               took_over))
             limits, ctx.priority, created_at = tuple(sorted(set(record.limits))), record.priority, record.created_at
             del record, leased, fresh  # not kept for the whole run by this frame (many thousands may be in flight)
             try:
@@ -333,8 +338,12 @@ class Executor:
         next_id = f"{root}~{int(generation) + 1}" if root and generation.isdigit() else f"{invocation_id}~1"
         at = now_us()
         input_digest = digest(bytes(raw))
+        # The next generation is the same run to an operator: it keeps the tags (those set in
+        # this execution and not yet written included).
+        tags = {**record.tags, **dict(ctx.machine.take_tags() or ())}
         new = InvocationRecord(next_id, record.handler, Status.PENDING, at, at, record.key, input_digest,
-                               parent=record.parent, queued_at=record.queued_at, continued_from=invocation_id)
+                               parent=record.parent, queued_at=record.queued_at, continued_from=invocation_id,
+                               tags=tags)
         trace = ctx.machine.replayer.started().trace  # the next generation goes on in the same trace
         started = encode_entry(Started(record.handler, raw, at, record.key, input_digest, record.parent, trace),
                                self.store.max_entry_bytes)

@@ -32,12 +32,14 @@ from journal import (
     Promise,
     Sleep,
     Step,
+    Tagged,
     Talk,
     Transition,
     UnencodableValue,
+    check_tag,
     encode_value,
 )
-from journal.errors import LeaseLost, StoreError
+from journal.errors import JournalError, LeaseLost, StoreError
 
 from ._clock import from_us, now_us
 from ._composition import Composition, _fence
@@ -396,6 +398,18 @@ class InvocationContext(Composition, Talking, Context):
             raise TerminalError(f"ctx.emit at seq {seq}: {exc}") from None
         await self._commit(seq, Emitted(now_us(), raw, prev))
 
+    async def tag(self, key: str, value: str) -> None:
+        try:
+            key, value = check_tag(key, value)
+        except JournalError as exc:
+            raise TerminalError(f"ctx.tag: {exc}") from None
+        seq, prev, recorded = await self._claim(Tagged, key)
+        if recorded is not None:
+            return  # replay: the record has it since the entry was written
+        await self._deliver_cancel(seq, prev)
+        self.machine.pending_tags.append((key, value))
+        await self._commit(seq, Tagged(key, now_us(), value, prev))
+
     def emit_chunk(self, seq: int, attempt: int, data: object) -> None:
         """`current_step().emit(data)` in step `seq`: live output, never journaled (runtime/_chunks.py)."""
         if self._emitter is None:
@@ -435,7 +449,8 @@ class InvocationContext(Composition, Talking, Context):
         and wait for the answer to the end, cancelled meanwhile or not (`Committer.submit`)."""
         entries, state, seen = self.machine.take_final(entry)
         return await self._committer.submit(Append(self._id, self._epoch, entries, transition, state, seen,
-                                                   self.machine.take_talk()), durable=True, settle=True)
+                                                   self.machine.take_talk(), self.machine.take_tags()),
+                                            durable=True, settle=True)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -511,7 +526,7 @@ class InvocationContext(Composition, Talking, Context):
             return
         entries, state, seen = machine.take_writes(seq, entry)
         entry = None  # encoded in `entries` now (see `run`)
-        op = Append(self._id, self._epoch, entries, None, state, seen, talk)
+        op = Append(self._id, self._epoch, entries, None, state, seen, talk, machine.take_tags())
         try:
             if self._commit_inline:  # `async` durability: nothing to wait for, so no coroutine
                 self._committer.commit_now(op)

@@ -92,6 +92,7 @@ class Machine:
         self.pending: list[tuple[int, bytes]] = []  # entries to write with the next append
         self.pending_state: list[tuple[str, bytes | None]] = []  # state changes that go with them
         self.pending_talk: Talk | None = None  # `exit` durability: what buffered entries change beside the journal
+        self.pending_tags: list[tuple[str, str]] = []  # `ctx.tag`s that go with them
         self.cancel_reason: str | None = None
         self.rollback = False  # a cancel asked to undo the invocation's state changes
         self._priors: dict[str, tuple[int, StateSet]] = {}  # live first changes of each state name
@@ -283,6 +284,11 @@ class Machine:
         seen, self._cancel_seen = self._cancel_seen, False
         return entries, state, seen
 
+    def take_tags(self) -> list[tuple[str, str]] | None:
+        """The tags the next append sets on the record (with the entries that record them)."""
+        tags, self.pending_tags = self.pending_tags or None, []
+        return tags
+
     def take_final(self, entry: Any | None) -> tuple[list[tuple[int, bytes]], Any, bool]:
         """`take_writes` for the append that ends the execution, with its final `entry`."""
         return self.take_writes(self.replayer.next_live() if entry is not None else 0, entry)
@@ -312,7 +318,7 @@ class Machine:
 
     def abandon_writes(self) -> None:
         """Forget what is buffered: the journal ends where the execution diverged."""
-        self.pending, self.pending_state, self.pending_talk = [], [], None
+        self.pending, self.pending_state, self.pending_talk, self.pending_tags = [], [], None, []
 
     # -- waits: run on, wait here, or suspend ---------------------------------------------
 

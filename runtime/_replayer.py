@@ -45,6 +45,7 @@ from journal import (
     StateKeys,
     StateSet,
     Step,
+    Tagged,
     kind_of,
     name_of,
 )
@@ -55,7 +56,7 @@ from .errors import NondeterminismError
 # follow entry 0 (`Started`) except an invocation's terminal entry.
 Recorded = (
     Step | Now | Sleep | Promise | Emitted | Patched | CancelReceived | StateGot | StateSet | StateKeys
-    | Called | Selected | Received | Replied | Published
+    | Called | Selected | Received | Replied | Published | Tagged
 )
 R = TypeVar("R", bound=Recorded)
 

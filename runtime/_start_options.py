@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from journal import PRIORITY_MAX, PRIORITY_MIN, InvocationRecord
+from journal import check_tags as journal_check_tags
 
 from ._limits._limiter import limit_names
 
@@ -39,14 +40,7 @@ def start_time(at_us: int, delay: float | None, start_at: datetime.datetime | No
 
 
 def check_tags(tags: Mapping[str, str] | None) -> dict[str, str]:
-    if not tags:
-        return {}
-    out = {}
-    for name, value in tags.items():
-        if not isinstance(name, str) or not isinstance(value, str) or not name or "=" in name:
-            raise ValueError(f"a tag is a non-empty name (without '=') and a text value, got {name!r}={value!r}")
-        out[name] = value
-    return out
+    return journal_check_tags(tags)
 
 
 def check_limits(limit: str | Sequence[str] | None) -> list[str]:

@@ -1,7 +1,7 @@
 """Observers: what happens to the invocations an engine runs, for tracing, metrics, progress.
 
 An `Observer` is told when an invocation is being started (and may give a trace context
-to journal with it), of each attempt at running one, of each step as it finishes, of
+to journal with it) and once it was created, of each attempt at running one, of each step as it finishes, of
 an invocation parked because its handler does not load here, of one a worker leaves
 alone (its record is damaged, or no code is given here for the name it records), and of
 a worker that pauses while its store cannot write (a full disk) and goes on after. Give observers to
@@ -45,6 +45,9 @@ class Attempt:
     handler: str  # the name or path the invocation records
     epoch: int  # its lease's epoch: 1 for the first attempt, one more for each after it
     trace: str | None  # the W3C traceparent journaled when the invocation started, if any
+    # Whether it was taken over: `running` under another owner's lease, which had run out
+    # or whose owner was gone (a crash, a partition), when this attempt took the lease.
+    took_over: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,10 @@ class Observer:
         invocation starting it with `ctx.call`/`ctx.send`), or None; the first observer that
         gives one decides. Every attempt of the invocation gets it as `Attempt.trace`."""
         return None
+
+    def created(self, record: InvocationRecord) -> None:
+        """This engine created an invocation (`start`, `run`, `ctx.call`, `ctx.send`); not told
+        of one that existed already, which the call attached to."""
 
     def attempt(self, attempt: Attempt) -> AttemptObserver | None:
         """An attempt begins: what follows it for this observer, or None."""
@@ -131,7 +138,7 @@ def default_observers() -> list[Observer]:
 class Observers:
     """The observers of one engine, told as one (what the engine's code calls)."""
 
-    __slots__ = ("_all", "_steps", "_parks", "_skips", "_pauses")
+    __slots__ = ("_all", "_steps", "_parks", "_skips", "_pauses", "_creates")
 
     def __init__(self, observers: Iterable[Observer]) -> None:
         self._all: list[Observer] = []
@@ -139,6 +146,7 @@ class Observers:
         self._parks: list[Observer] = []
         self._skips: list[Observer] = []
         self._pauses: list[Observer] = []
+        self._creates: list[Observer] = []
         for observer in observers:
             self.add(observer)
 
@@ -152,6 +160,8 @@ class Observers:
             self._skips.append(observer)
         if type(observer).paused is not Observer.paused or type(observer).went_on is not Observer.went_on:
             self._pauses.append(observer)
+        if type(observer).created is not Observer.created:
+            self._creates.append(observer)
 
     def trace_context(self, invocation_id: str, handler: str, parent: str | None = None) -> str | None:
         for observer in self._all:
@@ -159,6 +169,10 @@ class Observers:
             if found is not None:
                 return found
         return None
+
+    def created(self, record: InvocationRecord) -> None:
+        for observer in self._creates:
+            observer.created(record)
 
     def attempt(self, attempt: Attempt) -> list[AttemptObserver]:
         return [found for observer in self._all if (found := observer.attempt(attempt)) is not None]

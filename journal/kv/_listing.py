@@ -1,24 +1,38 @@
 """The listing index of the key-value stores: invocations newest first, overall and by
-status, handler and key, so that `Store.page` reads only the records it returns.
+status, handler, key and tag, so that `Store.page` reads only the records it returns; and
+the counts by handler and status that `Store.summary` reads instead of the records.
 
 One table, `listing`, whose keys are `dimension value NUL newest(u64 BE) id` -> b"":
     b"*" NUL ...           every invocation
     b"s" status NUL ...    by status (moves with the record's status)
     b"h" handler NUL ...   by handler
     b"k" key NUL ...       by key
+    b"t" K=V NUL ...       by tag (a tag key holds no "=", a value no NUL: journal/_tags.py)
 `newest` is 2**64 - 1 - created_at, so a forward scan (the only kind every backend has)
-meets the newest first. Stores written before the index are indexed on their first page
-(`build`), marked done in `meta`.
+meets the newest first. Beside them, kept in the same transactions as the records:
+    b"c" handler NUL status NUL shard -> u64 BE: how many invocations of handler have status,
+                                          among those whose id falls in shard (of SHARDS)
+    b"r" handler NUL since(u64 BE) id  -> b"": pending invocations, longest waiting first
+                                          (`since` is when it became pending: its updated_at)
+Stores written before the index (or before its counts) are indexed on their first page or
+summary (`build`), marked done in `meta`.
+
+The counts are split in shards by invocation id: on PostgreSQL a count's row stays locked
+by the transaction that changed it until it commits, and one row per handler and status
+made every concurrent transaction touching that handler wait for the others (workers
+serialised on it). An invocation's changes always go to its own shard, so no shard goes
+below zero; `summary` adds the shards up.
 """
 
 from __future__ import annotations
 
 import heapq
+import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .._listing import Cursor, Damaged, Page, Query, handler_matches
-from .._records import InvocationRecord
+from .._listing import Cursor, Damaged, HandlerSummary, Page, Query, handler_matches
+from .._records import InvocationRecord, Status
 from ..errors import CorruptEntry
 
 if TYPE_CHECKING:  # `_rules` writes through this module: it is imported there, not here
@@ -26,7 +40,9 @@ if TYPE_CHECKING:  # `_rules` writes through this module: it is imported there, 
 
 Decode = Callable[[bytes, bytes], InvocationRecord]
 
-BUILT = b"listing-index"  # in `meta`: the listing index covers every record
+# In `meta`: the listing index covers every record. The second version added the counts
+# and the runnable dimension, so a store indexed by the first is indexed again, once.
+BUILT = b"listing-index-2"
 _TOP = (1 << 64) - 1
 _BATCH = 64  # index keys read at a time when filters are checked on the records
 
@@ -39,6 +55,83 @@ def _prefixes(record: InvocationRecord) -> list[bytes]:
     out = [b"*\x00", b"h" + record.handler.encode("utf-8", "surrogatepass") + b"\x00"]
     if record.key is not None:
         out.append(b"k" + record.key.encode() + b"\x00")
+    out.extend(_tag_prefix(k, v) for k, v in record.tags.items())
+    return out
+
+
+def _tag_prefix(key: str, value: str) -> bytes:
+    return b"t" + key.encode() + b"=" + value.encode("utf-8", "surrogatepass") + b"\x00"
+
+
+SHARDS = 16
+
+
+def _count_key(handler: str, status: str, id_bytes: bytes) -> bytes:
+    shard = zlib.crc32(id_bytes) % SHARDS
+    return b"c" + handler.encode("utf-8", "surrogatepass") + b"\x00" + status.encode() + b"\x00" + bytes((shard,))
+
+
+def _runnable_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
+    return (b"r" + record.handler.encode("utf-8", "surrogatepass") + b"\x00"
+            + max(0, min(record.updated_at, _TOP)).to_bytes(8, "big") + id_bytes)
+
+
+def _count(txn: Txn, handler: str, status: str, delta: int, id_bytes: bytes) -> None:
+    key = _count_key(handler, status, id_bytes)
+    raw = txn.get("listing", key)
+    n = (0 if raw is None else int.from_bytes(raw, "big")) + delta
+    if n > 0:
+        txn.put("listing", key, n.to_bytes(8, "big"))
+    else:
+        txn.delete("listing", key)
+
+
+def moved(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: InvocationRecord | None) -> None:
+    """Keep the index in step with `record` written over `old` (None: a new invocation):
+    every dimension of a new one, and what changed of an existing one (its count by
+    status, its place among the runnable, its tags). Its status key is `_put_record`'s."""
+    if old is None:
+        put_all(txn, id_bytes, record)
+        _count(txn, record.handler, record.status.value, 1, id_bytes)
+        if record.status is Status.PENDING:
+            txn.put("listing", _runnable_key(record, id_bytes), b"")
+        return
+    if old.status != record.status:
+        _count(txn, old.handler, old.status.value, -1, id_bytes)
+        _count(txn, record.handler, record.status.value, 1, id_bytes)
+    was = _runnable_key(old, id_bytes) if old.status is Status.PENDING else None
+    now = _runnable_key(record, id_bytes) if record.status is Status.PENDING else None
+    if was != now:
+        if was is not None:
+            txn.delete("listing", was)
+        if now is not None:
+            txn.put("listing", now, b"")
+    if old.tags != record.tags:
+        suffix = _newest(record.created_at) + id_bytes
+        for k, v in old.tags.items():
+            if record.tags.get(k) != v:
+                txn.delete("listing", _tag_prefix(k, v) + suffix)
+        for k, v in record.tags.items():
+            if old.tags.get(k) != v:
+                txn.put("listing", _tag_prefix(k, v) + suffix, b"")
+
+
+def summary(txn: Txn) -> list[HandlerSummary]:
+    """Counts by handler and status, and each handler's longest waiting runnable one: read
+    from the counts and the first runnable key of each handler, never from the records."""
+    found: dict[str, dict[str, int]] = {}
+    for key, value in txn.scan("listing", b"c"):
+        name, _, status = bytes(key[1:-2]).rpartition(b"\x00")  # (the last two: NUL and the shard)
+        by_status = found.setdefault(name.decode("utf-8", "surrogatepass"), {})
+        by_status[status.decode()] = by_status.get(status.decode(), 0) + int.from_bytes(value, "big")
+    out = []
+    for handler, counts in sorted(found.items()):
+        oldest = None
+        if counts.get(Status.PENDING.value):
+            prefix = b"r" + handler.encode("utf-8", "surrogatepass") + b"\x00"
+            for key, _ in txn.scan_some("listing", prefix, prefix, 1):
+                oldest = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
+        out.append(HandlerSummary(handler, counts, oldest))
     return out
 
 
@@ -58,18 +151,25 @@ def delete_all(txn: Txn, id_bytes: bytes, record: InvocationRecord) -> None:
     for prefix in _prefixes(record):
         txn.delete("listing", prefix + suffix)
     txn.delete("listing", status_key(record, id_bytes))
+    _count(txn, record.handler, record.status.value, -1, id_bytes)
+    if record.status is Status.PENDING:
+        txn.delete("listing", _runnable_key(record, id_bytes))
 
 
 def build(txn: Txn, decode: Decode) -> None:
     """Index every record (a store written before the index existed); a record that does
-    not decode is indexed as the oldest, so that listings show it as damaged."""
+    not decode is indexed as the oldest, so that listings show it as damaged. The counts
+    are made afresh (those an earlier version left, or none)."""
+    for prefix in (b"c", b"r"):
+        for key, _ in list(txn.scan("listing", prefix)):
+            txn.delete("listing", bytes(key))
     for id_bytes, data in list(txn.scan("invocations", b"")):
         try:
             record = decode(data, id_bytes)
         except CorruptEntry:
             txn.put("listing", b"*\x00" + _newest(0) + bytes(id_bytes), b"")
             continue
-        put_all(txn, bytes(id_bytes), record)
+        moved(txn, bytes(id_bytes), record, None)
         txn.put("listing", status_key(record, bytes(id_bytes)), b"")
     txn.put("meta", BUILT, b"1")
 
@@ -128,9 +228,11 @@ def page_by_scan(txn: Txn, query: Query, decode: Decode) -> Page:
 
 
 def _chosen(txn: Txn, query: Query) -> list[bytes]:
-    """The index that narrows `query` most: its key, its handler(s), its statuses, or all."""
+    """The index that narrows `query` most: its key, a tag, its handler(s), its statuses, or all."""
     if query.key is not None:
         return [b"k" + query.key.encode() + b"\x00"]
+    if query.tags:
+        return [_tag_prefix(*query.tags[0])]
     if query.handler is not None:
         if ":" not in query.handler:  # a NAME: only itself
             return [b"h" + query.handler.encode("utf-8", "surrogatepass") + b"\x00"]

@@ -392,8 +392,7 @@ def _put_record(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: Invoca
     txn.put("invocations", id_bytes, _enc.encode(record))
     txn.put("status", record.status.value.encode() + b"\x00" + id_bytes, b"")
     txn.put("listing", _listing.status_key(record, id_bytes), b"")
-    if old is None:
-        _listing.put_all(txn, id_bytes, record)
+    _listing.moved(txn, id_bytes, record, old)
     if record.wake_at is not None:
         txn.put("timers", record.wake_at.to_bytes(8, "big") + id_bytes, b"")
     if _runnable.queued(record):

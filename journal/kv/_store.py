@@ -23,7 +23,7 @@ import msgspec
 from .._codec import DEFAULT_MAX_ENTRY_BYTES
 from .._entries import NIL
 from .._ids import validate_id
-from .._listing import Page, Query
+from .._listing import HandlerSummary, Page, Query
 from .._records import InboxMessage, InvocationRecord, Lease, PublishedValue, Resolution, SentMessage, Status
 from .._schedules import ScheduleRecord, decode_schedule, encode_schedule
 from .._schema import refusal
@@ -44,6 +44,7 @@ from .._store import (
     Transition,
     WorkBell,
 )
+from .._tags import MAX_TAGS, check_tags
 from ..errors import (
     InvocationBusy,
     InvocationConflict,
@@ -148,6 +149,9 @@ class KVStore(abc.ABC):
     def wait_for_server(self, seconds: float | None) -> None:  # noqa: B027 - no server to wait for
         pass
 
+    def reconnects(self) -> int:
+        return 0  # a local store has no server to lose
+
     def _lease_live(self, txn: Txn, lease: Lease | None, now_us: int) -> bool:
         """Whether `lease` still protects its owner; a backend that can tell more overrides it."""
         return lease_is_live(lease, now_us)
@@ -217,6 +221,37 @@ class KVStore(abc.ABC):
         indexed = self._ensure_listing()
         with self._read() as txn:
             return (_listing.page if indexed else _listing.page_by_scan)(txn, query, _decode_record)
+
+    def summary(self) -> builtins.list[HandlerSummary]:
+        """Counts by handler and status from the listing index's counts (`_listing.summary`)."""
+        if not self._ensure_listing():  # a read-only store indexed by an older version: counted from its records
+            counts: dict[str, dict[str, int]] = {}
+            oldest: dict[str, int] = {}
+            for record in self.list():
+                by = counts.setdefault(record.handler, {})
+                by[record.status.value] = by.get(record.status.value, 0) + 1
+                if record.status is Status.PENDING:
+                    oldest[record.handler] = min(oldest.get(record.handler, record.updated_at), record.updated_at)
+            return [HandlerSummary(h, c, oldest.get(h)) for h, c in sorted(counts.items())]
+        with self._read() as txn:
+            return _listing.summary(txn)
+
+    def batch_records(self, prefix: bytes) -> builtins.list[tuple[bytes, bytes]]:
+        """Batch records live in `meta`, under keys that start with `batches.PREFIX`."""
+        if not prefix.startswith(b"batch\x00"):
+            raise JournalError("batch records are kept under b'batch\\x00' only")
+        with self._read() as txn:
+            return [(bytes(k), bytes(v)) for k, v in txn.scan("meta", prefix)]
+
+    def write_batch_records(self, items: Sequence[tuple[bytes, bytes]]) -> None:
+        if not all(key.startswith(b"batch\x00") for key, _ in items):
+            raise JournalError("batch records are kept under b'batch\\x00' only")
+
+        def work(txn: Txn) -> None:
+            for key, value in items:
+                txn.put("meta", key, value)
+
+        self._transact(work)
 
     def _ensure_listing(self) -> bool:
         """Whether the listing index covers every record, building it if it does not yet (a
@@ -310,6 +345,8 @@ class KVStore(abc.ABC):
         id_bytes = validate_id(record.id)
         if record.key is not None:
             validate_id(record.key, "key")
+        if record.tags:
+            check_tags(record.tags)
         return self._transact(lambda txn: _create(txn, id_bytes, record, started))
 
     def debounce(self, record: InvocationRecord, started: bytes, wait_us: int,
@@ -385,6 +422,8 @@ class KVStore(abc.ABC):
         id_bytes = validate_id(op.record.id)
         if op.record.key is not None:
             validate_id(op.record.key, "key")
+        if op.record.tags:
+            check_tags(op.record.tags)
         return _create(txn, id_bytes, op.record, op.started, op.lease, op.if_busy)
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[OpResult | BaseException]:
@@ -495,6 +534,7 @@ class KVStore(abc.ABC):
             return _require_record(txn, id_bytes, op.id) if op.transition is not None else None
         if op.state:  # refused before anything is written
             _check_has_key(_require_record(txn, id_bytes, op.id))
+        tags = _tagged(_require_record(txn, id_bytes, op.id), op.tags) if op.tags else None
         insert_entries(txn, id_bytes, op.id, op.entries)
         if op.state:
             _write_state(txn, id_bytes, op.id, op.state)
@@ -506,6 +546,10 @@ class KVStore(abc.ABC):
                 old = msgspec.structs.replace(record)
                 record.cancel_requested = False
                 _put_record(txn, id_bytes, record, old)
+        if tags is not None:
+            record = _require_record(txn, id_bytes, op.id)
+            if tags != record.tags:  # (a new dict: the old record keeps its own, which the index compares)
+                _put_record(txn, id_bytes, msgspec.structs.replace(record, tags=tags), record)
         if op.transition is not None:
             record = _transition(txn, id_bytes, op.id, op.transition)
             if op.transition.release:
@@ -631,6 +675,15 @@ class KVStore(abc.ABC):
         id_bytes = validate_id(op.id)
         return request_cancel(txn, id_bytes, op.id, op.at, op.rollback)
 
+
+
+def _tagged(record: InvocationRecord, added: list[tuple[str, str]]) -> dict[str, str]:
+    """`record`'s tags with `added` set, checked before anything is written."""
+    tags = {**record.tags, **check_tags(added)}
+    if len(tags) > MAX_TAGS:
+        raise JournalError(f"invocation {record.id!r} would have {len(tags)} tags; it may have at most {MAX_TAGS}: "
+                           "set fewer with ctx.tag")
+    return tags
 
 
 def _set_already(txn: Txn, id_bytes: bytes, op: SetStatus, record: InvocationRecord) -> bool:

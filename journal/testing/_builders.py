@@ -27,23 +27,23 @@ T0 = 1_700_000_000_000_000
 
 def create(store: Store, invocation_id: str = "inv-1", *, value: Any = "hello", handler: str = "pkg.mod:agent",
            key: str | None = None, at: int = T0, priority: int = 0,
-           start_at: int | None = None) -> tuple[InvocationRecord, bool]:
+           start_at: int | None = None, tags: dict[str, str] | None = None) -> tuple[InvocationRecord, bool]:
     """Create an invocation as `Engine.start` does: a pending record and its entry 0 (with
     `start_at`, a delayed start, waiting on its timer until then)."""
     raw = encode_value(value)
     d = digest(bytes(raw))
     record = InvocationRecord(invocation_id, handler, Status.PENDING, at, at, key, d, priority=priority,
-                              start_at=start_at, wake_at=start_at)
+                              start_at=start_at, wake_at=start_at, tags=dict(tags or {}))
     return store.create(record, encode_entry(Started(handler, raw, at, key, d)))
 
 
 def creation_op(invocation_id: str, value: Any, key: str | None = None, lease: Acquire | None = None,
-                at: int = T0) -> Create:
+                at: int = T0, tags: dict[str, str] | None = None, handler: str = "pkg.mod:agent") -> Create:
     """The `Create` operation of `create`, for a batch."""
     raw = encode_value(value)
     d = digest(bytes(raw))
-    record = InvocationRecord(invocation_id, "pkg.mod:agent", Status.PENDING, at, at, key, d)
-    return Create(record, encode_entry(Started("pkg.mod:agent", raw, at, key, d)), lease)
+    record = InvocationRecord(invocation_id, handler, Status.PENDING, at, at, key, d, tags=dict(tags or {}))
+    return Create(record, encode_entry(Started(handler, raw, at, key, d)), lease)
 
 
 def acquire(store: Store, invocation_id: str = "inv-1", owner: str = "me", *, pid: int | None = None,

@@ -126,6 +126,49 @@ class StoreContract(LimitsContract, TalkRules, abc.ABC):
         assert [r.id for r in store.page(Query()).items] == ["p4", "p3", "p1", "p0"]
         assert store.page(Query(statuses=(Status.COMPLETED,))).items == []
 
+    def test_a_page_filters_by_tags_set_at_creation_or_by_an_append(self, store: Any) -> None:
+        for n in range(5):
+            create(store, f"p{n}", value=n, at=T0 + n,
+                   tags={"customer": "acme" if n % 2 == 0 else "globex", **({"tier": "gold"} if n < 2 else {})})
+
+        def ids(*tags: tuple[str, str], limit: int = 100) -> list[str]:
+            return [r.id for r in store.page(Query(tags=tags, limit=limit)).items]
+
+        assert ids(("customer", "acme")) == ["p4", "p2", "p0"]
+        assert ids(("customer", "acme"), ("tier", "gold")) == ["p0"]
+        assert store.get("p1").tags == {"customer": "globex", "tier": "gold"}
+        epoch, _ = acquire(store, "p3")
+        # A tag set by the handler (its `tagged` entry and the record's change in one append):
+        # a new value of a key moves the invocation in the index.
+        store.apply_one(Append("p3", epoch, [(1, step("a"))], tags=[("customer", "acme"), ("tier", "gold")]))
+        assert store.get("p3").tags == {"customer": "acme", "tier": "gold"}
+        assert ids(("customer", "acme")) == ["p4", "p3", "p2", "p0"]
+        assert ids(("customer", "globex")) == ["p1"]
+        assert ids(("tier", "gold"), limit=1) == ["p3"]
+        # A bad tag is refused with none of its append's entries written.
+        with pytest.raises(JournalError, match="tag key"):
+            store.apply_one(Append("p3", epoch, [(2, step("b"))], tags=[("no=pe", "x")]))
+        assert [seq for seq, _ in store.entries("p3")] == [0, 1]
+        store.delete(["p3"])
+        assert ids(("tier", "gold")) == ["p1", "p0"]
+
+    def test_the_summary_counts_each_handler_by_status_as_statuses_change(self, store: Any) -> None:
+        self._five(store)
+        counts = {s.handler: (s.counts, s.oldest_runnable_at) for s in store.summary()}
+        assert counts == {"pkg.mod:even": ({"pending": 3}, T0), "pkg.mod:odd": ({"pending": 2}, T0 + 1)}
+        epoch, _ = acquire(store, "p0", now=T0 + 20)
+        assert {s.handler: s.oldest_runnable_at for s in store.summary()}["pkg.mod:even"] == T0 + 2
+        store.apply_one(SetStatus("p0", Transition(Status.FAILED, T0 + 30, release=True), epoch))
+        epoch, _ = acquire(store, "p1", now=T0 + 20)
+        store.apply_one(SetStatus("p1", Transition(Status.SUSPENDED, T0 + 30, waiting="ok", release=True), epoch))
+        store.apply_one(Resolve("p1", "ok", T0 + 40, encode_value(1)))  # pending again, runnable since T0 + 40
+        epoch, _ = acquire(store, "p3", now=T0 + 20)
+        counts = {s.handler: (s.counts, s.oldest_runnable_at) for s in store.summary()}
+        assert counts == {"pkg.mod:even": ({"pending": 2, "failed": 1}, T0 + 2),
+                          "pkg.mod:odd": ({"pending": 1, "running": 1}, T0 + 40)}
+        store.delete(["p0", "p2", "p4"])
+        assert {s.handler: s.counts for s in store.summary()} == {"pkg.mod:odd": {"pending": 1, "running": 1}}
+
     def test_create_writes_record_and_start_entry(self, store: Any) -> None:
         record, created = create(store, "inv-1", value={"q": 1})
         assert created

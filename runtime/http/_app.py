@@ -51,7 +51,20 @@ def create_app(engine: Engine, *, handlers: dict[str, Callable[..., Any]] | None
                                         405: _method_not_allowed})
     app.state.service = service
     engine.observe(service.counts)
+    service.metrics = _metrics(engine)
     return app
+
+
+def _metrics(engine: Engine) -> Any:
+    """`GET /metrics`'s source, observing `engine`; None without the metrics extra (the route
+    then says how to install it)."""
+    try:
+        from ..metrics import Metrics
+    except ImportError:
+        return None
+    metrics = Metrics(engine.store, committer=engine.committer)
+    engine.observe(metrics)
+    return metrics
 
 
 def stop_streams(app: Starlette) -> None:

@@ -17,6 +17,9 @@ from .models import (
     Budget,
     BudgetRequest,
     Budgets,
+    BatchProgress,
+    BatchRequest,
+    BatchStarted,
     CancelRequest,
     Entries,
     Error,
@@ -36,6 +39,7 @@ from .models import (
     PublishedAnswer,
     PublishedValues,
     ReplyAnswer,
+    QueueSummary,
     Result,
     RetryRequest,
     Schedule,
@@ -67,6 +71,7 @@ def _errors(*codes: int) -> dict[str, Any]:
             404: "unknown invocation, promise or limit", 409: "conflict with what is already recorded (or the record is damaged: CorruptEntry)",
             413: "body over the limit", 421: "a Host the server does not answer to",
             422: "the body or a parameter does not fit",
+            501: "this server lacks what the route needs (GET /metrics: the metrics extra)",
             503: "the store's server cannot be reached right now (try again after Retry-After seconds)"}
     # Every request may meet the Host check, and every POST the Origin and Content-Type check.
     codes = (*codes, 421) if 401 in codes else codes
@@ -100,6 +105,8 @@ OPENAPI: dict[str, Any] = {
                         {"name": "status", "in": "query", "schema": _ref(Status), "description": "repeat or comma-separate"},
                         {"name": "key", "in": "query", "schema": {"type": "string"}},
                         {"name": "handler", "in": "query", "schema": {"type": "string"}},
+                        {"name": "tag", "in": "query", "schema": {"type": "string"},
+                         "description": "KEY:VALUE; repeat for several (every one must hold)"},
                         {"name": "q", "in": "query", "schema": {"type": "string"},
                          "description": "text in the id, handler, key or error message (any case)"},
                         {"name": "since", "in": "query", "schema": {"type": "string", "format": "date-time"}},
@@ -109,6 +116,9 @@ OPENAPI: dict[str, Any] = {
                         {"name": "cursor", "in": "query", "schema": {"type": "string"}}],
                     "responses": {"200": _json(_ref(Page), "a page"), **_errors(400, 401, 422)}},
         },
+        "/invocations/summary": {"get": {
+            "summary": "The queue at a glance: counts by handler and status, the oldest runnable's wait",
+            "responses": {"200": _json(_ref(QueueSummary), "the counts"), **_errors(401)}}},
         "/invocations/{id}": {"get": {"summary": "One invocation, without its entries", "parameters": [_ID],
                                       "responses": {"200": _json(_ref(Invocation), "the invocation"),
                                                     **_errors(400, 401, 404, 409)}}},
@@ -239,6 +249,18 @@ OPENAPI: dict[str, Any] = {
                                      **_errors(400, 401, 403, 404)}}},
         "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json(_ref(Health), "serving"),
                                                                   **_errors()}}},
+        "/batches": {"post": {
+            "summary": "One action (cancel, resume, retry) over every invocation a filter matches, run here",
+            "requestBody": _body(BatchRequest, required=True),
+            "responses": {"202": _json(_ref(BatchStarted), "made; follow it at GET /batches/{id}"),
+                          **_errors(400, 401, 403, 413, 422)}}},
+        "/batches/{id}": {"get": {"summary": "How far a batch got", "parameters": [_ID],
+                                  "responses": {"200": _json(_ref(BatchProgress), "its progress"),
+                                                **_errors(400, 401, 404)}}},
+        "/metrics": {"get": {
+            "summary": "Prometheus metrics: this process's counters and the store's gauges (docs/observability.md)",
+            "responses": {"200": {"description": "the Prometheus text format", "content": {"text/plain": {}}},
+                          **_errors(401, 501)}}},
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "")}}},
     },
 }

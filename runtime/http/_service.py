@@ -68,6 +68,7 @@ class Service:
         # Set when the server stops: long polls and event streams end instead of holding it up.
         self.stopping = anyio.Event()
         self.counts = StepCounts()  # an observer of `engine` (`create_app` adds it)
+        self.metrics: Any = None  # runtime.metrics.Metrics, observing `engine`, with the metrics extra
 
     def steps_here(self, invocation_id: str) -> dict[str, int] | None:
         return self.counts.of(invocation_id)

@@ -33,7 +33,7 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
                                               "are claimed in, and the place in a limit's line")] = 0
     delay: Annotated[float, Meta(ge=0, description="seconds before it may run; it stays pending meanwhile")] | None = None
     start_at: Annotated[_Time | None, Meta(description="not run before this time (ISO 8601 with a zone)")] = None
-    tags: dict[str, str] | None = None
+    tags: Annotated[dict[str, str] | None, Meta(description="KEY: VALUE pairs to find it by (GET /invocations?tag=KEY:VALUE)")] = None
     if_busy: Annotated[Literal["enqueue", "reject", "interrupt", "rollback"],
                        Meta(description="with a key whose thread has an unfinished turn: wait behind it, refuse "
                                         "(409 KeyBusy), or cancel it (rollback: and undo its state changes)")] = "enqueue"
@@ -42,6 +42,17 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     debounce_max: Annotated[float, Meta(gt=0, description="never start a debounced run later than this "
                                                         "after the first start")] | None = None
     limit: Annotated[str | list[str] | None, Meta(description="limits it holds a unit of while it runs")] = None
+
+
+class BatchRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /batches`: one action over every invocation `filter` matches now."""
+
+    action: Literal["cancel", "resume", "retry"]
+    filter: Annotated[dict[str, Any], Meta(description="the filters of GET /invocations: status, handler, key, "
+                                                      "tag (KEY:VALUE), q, since, until")] = {}
+    check: Annotated[bool, Meta(description="retry only: replay each failed journal against the code first, "
+                                            "and retry only those that replay cleanly")] = False
+    dry_run: Annotated[bool, Meta(description="act on nothing: count (and check) only")] = False
 
 
 class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -211,6 +222,7 @@ class Summary(msgspec.Struct):
     created_at: _Time | None
     updated_at: _Time | None
     entries: int
+    tags: dict[str, str]
     owner: Owner | UnsetType = UNSET
     damaged: str | UnsetType = UNSET
     retries: Annotated[list[Retry], Meta(description="a failed invocation's retries, oldest first")] | UnsetType = UNSET
@@ -336,6 +348,45 @@ class Budgets(msgspec.Struct):
     budgets: list[Budget]
 
 
+class BatchStarted(msgspec.Struct):
+    """A batch made: follow it at GET /batches/{id}."""
+
+    id: str
+    matched: int
+
+
+class BatchProgress(msgspec.Struct):
+    """`GET /batches/{id}`: how far a batch got."""
+
+    id: str
+    action: str
+    filter: dict[str, Any]
+    check: bool
+    dry_run: bool
+    matched: int
+    done: Annotated[int, Meta(description="acted on (with dry_run: would be)")]
+    skipped: Annotated[int, Meta(description="no longer in a state the action applies to")]
+    diverging: Annotated[list[str], Meta(description="retry check: journals that would diverge, not retried")]
+    first_differences: Annotated[dict[str, str], Meta(description="each diverging one's first difference")]
+    errors: list[str]
+    finished: bool
+
+
+class HandlerCounts(msgspec.Struct):
+    """One handler's invocations: how many have each status, and how long (seconds) the
+    oldest runnable (pending) one has waited (null: none is)."""
+
+    handler: str
+    counts: dict[str, int]
+    oldest_runnable_seconds: float | None
+
+
+class QueueSummary(msgspec.Struct):
+    """`GET /invocations/summary`: the queue at a glance, from the store's counts."""
+
+    handlers: list[HandlerCounts]
+
+
 class Health(msgspec.Struct):
     status: Literal["ok"]
     workers: int
@@ -415,7 +466,7 @@ class Backfilled(msgspec.Struct):
 
 
 REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, LimitRequest, BudgetRequest,
-            ScheduleRequest, PauseRequest, BackfillRequest, MessageRequest)
-ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Limit, Limits,
-           Budget, Budgets, Schedule, Schedules, Triggered, Backfilled, MessageSent, ReplyAnswer, PublishedAnswer,
-           PublishedValues)
+            ScheduleRequest, PauseRequest, BackfillRequest, MessageRequest, BatchRequest)
+ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, QueueSummary, BatchStarted,
+           BatchProgress, Health, Limit, Limits, Budget, Budgets, Schedule, Schedules, Triggered, Backfilled,
+           MessageSent, ReplyAnswer, PublishedAnswer, PublishedValues)

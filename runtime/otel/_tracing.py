@@ -106,6 +106,8 @@ class Attempt(AttemptObserver):
         span = self.span
         span.set_attribute("journal.status", status.value)
         span.set_attribute("journal.replayed_entries", replayed)
+        for key, value in (record.tags.items() if record is not None else ()):  # those set by ctx.tag included
+            span.set_attribute(f"journal.tag.{key}", value)
         error = None
         if status == Status.DIVERGED and record is not None:
             error = ("NondeterminismError", record.divergence or "the handler diverged from its journal")

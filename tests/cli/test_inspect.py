@@ -29,6 +29,7 @@ def test_ls_json_lists_every_invocation_with_the_stable_fields(journal, approved
     for item in items:
         assert set(item) == {"id", "handler", "status", "key", "created_at", "updated_at", "entries", "priority",
                              "start_at", "tags"}
+        assert item["tags"] == {}
         assert _is_iso_utc(item["created_at"]) and _is_iso_utc(item["updated_at"])
     assert items[0]["status"] == "completed" and items[0]["entries"] == 5
     assert items[1]["status"] == "suspended" and items[1]["entries"] == 2

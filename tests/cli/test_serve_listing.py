@@ -1,9 +1,11 @@
 """`GET /invocations` and `journal ls` search and page in the store: filters by status,
-handler, key, text and time, and a cursor that gives each invocation exactly once."""
+handler, key, tag, text and time, and a cursor that gives each invocation exactly once; and
+the queue at a glance (`GET /invocations/summary`, `journal ls --summary`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +21,11 @@ def served(tmp_path_factory):
     s = Server(str(tmp / "db"), tmp / "serve.log")
     for n in range(5):
         s.client.post("/invocations", json={"handler": "echo", "input": f"text {n}", "id": f"item-{n}",
-                                            "key": "thread-a" if n < 2 else None})
+                                            "key": "thread-a" if n < 2 else None,
+                                            "tags": {"customer": "acme" if n % 2 == 0 else "globex"}})
         s.wait_status(f"item-{n}", "completed")
-    s.client.post("/invocations", json={"handler": "approve", "input": {"order": "refund-77"}, "id": "refund-77"})
+    s.client.post("/invocations", json={"handler": "approve", "input": {"order": "refund-77"}, "id": "refund-77",
+                                        "tags": {"customer": "acme", "kind": "refund"}})
     s.wait_status("refund-77", "suspended")
     yield s, str(tmp / "db")
     s.stop()
@@ -68,6 +72,49 @@ def test_ls_searches_the_same_way(served):
     assert ls("--handler", "echo", "--limit", "2") == ["item-3", "item-4"]  # the newest two, oldest first
     assert ls("--key", "thread-a") == ["item-0", "item-1"]
     assert ls("--since", "2000-01-01T00:00:00Z", "--until", "2000-01-02") == []
+    assert ls("--tag", "customer=acme") == ["item-0", "item-2", "item-4", "refund-77"]
+    assert ls("--tag", "customer=acme", "--tag", "kind=refund") == ["refund-77"]
+    bad = subprocess.run([sys.executable, "-m", "cli", "ls", "--tag", "customer", "--db", db], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "write it KEY=VALUE" in bad.stderr
+
+
+def test_the_list_filters_by_tag_page_by_page(served):
+    server, _ = served
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 2, "tag": "customer:acme", **({"cursor": cursor} if cursor else {})}
+        page = server.client.get("/invocations", params=params).json()
+        assert all(doc["tags"]["customer"] == "acme" for doc in page["invocations"])
+        seen += [doc["id"] for doc in page["invocations"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ["refund-77", "item-4", "item-2", "item-0"]
+    both = server.client.get("/invocations", params=[("tag", "customer:acme"), ("tag", "kind:refund")]).json()
+    assert [d["id"] for d in both["invocations"]] == ["refund-77"]
+    assert server.client.get("/invocations/refund-77").json()["tags"] == {"customer": "acme", "kind": "refund"}
+    bad = server.client.get("/invocations", params={"tag": "customer=acme"})
+    assert bad.status_code == 422 and bad.json()["error"]["type"] == "InvalidTag"
+    refused = server.client.post("/invocations", json={"handler": "echo", "input": "x", "tags": {"bad key": "v"}})
+    assert refused.status_code == 422 and "tag key 'bad key' is not allowed" in refused.json()["error"]["message"]
+
+
+def test_the_summary_counts_each_handler_by_status(served):
+    server, db = served
+    doc = server.client.get("/invocations/summary").json()
+    assert doc == {"handlers": [
+        {"handler": "approve", "counts": {"suspended": 1}, "oldest_runnable_seconds": None},
+        {"handler": "echo", "counts": {"completed": 5}, "oldest_runnable_seconds": None},
+    ]}
+    done = subprocess.run([sys.executable, "-m", "cli", "ls", "--summary", "--json", "--db", db],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and json.loads(done.stdout) == doc
+    table = subprocess.run([sys.executable, "-m", "cli", "ls", "--summary", "--db", db],
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "150"})
+    assert table.stdout.split("\n")[0].split() == ["HANDLER", "PENDING", "RUNNING", "SUSPENDED", "DIVERGED",
+                                                   "COMPLETED", "FAILED", "CANCELLED", "OLDEST", "RUNNABLE"]
+    assert table.stdout.split("\n")[2].split() == ["echo", "0", "0", "0", "0", "5", "0", "0", "-"]
 
 
 def test_a_handler_filter_takes_the_shown_form_and_a_relative_target(served):

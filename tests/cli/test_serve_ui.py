@@ -75,6 +75,43 @@ def test_the_list_shows_a_new_invocation(page, server):
     expect(page.locator('tr[data-id="list-me"]')).to_be_visible()
 
 
+def test_the_home_shows_the_queue_at_a_glance_and_filters_by_tag(page, server):
+    for n in range(3):
+        server.client.post("/invocations", json={"handler": "echo", "input": f"t{n}", "id": f"tagged-{n}",
+                                                 "tags": {"customer": "acme" if n < 2 else "globex"}})
+        server.wait_status(f"tagged-{n}", "completed")
+    page.goto(server.url + "/")
+    completed = server.client.get("/invocations/summary").json()
+    echo = next(row for row in completed["handlers"] if row["handler"] == "echo")
+    cell = page.locator('#summary tr[data-handler="echo"] td[data-status="completed"]')
+    expect(cell).to_have_text(str(echo["counts"]["completed"]), timeout=15000)
+    page.locator("#filter-tag").fill("customer:acme")
+    page.locator("#search button[type=submit]").click()
+    expect(page.locator("#invocations tbody tr")).to_have_count(2, timeout=15000)
+    expect(page.locator('tr[data-id="tagged-1"] td.tags')).to_have_text("customer=acme")
+    page.locator('tr[data-id="tagged-1"] a.tag').click()  # a tag is a link to its invocations
+    expect(page.locator('tr[data-id="tagged-0"]')).to_be_visible()
+    assert "tag=customer%3Aacme" in page.url
+
+
+def test_the_list_retries_the_failed_runs_it_shows_after_showing_the_checked_count(page, server):
+    for n in range(2):
+        server.client.post("/invocations", json={"handler": "approve", "input": {"order": f"B-{n}"}, "id": f"batch-{n}",
+                                                 "tags": {"wave": "b"}})
+        server.wait_status(f"batch-{n}", "suspended")
+        server.client.post(f"/invocations/batch-{n}/promises/approval", json={"value": {"approved": False}})
+        server.wait_status(f"batch-{n}", "failed")
+    page.goto(server.url + "/?status=failed&tag=wave%3Ab")
+    expect(page.locator("#invocations tbody tr")).to_have_count(2, timeout=15000)
+    page.locator("#batch-retry").click()
+    expect(page.locator("#batch-note")).to_contain_text("2 would be retried", timeout=20000)
+    assert server.client.get("/invocations", params={"tag": "wave:b"}).json()["invocations"].__len__() == 2  # nothing yet
+    page.locator("#batch-confirm").click()
+    expect(page.locator("#batch-note")).to_contain_text("2 retried", timeout=20000)
+    retried = server.client.get("/invocations", params={"tag": "wave:b"}).json()["invocations"]
+    assert sorted(d["id"].split("-retry-")[0] for d in retried if "-retry-" in d["id"]) == ["batch-0", "batch-1"]
+
+
 def test_clicking_through_shows_the_invocations_steps(page, server):
     server.client.post("/invocations", json={"handler": "approve", "input": {"order": "UI-7"}, "id": "click-me"})
     server.wait_status("click-me", "suspended")

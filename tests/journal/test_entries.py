@@ -31,6 +31,7 @@ from journal import (
     StateKeys,
     StateSet,
     Step,
+    Tagged,
     decode_entry,
     decode_value,
     encode_entry,
@@ -70,6 +71,7 @@ entries = st.one_of(
     st.builds(Received, names, times, names, raws, times, st.booleans(), st.booleans()),
     st.builds(Replied, names, times, raws, times),
     st.builds(Published, names, times, raws, times),
+    st.builds(Tagged, names, times, names, times),
 )
 
 
@@ -138,6 +140,7 @@ GOLDEN = [
     (Received("chat", 1, "", prev=2, timed_out=True), "98a87265636569766564a46368617401a0c002c3c2"),
     (Replied("m-1", 3, encode_value(1), 2), "95a77265706c696564a36d2d31030102"),
     (Published("progress", 4, encode_value({"a": 1}), 2), "95a97075626c6973686564a870726f67726573730481a1610102"),
+    (Tagged("customer", 1, "acme", 2), "95a6746167676564a8637573746f6d657201a461636d6502"),
 ]
 
 

@@ -100,6 +100,19 @@ async def test_a_resumed_attempt_counts_the_entries_it_replayed_and_runs_no_step
     assert {s.context.trace_id for s in attempts} == {int(journaled, 16)}
 
 
+@pytest.mark.anyio
+async def test_an_attempt_span_carries_the_invocations_tags(open_engine, spans):
+    async def tagged(ctx, x: int) -> int:
+        await ctx.tag("stage", "late")
+        return x
+
+    async with open_engine() as engine:
+        assert (await engine.run(tagged, 1, id="tg", tags={"customer": "acme"})).status == Status.COMPLETED
+    attempt = named(spans, "journal.attempt")[-1]
+    assert attempt.attributes["journal.tag.customer"] == "acme"
+    assert attempt.attributes["journal.tag.stage"] == "late"
+
+
 def started_trace_id(engine, invocation_id):
     return decode_entry(engine.store.entries(invocation_id)[0][1]).trace.split("-")[1]
 

@@ -68,6 +68,7 @@ async def agent(ctx: Context, city: str) -> str:
     assert_type(ctx.uuid(), uuid.UUID)
     assert_type(ctx.random().uniform(0, 1), float)
     assert_type(ctx.invocation_id, str)
+    assert_type(await ctx.tag("city", city), None)
     await ctx.sleep(0.01)
     approved = await ctx.promise("approval", type=bool)
     assert_type(approved, bool)

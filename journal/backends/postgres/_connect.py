@@ -154,6 +154,7 @@ class Outage:
         self.reason = ""
         self._up_since = float("-inf")  # when the last outage ended
         self._told = False  # whether the outage under way was logged
+        self.ended = 0  # outages that ended: how many times the store connected again after losing its server
 
     @property
     def down(self) -> bool:
@@ -186,6 +187,7 @@ class Outage:
                 return
             self._up_since = time.monotonic()
             took, self.down_since = self._up_since - self.down_since, None
+            self.ended += 1
             if not self._told:
                 return
         _log().warning("journal: the journal store at %s is reachable again, after %.1f s", self.shown, took)

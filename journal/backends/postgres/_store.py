@@ -133,6 +133,9 @@ class PostgresStore(PostgresTables, KVStore):
     def wait_for_server(self, seconds: float | None) -> None:
         self._connector.outage.patience = seconds
 
+    def reconnects(self) -> int:
+        return self._connector.outage.ended
+
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.path)!r})"
 
@@ -447,7 +450,7 @@ class PostgresStore(PostgresTables, KVStore):
         rows, where = [], []
         for i, op in enumerate(ops):
             if not (op.__class__ is Append and op.transition is None and not op.state and not op.cancel_seen
-                    and op.talk is None and len(op.entries) == 1):
+                    and op.talk is None and not op.tags and len(op.entries) == 1):
                 continue
             id_bytes = self._fence.owned_id(op.id)
             fenced = self._fence.fenced(id_bytes, op.epoch)

@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from journal import Query, Status
-from journal.errors import InvocationConflict
-from journal.views import detail, export, result_json
+from journal import Query, Status, check_tags, parse_tag
+from journal.errors import InvocationConflict, JournalError
+from journal.views import detail, export, result_json, summary_json
 
 from .. import _views
 from .._errors import ApiError, JSONResponse, error_response
@@ -42,6 +42,11 @@ async def start(request: Request) -> Response:
         checked_id(body.id)
     if body.key is not None:
         checked_id(body.key, "key")
+    if body.tags:
+        try:
+            check_tags(body.tags)
+        except JournalError as exc:
+            raise ApiError(422, "InvalidTag", str(exc)) from None
     # On a local store nothing awaits between this look-up and the creation in `start`, so in
     # this process the answer (201 or 200) cannot go stale; on PostgreSQL another request or
     # host may create it meanwhile, and this one then attaches to it as `start` says.
@@ -89,12 +94,24 @@ async def listing(request: Request) -> Response:
     key = q.get("key") or None
     if key is not None:
         checked_id(key, "key")
+    tags = []
+    for text in q.getlist("tag"):
+        try:
+            tags.append(parse_tag(text, ":"))
+        except JournalError as exc:
+            raise ApiError(422, "InvalidTag", str(exc)) from None
     cursor = q.get("cursor")
     query = Query(statuses=tuple(dict.fromkeys(statuses)), handler=q.get("handler") or None, key=key,
                   text=q.get("q") or None, since=_instant(q.get("since"), "since"),
                   until=_instant(q.get("until"), "until"), limit=int(limit),
-                  after=_views.decode_cursor(cursor) if cursor else None)
+                  after=_views.decode_cursor(cursor) if cursor else None, tags=tuple(dict.fromkeys(tags)))
     return JSONResponse(await s.read(_views.page, s.store, query))
+
+
+async def summary(request: Request) -> Response:
+    """The queue at a glance, from the store's counts (no record is read)."""
+    s = service(request)
+    return JSONResponse(summary_json(await s.read(s.store.summary)))
 
 
 def _instant(text: str | None, name: str) -> int | None:
@@ -149,6 +166,7 @@ def _conflict(existing: Any, message: str) -> Response:
 routes = [
     Route("/invocations", start, methods=["POST"]),
     Route("/invocations", listing),
+    Route("/invocations/summary", summary),
     Route("/invocations/{id}", show),
     Route("/invocations/{id}/entries", entries),
     Route("/invocations/{id}/result", result),

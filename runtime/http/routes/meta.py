@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._errors import JSONResponse
+from .._errors import ApiError, JSONResponse
 from .._openapi import OPENAPI
 from .._service import service
 from ..models import Health
@@ -20,4 +20,15 @@ async def openapi(request: Request) -> Response:
     return JSONResponse(OPENAPI)
 
 
-routes = [Route("/healthz", healthz), Route("/openapi.json", openapi)]
+async def metrics(request: Request) -> Response:
+    """The Prometheus text format: this process's counters and the store's gauges, read from
+    its counts (docs/observability.md)."""
+    s = service(request)
+    if s.metrics is None:
+        raise ApiError(501, "MetricsUnavailable", "this server has no metrics: install the metrics extra "
+                       "(pip install 'journal-agents[metrics]') and start it again")
+    body = await s.read(s.metrics.exposition)
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+routes = [Route("/healthz", healthz), Route("/openapi.json", openapi), Route("/metrics", metrics)]
