@@ -224,6 +224,9 @@ class Published(msgspec.Struct, tag="published", **_OPTS):
     name: str
     at: int
     value: msgspec.Raw = NIL
+    prev: int = 0
+
+
 class Tagged(msgspec.Struct, tag="tagged", **_OPTS):
     """`ctx.tag(name, value)` set a tag on the invocation's record, in the same transaction."""
 

@@ -29,7 +29,6 @@ from journal import (
     Store,
     Transition,
     UnencodableValue,
-    check_tags,
     default_path,
     digest,
     encode_entry,

@@ -228,7 +228,6 @@ class Summary(msgspec.Struct):
     retries: Annotated[list[Retry], Meta(description="a failed invocation's retries, oldest first")] | UnsetType = UNSET
     priority: Annotated[int, Meta(description="claimed highest first, then oldest")] | UnsetType = UNSET
     start_at: Annotated[_Time | None, Meta(description="a delayed start: not run before then")] | UnsetType = UNSET
-    tags: dict[str, str] | UnsetType = UNSET
 
 
 class Page(msgspec.Struct):
