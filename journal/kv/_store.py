@@ -194,16 +194,24 @@ class KVStore(abc.ABC):
     def ready(self, limit: int | None = None) -> builtins.list[str]:
         """Pending invocations that may start now (not delayed), in the order workers claim
         them: highest priority first, then oldest; read from the run queue (`_runnable.py`)."""
+        if not self._ensure_ready():
+            return self.ids(Status.PENDING)[:limit]
+        with self._read() as txn:
+            return _runnable.ids(txn, limit)
+
+    def _ensure_ready(self) -> bool:
+        """Whether the run queue covers every pending record, building it if it does not yet
+        (a store written before it existed: every pending record read once); False if it
+        cannot be built (a read-only store). A store made since starts with it complete."""
         if not self._ready_built:
             with self._read() as txn:
                 built = txn.get("meta", _runnable.BUILT) is not None
             if not built:
                 if getattr(self, "readonly", False):
-                    return self.ids(Status.PENDING)[:limit]
+                    return False
                 self._transact(lambda txn: None if txn.get("meta", _runnable.BUILT) else _runnable.build(txn))
             self._ready_built = True
-        with self._read() as txn:
-            return _runnable.ids(txn, limit)
+        return True
 
     def page(self, query: Query) -> Page:
         """A page of invocations newest first, through the listing index (`_listing.py`):
