@@ -94,6 +94,23 @@ def _schedule_key(name: str) -> bytes:
     return _SCHEDULE + validate_id(name, "schedule name") + b"\x00"
 
 
+def _advance(txn: Txn, record: ScheduleRecord, expected_version: int, creates: Sequence[Create],
+             cancels: Sequence[str]) -> bool:
+    key = _schedule_key(record.name)
+    txn.last("meta", key)  # one advancing transaction at a time (PostgreSQL locks the prefix)
+    raw = txn.get("meta", key)
+    if raw is None or decode_schedule(bytes(raw)).version != expected_version:
+        return False
+    for op in creates:
+        _create(txn, validate_id(op.record.id), op.record, op.started)
+    for invocation_id in cancels:
+        id_bytes = validate_id(invocation_id)
+        if _get_record(txn, id_bytes) is not None:
+            request_cancel(txn, id_bytes, invocation_id, record.created_at, False)
+    txn.put("meta", key, encode_schedule(msgspec.structs.replace(record, version=expected_version + 1)))
+    return True
+
+
 class KVStore(abc.ABC):
     """The `Store` protocol over `Txn`; subclasses provide `_read()` and `_transact()`."""
 
@@ -353,21 +370,20 @@ class KVStore(abc.ABC):
         """Move a schedule on: if it is still at `expected_version`, create the ticks'
         invocations (idempotent by id), ask `cancels` to cancel, and store `record` (its
         version one more) in one transaction; False if another worker moved it first."""
-        key = _schedule_key(record.name)
+        return self._transact(lambda txn: _advance(txn, record, expected_version, creates, cancels))
 
-        def work(txn: Txn) -> bool:
-            txn.last("meta", key)  # one advancing transaction at a time (PostgreSQL locks the prefix)
-            raw = txn.get("meta", key)
-            if raw is None or decode_schedule(bytes(raw)).version != expected_version:
-                return False
-            for op in creates:
-                _create(txn, validate_id(op.record.id), op.record, op.started)
-            for invocation_id in cancels:
-                id_bytes = validate_id(invocation_id)
-                if _get_record(txn, id_bytes) is not None:
-                    request_cancel(txn, id_bytes, invocation_id, record.created_at, False)
-            txn.put("meta", key, encode_schedule(msgspec.structs.replace(record, version=expected_version + 1)))
-            return True
+    def advance_schedules(self, moves: Sequence[tuple[ScheduleRecord, int, Sequence[Create], Sequence[str]]]
+                          ) -> builtins.list[bool]:
+        """`advance_schedule` for each of `moves`, all in one transaction (a tick of
+        thousands of schedules is not thousands of commits), taken in the order of their
+        names: two workers moving overlapping sets lock them in the same order."""
+        order = sorted(range(len(moves)), key=lambda n: moves[n][0].name)
+
+        def work(txn: Txn) -> builtins.list[bool]:
+            done = [False] * len(moves)
+            for n in order:
+                done[n] = _advance(txn, *moves[n])
+            return done
 
         return self._transact(work)
 
