@@ -137,3 +137,13 @@ async def paced(ctx: Context, job: LinesInput) -> int:
     for i in range(job.n):
         await ctx.run("paced", paced_effect, job.path, i)
     return job.n
+
+
+async def limited_steps(ctx: Context, n: int) -> int:
+    """W1 with every step under the limit `bench` (`bench/limits.py`): what acquiring and
+    releasing an uncontended unit adds to a step."""
+    started = time.perf_counter()
+    for _ in range(n):
+        await ctx.run("step", noop, inline=True, limit="bench")
+    loop_seconds[ctx.invocation_id] = time.perf_counter() - started
+    return n

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("_maintain", "Verify the integrity of the store."),
     "migrate": ("_migrate", "Convert a store of an older format to the one this release writes."),
     "export": ("_inspect", "Write an invocation and its decoded entries as JSON."),
+    "limit": ("_limits", "Set, list and remove limits: concurrency, requests and tokens per period."),
     "schedule": ("_schedule", "Schedules kept in the store: each tick starts one invocation, NAME@<tick>."),
 }
 

@@ -166,6 +166,8 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
               help="The thread it belongs to: invocations of a key run one at a time and share ctx.state.")
 @start_options
 @db_option
+@click.option("--limit", "limits", metavar="NAME", multiple=True,
+              help="A limit it holds a unit of while it runs (repeatable; journal limit set NAME ...).")
 @click.option("--durability", type=click.Choice(["sync", "async", "exit"]), default="sync", show_default=True,
               help="sync: fsync every step; async: fsync within 100 ms; exit: write when the run ends.")
 @click.option("--progress/--no-progress", default=None,
@@ -173,7 +175,7 @@ def _conclude(db: str | None, durability: str, steps: Progress, work: Any, inter
 @json_option
 @edge
 def run(target: str, input_json: str | None, input_file: str | None, invocation_id: str | None, key: str | None,
-        priority: int, delay_text: str | None, at_text: str | None,
+        limits: tuple[str, ...], priority: int, delay_text: str | None, at_text: str | None,
         debounce_text: str | None, debounce_max_text: str | None, if_busy: str, db: str | None, durability: str,
         progress: bool | None, as_json: bool) -> None:
     """Run a handler as a new durable invocation (or attach to --id).
@@ -209,6 +211,7 @@ def run(target: str, input_json: str | None, input_file: str | None, invocation_
     async def work(engine: Engine) -> Outcome:
         try:
             return await engine.run(fn, value, id=invocation_id, key=key, lax_input=True, started=begun,
+                                    limit=list(limits) or None,
                                     queued=lambda head: _announce(chosen[0])(head), **options)
         except (ValueError, UnencodableValue, RecursionError) as exc:
             if chosen:  # not the input: it was recorded

@@ -40,7 +40,8 @@ def parse_instant(text: str, option: str) -> datetime.datetime:
 def start_options(fn: F) -> F:
     for decorator in reversed((
         click.option("--priority", type=int, default=0, show_default=True,
-                     help="Workers claim runnable invocations highest priority first, then oldest."),
+                     help="Higher first, then the oldest: the order workers claim runnable invocations, "
+                     "and the place in a limit's line."),
         click.option("--delay", "delay_text", metavar="DURATION",
                      help="Keep it pending for this long before it may run (30s, 15m, 2h, 1d)."),
         click.option("--at", "at_text", metavar="ISO",

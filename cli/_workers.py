@@ -78,13 +78,15 @@ def stop_waiting(store: Store | None) -> None:
               help="Read the input JSON from a file (`-` reads stdin).")
 @click.option("--id", "invocation_id", metavar="ID", help="The invocation id (default: a new random one).")
 @click.option("--key", metavar="KEY", help="The thread it belongs to (invocations of a key run one at a time).")
+@click.option("--limit", "limits", metavar="NAME", multiple=True,
+              help="A limit it holds a unit of while it runs (repeatable; journal limit set NAME ...).")
 @start_options
 @db_option
 @json_option
 @edge
 def start(handler: str, input_json: str | None, input_file: str | None, invocation_id: str | None,
-          key: str | None, priority: int, delay_text: str | None, at_text: str | None,
-        debounce_text: str | None, debounce_max_text: str | None, if_busy: str, db: str | None,
+          key: str | None, limits: tuple[str, ...], priority: int, delay_text: str | None, at_text: str | None,
+          debounce_text: str | None, debounce_max_text: str | None, if_busy: str, db: str | None,
           as_json: bool) -> None:
     """Record a pending invocation and print its id, without running it.
 
@@ -99,6 +101,7 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
     \b
         journal start summarize --input '{"url": "https://example.com"}' --db postgresql:///jobs
         journal start summarize --input '{"url": "https://example.com"}' --priority 10 --delay 5m
+        journal start agent.py:agent --input '"q"' --limit openai --priority 5
     """
     importable_cwd()
     options = start_kwargs(priority, delay_text, at_text, debounce_text, debounce_max_text, if_busy)
@@ -110,7 +113,8 @@ def start(handler: str, input_json: str | None, input_file: str | None, invocati
     async def main() -> Any:
         async with Engine.open(path) as engine:
             try:
-                return await engine.start(target, value, id=invocation_id, key=key, lax_input=True, **options)
+                return await engine.start(target, value, id=invocation_id, key=key, lax_input=True,
+                                          limit=list(limits) or None, **options)
             except (ValueError, UnencodableValue, RecursionError) as exc:
                 raise fail(f"bad input: {exc}") from None
 

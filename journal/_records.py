@@ -65,10 +65,12 @@ class InvocationRecord(msgspec.Struct, array_like=True, gc=False):
     waiting_any: list[str] = []  # more promise names that wake it (a select over several)
     cancel_rollback: bool = False  # the cancel asks to undo its state changes (stays once asked)
     promise_types: list[PromiseType] = []  # the types its current wait accepts (typed promises only)
-    priority: int = 0  # runnable invocations are claimed highest first, then oldest
+    # Higher first, then the oldest: the order runnable invocations are claimed in, and the
+    # place in a limit's line.
+    priority: int = 0
     start_at: int | None = None  # a delayed start: pending, but not run before then (µs)
     tags: dict[str, str] = {}
-    limits: list[str] = []
+    limits: list[str] = []  # limits it holds a unit of while it runs (`journal start --limit`)
 
     @property
     def finished(self) -> bool:

@@ -31,6 +31,7 @@ from ._schedules import ScheduleRecord
 if TYPE_CHECKING:
     from ._live import LiveChannel
     from .errors import StoreUnavailable
+    from .limits import LimitTable
 
 
 class Capability(str, enum.Enum):
@@ -361,5 +362,10 @@ class Store(Protocol):
     def live(self) -> LiveChannel:
         """Where running steps' live output (chunks) goes and is followed from (`journal/_live.py`):
         not journaled, never synced. Made on first use and closed with the store."""
+
+    def limits(self) -> LimitTable:
+        """The limits every process sharing the store obeys (`journal/limits/`): their rules, who
+        holds and who waits for a unit. Not journaled and never synced but for rule changes; made
+        on first use and closed with the store."""
 
     def close(self) -> None: ...

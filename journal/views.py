@@ -21,7 +21,7 @@ from ._schedules import ScheduleRecord
 from ._schema import example
 from ._store import Store
 from ._time import iso_from_us, now_us
-from .errors import CorruptEntry
+from .errors import CorruptEntry, StoreError
 
 iso = iso_from_us
 _FORK = re.compile(r"`(journal fork \S+ --at \d+)`")
@@ -158,7 +158,7 @@ def detail(store: Store, record: InvocationRecord, runs: Callable[[str], bool] |
             frames = entry.traceback
     doc = _invocation(store, record, input_value, children, None, frames,
                       latest if record.status == Status.RUNNING else record.updated_at)
-    doc["waiting_on"] = waiting_on(record)
+    doc["waiting_on"] = waiting_on(record) + limit_waits(store, record)
     if runs is not None and record.status == Status.PENDING and not runs(record.handler):
         doc["waiting_on"].append({"kind": "handler", "name": record.handler})
     doc["divergence"] = record.divergence
@@ -218,6 +218,19 @@ def waiting_on(record: InvocationRecord) -> list[dict[str, Any]]:
     if record.wake_at is not None:  # a timer, or a delayed start (pending until then)
         out.append({"kind": "timer", "until": iso(record.wake_at)})
     return out
+
+
+def limit_waits(store: Store, record: InvocationRecord) -> list[dict[str, Any]]:
+    """The limits a running invocation's steps (or a pending one) wait for a unit of, in line:
+    `{"kind": "limit", "name"}` each. None for a store whose limits cannot be read here (a
+    read-only mount that never held any)."""
+    if record.status not in (Status.RUNNING, Status.PENDING):
+        return []
+    try:
+        names = store.limits().waiting_for(record.id)
+    except StoreError:
+        return []
+    return [{"kind": "limit", "name": name} for name in names]
 
 
 def promise_json(record: InvocationRecord, name: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ __all__ = (
     "Cancelled", "Context", "DeterminismViolation", "Engine", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
     "InvocationNotFound", "JournalError", "KeyBusy", "LeaseLost", "NondeterminismError", "Outcome",
     "Memory", "MemoryArgumentError", "MemoryItem", "MemoryTable",
-    "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
+    "PromiseConflict", "PromiseNotFound", "PromiseRejected", "RateLimited", "RetryPolicy", "StepInfo", "StepTimeout", "TerminalError",
     "Chunk", "check_recorded", "current_context", "current_step", "default_path", "handler_context", "handler_path",
     "idempotency_key", "is_handler_name", "load_handler", "pause",
 )
@@ -25,6 +25,7 @@ _LAZY: dict[str, str] = {
     "MemoryTable": "._memory_table", "Outcome": "._outcome", "RetryPolicy": "._retry",
     "StepInfo": "._step_info", "current_context": "._step_info", "current_step": "._step_info",
     "handler_context": "._step_info", "idempotency_key": "._steps", "pause": "._suspend",
+    "RateLimited": "._limits",
 }
 _LAZY.update(dict.fromkeys((
     "Cancelled", "DeterminismViolation", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
@@ -43,6 +44,7 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from ._handlers import handler_path as handler_path
     from ._handlers import is_handler_name as is_handler_name
     from ._handlers import load_handler as load_handler
+    from ._limits import RateLimited as RateLimited
     from ._memory import Memory as Memory
     from ._memory_table import MemoryArgumentError as MemoryArgumentError
     from ._memory_table import MemoryItem as MemoryItem

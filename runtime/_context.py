@@ -6,7 +6,7 @@ import abc
 import datetime
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, TypeVarTuple, overload
 
 from ._retry import RetryPolicy
@@ -57,26 +57,26 @@ class Context(abc.ABC):
     async def run(
         self, name: str, fn: Callable[..., object], *args: Any, retry: RetryPolicy | None = None,
         type: TypeForm[U], timeout: float | None = None, inline: bool = False,
-        **kwargs: Any,
+        limit: str | Sequence[str] | None = None, tokens: int | None = None, **kwargs: Any,
     ) -> U: ...
     @overload
     async def run(
         self, name: str, fn: Callable[[*Ts], Awaitable[T]], *args: *Ts, retry: RetryPolicy | None = None,
         type: None = None, timeout: float | None = None, inline: bool = False,
-        **kwargs: Any,
+        limit: str | Sequence[str] | None = None, tokens: int | None = None, **kwargs: Any,
     ) -> T: ...
     @overload
     async def run(
         self, name: str, fn: Callable[[*Ts], T], *args: *Ts, retry: RetryPolicy | None = None,
         type: None = None, timeout: float | None = None, inline: bool = False,
-        **kwargs: Any,
+        limit: str | Sequence[str] | None = None, tokens: int | None = None, **kwargs: Any,
     ) -> T: ...
     @overload
     async def run(self, name: str, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T: ...
     @overload
     async def run(self, name: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
 
-    # mypy cannot match `*args: *Ts` with `*args: Any`, and a keyword named retry, type,
+    # mypy cannot match `*args: *Ts` with `*args: Any`, and a keyword named retry, type, limit, tokens,
     # timeout or inline is always the step's own option, never one of `fn`'s.
     @abc.abstractmethod  # type: ignore[misc]
     async def run(
@@ -88,6 +88,8 @@ class Context(abc.ABC):
         type: Any = None,
         timeout: float | None = None,
         inline: bool = False,
+        limit: str | Sequence[str] | None = None,
+        tokens: int | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run `fn(*args, **kwargs)` once as the durable step `name` and return its result.
@@ -104,6 +106,13 @@ class Context(abc.ABC):
         known not to block on the loop instead, saving the hand-over (tens of µs). `timeout`
         bounds each attempt either way: a plain function still running when it passes is
         left to finish on its thread, its result dropped.
+
+        `limit` names the store's limits (a name or a list) that each attempt acquires before it
+        runs and releases when it ends (`journal limit set`); `tokens` is its estimate, reserved
+        against a `--tokens` rule and settled by `current_step().used(tokens=...)`. A provider's
+        push-back (`runtime.RateLimited`, an HTTP 429) pauses those limits for every process and
+        runs the attempt again after it, without using up an attempt of `retry`. A replayed step
+        acquires nothing.
         """
 
     @abc.abstractmethod

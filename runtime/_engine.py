@@ -42,6 +42,8 @@ from ._clock import now_us
 from ._composition import CHILD_PREFIX
 from ._executor import Executor, Fresh, Settings
 from ._handlers import is_handler_name, load_handler, load_recorded, prepare_input, register
+from ._limits._budget import Budgets
+from ._limits._limiter import Limiter
 from ._outcome import Event, Outcome
 from ._requests import check_rollback, refuse_child_promise, refuse_unknown_promise, waiting_for
 from ._step_threads import DEFAULT_LIMIT as DEFAULT_STEP_THREADS
@@ -54,6 +56,7 @@ from .hooks import Observer, Observers, default_observers
 if TYPE_CHECKING:
     from journal import Chunk
 
+    from ._limits._admin import Limits
     from ._schedules import Schedules
 
 
@@ -111,12 +114,31 @@ class Engine:
         self.owner = f"{HOST}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         # Told of attempts, steps and parked invocations (runtime.hooks); OpenTelemetry's by default.
         self.observers = Observers(default_observers() if observers is None else observers)
+        self._limiter = Limiter(store, self.owner)  # opens the store's limits on first use only
+        self._budgets = Budgets(store)
         self._executor = Executor(Settings(
             committer=self.committer, owner=self.owner, lease_ttl=lease_ttl, inline_sleep_limit=inline_sleep_limit,
             always_replay=always_replay, handler_for=self.handler_for, observers=self.observers,
-            poll_interval=poll_interval, threads=StepThreads(step_threads)))
+            poll_interval=poll_interval, threads=StepThreads(step_threads), limiter=self._limiter,
+            budgets=self._budgets))
         self._running = self._executor.running  # executing in this process right now
         self._worker = Worker(self._executor, self.handlers, poll_interval)
+
+    @property
+    def limits(self) -> Limits:
+        """The store's limits, which every process sharing the store obeys (`runtime/_limits/`):
+        `await engine.limits.set("openai", concurrency=4, rate="500/m", tokens="200000/m")`,
+        `await engine.limits.ls()`, `await engine.limits.remove("openai")`."""
+        from ._limits._admin import Limits
+
+        return Limits(self._limiter)
+
+    @property
+    def budgets(self) -> Budgets:
+        """The store's budgets, charged with what steps report (`current_step().used(...)`):
+        `await engine.budgets.set("handler:agent", tokens=10_000, per="run")`, `.ls()`,
+        `.remove(scope)`. A spent budget suspends the invocation on the promise `budget:SCOPE`."""
+        return self._budgets
 
     @property
     def schedules(self) -> Schedules:
@@ -181,7 +203,8 @@ class Engine:
         `handlers`, or one recorded as is (its input unchecked) for a worker that has it.
         Workers claim runnable invocations highest `priority` first, then oldest; with
         `delay` (seconds) or `start_at` (an aware datetime) it stays pending, waiting on a
-        timer, until then. `tags` and `limit` names are recorded with it.
+        timer, until then. `tags` are recorded with it. `limit` names limits it holds a unit of
+        while it runs: a worker claims it only when one is free, in the same order.
 
         With `debounce` (seconds) and a `key`: while a debounced start of this handler and key
         has not begun, this one replaces its input and moves its start to `debounce` from

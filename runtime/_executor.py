@@ -60,6 +60,7 @@ from ._guard import _handler_scope
 from ._handlers import NO_INPUT, decode_input, prepare_input
 from ._invocation import InvocationContext
 from ._leases import Leases
+from ._limits._budget import budget_scopes
 from ._machine import Ending
 from ._outcome import Outcome
 from ._replayer import Replayer
@@ -83,6 +84,14 @@ class Settings:
     observers: Observers
     poll_interval: float
     threads: StepThreads  # where plain step functions run
+    budgets: Any = None  # the engine's `runtime/_limits/_budget.py::Budgets`: live steps are charged to them
+    limiter: Any = None  # the engine's `runtime/_limits/_limiter.py::Limiter`: steps under `limit=` take units through it
+
+
+def run_hold(invocation_id: str) -> str:
+    """The id of the hold an invocation under limits has while it runs: the same in every
+    process, so that workers looking at it stand in its line once, and only one claims it."""
+    return f"run:{invocation_id}"
 
 
 class Fresh(NamedTuple):
@@ -130,6 +139,8 @@ class Executor:
         if leased is None and (fresh is None or fn is None):
             record = await self._read(self.store.require, invocation_id)
             if record.finished:
+                if record.limits:  # a worker may have taken it a unit as it finished elsewhere: nobody runs it now
+                    await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))))
                 return Outcome.of(record)
             fn = fn or self.settings.handler_for(record.handler)
         assert fn is not None  # `run` gives the handler with the invocation it leased
@@ -170,13 +181,21 @@ class Executor:
                         await self._give_back(invocation_id, epoch)
                 raise
             watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace))
+            limits, ctx.priority, created_at = tuple(sorted(set(record.limits))), record.priority, record.created_at
             del record, leased, fresh  # not kept for the whole run by this frame (many thousands may be in flight)
             try:
                 if self.leases.add(ctx, epoch, claimed, mark):  # the claim took long to come back
                     await self.leases.renew_now(ctx)
-                if not watching:
-                    return await self._drive(ctx, epoch, fn, started)
-                return await self._drive_watched(ctx, epoch, fn, started, watching)
+                if limits:  # a unit of its limits while it runs (a worker took it before claiming it)
+                    await self.settings.limiter.acquire(limits, hid=run_hold(invocation_id), priority=ctx.priority,
+                                                        label=invocation_id, arrival=created_at)
+                try:
+                    if not watching:
+                        return await self._drive(ctx, epoch, fn, started)
+                    return await self._drive_watched(ctx, epoch, fn, started, watching)
+                finally:
+                    if limits:  # suspended, finished or stopped: it holds nothing until it runs again
+                        await self.settings.limiter.release(run_hold(invocation_id), limits)
             finally:
                 self.leases.remove(ctx)
         finally:
@@ -203,6 +222,9 @@ class Executor:
         if started.key is not None and self.store.blocking:  # ctx.state.set must not wait on the network
             ctx.state.preload(await self._read(self.store.state, started.key))
         ctx.on_step = settings.observers.step_reporter(invocation_id)
+        ctx.limiter = settings.limiter
+        ctx.budgets = settings.budgets
+        ctx.budget_scopes = budget_scopes(record, started.key)
         if record.cancel_requested:
             ctx.request_cancel("cancel requested")
         ctx.machine.rollback = record.cancel_rollback

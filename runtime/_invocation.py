@@ -14,7 +14,7 @@ import random as _random
 import threading
 import time
 import uuid as _uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -117,6 +117,10 @@ class InvocationContext(Composition, Context):
         # Wraps each live step function (an observer's, runtime/hooks.py); None costs one test per step.
         self.wrap_step: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
         self._emitter: Emitter | None = None  # made by the first chunk a step emits (`emit_chunk`)
+        self.limiter: Any = None  # the engine's `runtime/_limits/_limiter.py::Limiter` (steps under `limit=`)
+        self.priority = 0  # the invocation's, for its place in a limit's line
+        self.budgets: Any = None  # the engine's `runtime/_limits/_budget.py::Budgets` (looked at before live steps)
+        self.budget_scopes: tuple[str, ...] = ()  # what budgets may cover it: handler:, key:, tag:, its limits
 
     # -- identity and sync operations -----------------------------------------------------
 
@@ -158,6 +162,8 @@ class InvocationContext(Composition, Context):
         type: Any = None,
         timeout: float | None = None,
         inline: bool = False,
+        limit: str | Sequence[str] | None = None,
+        tokens: int | None = None,
         **kwargs: Any,
     ) -> Any:
         check_step(name, fn)
@@ -176,6 +182,11 @@ class InvocationContext(Composition, Context):
             await self._before_side_effect(seq, prev)
         if not inline and not runs_on_loop(fn):  # a plain function may block: it runs on a thread
             fn = self._threads.wrap(fn)
+        if limit is not None:  # acquired around each attempt, after the replay check: a replayed step takes nothing
+            fn = self._limited(name, fn, limit, tokens)
+        budgets = self.budgets
+        if budgets is not None and (budgets.stale() or budgets.any):  # after the replay check too
+            fn = await self._budgeted(seq, fn, limit)
         if self.wrap_step is not None:
             fn = self.wrap_step(fn)
         started = time.perf_counter() if self.on_step is not None else 0.0
@@ -230,6 +241,45 @@ class InvocationContext(Composition, Context):
             self._restarting = True  # siblings reach their next await before the cancellation does
             raise Restart()
         return result
+
+    def _limited(self, name: str, fn: Callable[..., Any], limit: str | Sequence[str], tokens: int | None,
+                 ) -> Callable[..., Any]:
+        from ._limits._limiter import limit_names
+        from ._limits._step import limited
+
+        names = limit_names(limit)
+        if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0):
+            raise TypeError(f"ctx.run({name!r}, ..., tokens=...) takes the step's token estimate (an int, 0 or "
+                            f"more), got {tokens!r}")
+        if self.limiter is None:
+            raise TypeError(f"ctx.run({name!r}, ..., limit=...) needs an engine's context; this one has no limits")
+        return limited(fn, self.limiter, names, tokens or 0, self._id, self.priority)
+
+    async def _budgeted(self, seq: int, fn: Callable[..., Any], limit: str | Sequence[str] | None,
+                        ) -> Callable[..., Any]:
+        """`fn` charged to the budgets covering the step, once none of them is spent; a spent one
+        suspends the invocation on its promise `budget:SCOPE` instead (runtime/_limits/_budget.py)."""
+        from ._limits._budget import BudgetIncrease, BudgetRejected, Budgets, BudgetSpent
+        from ._limits._limiter import limit_names
+
+        budgets: Budgets = self.budgets
+        await budgets.rules()
+        covering = budgets.covering(self.budget_scopes + limit_names(limit))
+        if not covering:
+            return fn
+        try:
+            await budgets.gate(self._id, covering, self._resolution)
+        except BudgetSpent as spent:
+            await self._quiesce()
+            await self._flush_pending()
+            typed = promise_type(spent.promise, BudgetIncrease)
+            raise Suspend(waiting=spent.promise, types=(typed,) if typed is not None else ()) from None
+        except BudgetRejected as exc:
+            raise TerminalError(str(exc)) from None
+        return budgets.charged(fn, self._id, seq, covering)
+
+    async def _resolution(self, name: str) -> Any:
+        return await self._committer.read(self._store.resolution, self._id, name)
 
     async def sleep(self, seconds: float) -> None:
         seq, prev, recorded = await self._claim(Sleep)

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 
 from journal import PRIORITY_MAX, PRIORITY_MIN, InvocationRecord
 
+from ._limits._limiter import limit_names
+
 
 def check_priority(priority: object) -> int:
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -48,11 +50,7 @@ def check_tags(tags: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def check_limits(limit: str | Sequence[str] | None) -> list[str]:
-    names = [limit] if isinstance(limit, str) else list(limit or ())
-    for name in names:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a limit is named by a non-empty text, got {name!r}")
-    return names
+    return list(limit_names(limit))
 
 
 def apply(record: InvocationRecord, *, priority: int, tags: Mapping[str, str] | None,

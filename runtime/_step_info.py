@@ -63,6 +63,49 @@ class StepInfo(NamedTuple):
             )
         ctx.emit_chunk(self.seq, attempt, chunk)
 
+    def used(self, tokens: int | None = None, cost: float | None = None) -> None:
+        """Report what this attempt of the step really used: model tokens and cost (USD). Under
+        a limit with a `--tokens` rule, the step's estimate (`ctx.run(..., tokens=N)`) is settled
+        with it when the attempt ends: what was reserved too much is given back, too little is
+        charged. Calls add up (a step making several model calls reports each). Call it from the
+        step function this `StepInfo` describes, while it runs."""
+        if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0):
+            raise ValueError(f"used(tokens=...) takes a count of tokens (an int, 0 or more), got {tokens!r}")
+        if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool) or cost < 0):
+            raise ValueError(f"used(cost=...) takes an amount in USD (0 or more), got {cost!r}")
+        running = _current.get()
+        if running is None or running[1] != self.seq or running[0] != self.invocation_id:
+            raise LookupError(
+                f"used() of step {self.name!r} (seq {self.seq}) was called outside that step; "
+                "call current_step().used(...) from the step function while it runs"
+            )
+        usage = _usage.get()
+        if usage is not None:
+            usage.add(tokens, cost)
+
+
+class Usage:
+    """What one attempt of a step reported using (`StepInfo.used`)."""
+
+    __slots__ = ("tokens", "cost", "parent")
+
+    def __init__(self, parent: Usage | None = None) -> None:
+        self.tokens: int | None = None
+        self.cost: float | None = None
+        self.parent = parent  # who counts it too (a budget's charge around a limit's settling)
+
+    def add(self, tokens: int | None, cost: float | None) -> None:
+        if self.parent is not None:
+            self.parent.add(tokens, cost)
+        if tokens is not None:
+            self.tokens = (self.tokens or 0) + tokens
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
+
+
+# The usage of the attempt running now, when someone counts it (a step under limits).
+_usage: ContextVar[Usage | None] = ContextVar("journal_step_usage", default=None)
+
 
 # The step whose function runs now: `(invocation_id, seq, name, attempt, token, ctx)`, where
 # `token` is the branch's position token (the idempotency key is built from it) and `ctx`

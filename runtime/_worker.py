@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import heapq
 import itertools
 import time
@@ -21,9 +22,10 @@ import anyio.lowlevel
 
 from journal import Capability, InvocationRecord, Status
 from journal.errors import CorruptEntry, DiskFull, InvocationBusy, LeaseLost
+from journal.limits import Blocked
 
 from ._clock import now_us
-from ._executor import Executor
+from ._executor import Executor, run_hold
 from ._first_of import first_of
 from ._handlers import is_handler_name
 from ._outcome import Outcome
@@ -33,6 +35,8 @@ DISK_FULL_WAIT = 60.0
 """Seconds a worker that exits when idle (`journal worker --until-idle`) waits for room on a
 full disk before it gives up: a script or a cron job must not hang on it. A worker that runs
 until stopped waits as long as it takes."""
+_ASK_AGAIN = 5.0  # seconds: how often an invocation behind a full limit keeps its place in line (it is gone after 30)
+_KEPT_PER_LOOK = 64  # ... and how many places one look keeps at most (a thousand in line: every 4 s at 0.25 s a look)
 
 
 class Worker:
@@ -51,6 +55,8 @@ class Worker:
         self._full_since: float | None = None  # when the disk was first found full, this time
         self._full: DiskFull | None = None  # what it said
         self._retry: set[str] = set()  # stopped by a full disk: taken again when the pause ends
+        self._in_line = False  # the last look left invocations waiting in a limit's line
+        self._asked: dict[str, float] = {}  # invocations in a limit's line: when their place was last kept
         self._order: dict[str, tuple[int, int]] = {}  # claim order of what `runnable` found: (-priority, created)
         self._window: int | None = None  # the most pending invocations held in hand (None: all)
         self._took_all = True  # the last look took every pending one it could start
@@ -93,24 +99,67 @@ class Worker:
         # `seen.add` returns None: the idiom keeps each id's first occurrence, in order.
         ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]  # type: ignore[func-returns-value]
         out = []
+        in_line: list[InvocationRecord] = []
         for invocation_id in ids:
             record = self._record(invocation_id)
             if record is None:
                 continue
             if self.handlers is not None:
-                if record.handler in self.handlers:  # others are left for a worker given their handler
-                    out.append(invocation_id)
+                if record.handler not in self.handlers:  # left for a worker given its handler
+                    continue
             elif is_handler_name(record.handler):
                 self._skip(invocation_id, (
                     f"it records the handler name {record.handler!r}, and this worker was given no code for "
                     f"it; it stays pending for a worker started with --handler {record.handler}=path/to/file.py:"
                     f"function, or run it here: journal resume {invocation_id} --handler "
                     f"{record.handler}=path/to/file.py:function"))
+                continue
+            if record.limits:
+                in_line.append(record)
             else:
                 out.append(invocation_id)
-            if out and out[-1] == invocation_id:
                 self._order[invocation_id] = (-record.priority, record.created_at)
+        return out + self._free_of_line(in_line)
+
+    def _free_of_line(self, records: list[InvocationRecord]) -> list[str]:
+        """The invocations under limits that may run now: each takes its unit, in the order the
+        line serves them (priority, then age). Behind one that must wait, the others of the same
+        limits wait too: they are asked again (which keeps their place) only every few seconds,
+        so a look at a thousand waiting invocations costs a few transactions, not a thousand."""
+        self._in_line = False
+        now = time.monotonic()
+        full: set[tuple[str, ...]] = set()
+        out = []
+        kept = 0
+        for record in sorted(records, key=lambda r: (-r.priority, r.created_at, r.id)):
+            names = tuple(sorted(set(record.limits)))
+            if names in full and record.id in self._asked and (
+                    now - self._asked[record.id] < _ASK_AGAIN or kept >= _KEPT_PER_LOOK):
+                self._in_line = True
+                continue
+            if names in full and record.id in self._asked:
+                kept += 1  # a place kept: a few a look, so a long line costs no look much
+            self._asked[record.id] = now
+            if self._unit_free(record):
+                self._asked.pop(record.id, None)
+                out.append(record.id)
+                self._order[record.id] = (-record.priority, record.created_at)
+            else:
+                full.add(names)
+                self._in_line = True
+        if len(self._asked) > 4 * len(records) + 1000:  # forget those that left the line elsewhere
+            waiting = {r.id for r in records}
+            self._asked = {i: t for i, t in self._asked.items() if i in waiting}
         return out
+
+    def _unit_free(self, record: InvocationRecord) -> bool:
+        """Take a unit of the invocation's limits for it, or stand it in their line (by priority,
+        then age): a worker claims no invocation whose limit is full. The hold is the one the
+        execution takes (`run_hold`), so taking it here and there is taking it once."""
+        limiter = self.executor.settings.limiter
+        request = limiter.request(tuple(sorted(set(record.limits))), hid=run_hold(record.id), priority=record.priority,
+                                  label=record.id, arrival=record.created_at)
+        return not isinstance(limiter.table.acquire(request), Blocked)
 
     def _record(self, invocation_id: str) -> InvocationRecord | None:
         """The invocation's record; None if it is gone, or damaged (said once, `_skip`)."""
@@ -232,7 +281,12 @@ class Worker:
         """Wait for work: a store that can (PostgreSQL, with a NOTIFY) wakes us when something
         becomes runnable, or when its next timer falls due; any other store is polled."""
         if Capability.WAKE_ON_WORK not in self.store.capabilities:
-            await anyio.sleep(self.poll_interval)
+            limiter = self.executor.settings.limiter
+            if self._in_line and limiter is not None:
+                # A unit given back here may let an invocation waiting in a limit's line go now.
+                await first_of(functools.partial(anyio.sleep, self.poll_interval), limiter.rung)
+            else:
+                await anyio.sleep(self.poll_interval)
             return
         wake = await self._read(self.store.next_wake)
         # A worker that dies sends no NOTIFY: its session's end (or its lease's expiry) is seen

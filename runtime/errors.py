@@ -10,6 +10,7 @@
     │   └── DeterminismViolation   the determinism guard caught handler code reading the clock or an
     │                              unseeded random source outside `ctx.run`
     ├── Cancelled              `cancel` reached the handler at its next context call
+    ├── RateLimited            a provider pushed back: the step's limits pause (runtime/_limits/)
     ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, KeyBusy, PromiseConflict,
     │   PromiseNotFound, PromiseValueRefused   (defined in journal.errors, re-exported here)
     ├── PromiseNotSettable     a `child:` promise is settled by the child's result, never by hand

@@ -16,6 +16,7 @@ from ..kv._store import KVStore
 
 if TYPE_CHECKING:
     from .._live import MemoryChannel
+    from ..limits import MemoryLimits
 
 T = TypeVar("T")
 
@@ -81,6 +82,15 @@ class MemoryStore(MemoryTables, KVStore):
         self._ready_built = True  # (and the run queue)
         self._lock = threading.RLock()
         self._live: MemoryChannel | None = None
+        self._limits: MemoryLimits | None = None
+
+    def limits(self) -> MemoryLimits:
+        with self._lock:
+            if self._limits is None:
+                from ..limits import MemoryLimits
+
+                self._limits = MemoryLimits()
+            return self._limits
 
     def live(self) -> MemoryChannel:
         with self._lock:

@@ -48,6 +48,7 @@ from ..errors import (
     PromiseValueRefused,
 )
 from ._builders import T0, acquire, append, create, creation_op, step
+from ._limits_contract import LimitsContract
 
 
 def _step(data: bytes) -> Step:
@@ -64,7 +65,7 @@ def _step_name(data: bytes) -> str:
     return _step(data).name
 
 
-class StoreContract(abc.ABC):
+class StoreContract(LimitsContract, abc.ABC):
     """The rules of the `Store` protocol, as pytest tests; subclass it with `make_store`.
     Not collected itself (its name does not start with Test)."""
 

@@ -22,6 +22,9 @@ from .models import (
     Health,
     Invocation,
     KeyState,
+    Limit,
+    LimitRequest,
+    Limits,
     Page,
     PauseRequest,
     PromiseRequest,
@@ -53,7 +56,7 @@ def _body(model: type, required: bool = False) -> dict[str, Any]:
 def _errors(*codes: int) -> dict[str, Any]:
     text = {400: "malformed JSON or an invalid id", 401: "missing or wrong bearer token",
             403: "not application/json, or sent from another web page's origin",
-            404: "unknown invocation or promise", 409: "conflict with what is already recorded (or the record is damaged: CorruptEntry)",
+            404: "unknown invocation, promise or limit", 409: "conflict with what is already recorded (or the record is damaged: CorruptEntry)",
             413: "body over the limit", 421: "a Host the server does not answer to",
             422: "the body or a parameter does not fit",
             503: "the store's server cannot be reached right now (try again after Retry-After seconds)"}
@@ -64,6 +67,7 @@ def _errors(*codes: int) -> dict[str, Any]:
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 _NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_LIMIT_NAME = {**_NAME, "description": "a limit name, or PREFIX:* for every PREFIX:<anything>"}
 _, _SCHEMAS = msgspec.json.schema_components(REQUESTS + ANSWERS, ref_template=_TEMPLATE)
 
 OPENAPI: dict[str, Any] = {
@@ -142,6 +146,18 @@ OPENAPI: dict[str, Any] = {
             "summary": "A key's durable state and the queue of its unfinished invocations",
             "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
             "responses": {"200": _json(_ref(KeyState), "the state"), **_errors(400, 401)}}},
+        "/limits": {"get": {
+            "summary": "Every limit: its rule, units in use, waiters, tokens used, pauses (journal limit ls)",
+            "responses": {"200": _json(_ref(Limits), "the limits"), **_errors(401)}}},
+        "/limits/{name}": {
+            "put": {"summary": "Set the rule of a limit (journal limit set), replacing the one it had",
+                    "parameters": [_LIMIT_NAME], "requestBody": _body(LimitRequest, required=True),
+                    "responses": {"200": _json(_ref(Limit), "the limit as it is now"),
+                                  **_errors(400, 401, 403, 413, 422)}},
+            "delete": {"summary": "Remove the rule of a limit (journal limit rm): what waits on it goes on",
+                       "parameters": [_LIMIT_NAME],
+                       "responses": {"200": _json(_ref(Limit), "the limit removed"),
+                                     **_errors(400, 401, 403, 404)}}},
         "/schedules": {"get": {"summary": "Every schedule", "responses": {
             "200": _json(_ref(Schedules), "the schedules"), **_errors(401)}}},
         "/schedules/{name}": {

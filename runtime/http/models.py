@@ -29,7 +29,8 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[str | None, Meta(description="default: a new one; the same id and input again is not a new run")] = None
     key: str | None = None
     durability: Literal["sync", "async", "exit"] | None = None
-    priority: Annotated[int, Meta(description="runnable invocations are claimed highest first, then oldest")] = 0
+    priority: Annotated[int, Meta(description="higher first, then the oldest: the order runnable invocations "
+                                              "are claimed in, and the place in a limit's line")] = 0
     delay: Annotated[float, Meta(ge=0, description="seconds before it may run; it stays pending meanwhile")] | None = None
     start_at: Annotated[_Time | None, Meta(description="not run before this time (ISO 8601 with a zone)")] = None
     tags: dict[str, str] | None = None
@@ -40,7 +41,7 @@ class StartRequest(msgspec.Struct, forbid_unknown_fields=True):
                                                     "(seconds after the last)")] | None = None
     debounce_max: Annotated[float, Meta(gt=0, description="never start a debounced run later than this "
                                                         "after the first start")] | None = None
-    limit: Annotated[str | list[str] | None, Meta(description="limits it holds while it runs")] = None
+    limit: Annotated[str | list[str] | None, Meta(description="limits it holds a unit of while it runs")] = None
 
 
 class PromiseRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -72,6 +73,22 @@ class ForkRequest(msgspec.Struct, forbid_unknown_fields=True):
                                                        "(as a decimal string)")] = msgspec.field(
         default_factory=dict, name="set")
     new_id: Annotated[str | None, Meta(description="default: ID-fork-<6 hex digits>")] = None
+
+
+class LimitWindow(msgspec.Struct, forbid_unknown_fields=True):
+    """At most `limit` in every window of `period` seconds (a sliding window)."""
+
+    limit: Annotated[int, Meta(ge=1)]
+    period: Annotated[float, Meta(gt=0, description="seconds")]
+
+
+class LimitRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """`PUT /limits/{name}`: the rule of a name (or of every PREFIX:<anything> for PREFIX:*), replacing
+    the one it had. At least one of the three. A window may also be written "N/PERIOD" ("500/m")."""
+
+    concurrency: Annotated[int, Meta(ge=1)] | None = None
+    rate: LimitWindow | str | None = None
+    tokens: LimitWindow | str | None = None
 
 
 # -- answers --------------------------------------------------------------------------------------
@@ -166,7 +183,7 @@ class Page(msgspec.Struct):
 class WaitingOn(msgspec.Struct):
     """One thing a suspended or pending invocation waits for."""
 
-    kind: Literal["promise", "timer", "child", "turn", "handler"]
+    kind: Literal["promise", "timer", "child", "turn", "handler", "limit"]
     name: str | UnsetType = UNSET
     until: _Time | UnsetType = UNSET
     id: str | UnsetType = UNSET
@@ -237,6 +254,23 @@ class KeyState(msgspec.Struct):
     key: str
     state: dict[str, Any]
     queue: list[str]
+
+
+class Limit(msgspec.Struct):
+    """One limit, as `journal limit ls --json` shows it."""
+
+    name: str
+    concurrency: int | None
+    rate: LimitWindow | None
+    tokens: LimitWindow | None
+    in_use: int
+    waiting: int
+    tokens_used: Annotated[int, Meta(description="tokens counted in the current window of its tokens rule")]
+    paused_until: Annotated[_Time | None, Meta(description="a provider pushed back: nothing is granted before then")]
+
+
+class Limits(msgspec.Struct):
+    limits: list[Limit]
 
 
 class Health(msgspec.Struct):
@@ -317,7 +351,7 @@ class Backfilled(msgspec.Struct):
     ticks: list[Annotated[dict[str, Any], Meta(description='{"id", "started"}: started false when it was already')]]
 
 
-REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, ScheduleRequest, PauseRequest,
-            BackfillRequest)
-ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Schedule, Schedules,
-           Triggered, Backfilled)
+REQUESTS = (StartRequest, PromiseRequest, CancelRequest, ForkRequest, RetryRequest, LimitRequest, ScheduleRequest,
+            PauseRequest, BackfillRequest)
+ANSWERS = (Error, Started, Forked, Summary, Page, Invocation, Entries, Result, KeyState, Health, Limit, Limits,
+           Schedule, Schedules, Triggered, Backfilled)

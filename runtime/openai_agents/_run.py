@@ -33,12 +33,15 @@ from ._model import JournaledModel, JournaledProvider
 
 
 async def run(agent: Agent[Any], input: Any, *, model_retry: RetryPolicy | None = None,
-              tool_retry: RetryPolicy | None = None, **kwargs: Any) -> RunResult:
+              tool_retry: RetryPolicy | None = None, limit: str | list[str] | None = None,
+              **kwargs: Any) -> RunResult:
     """`await agents.Runner.run(agent, input, **kwargs)` inside a handler, durably.
 
     Every model call and function-tool call (of `agent` and of the agents it hands off to) and
     every MCP call is a journaled step; a tool that needs approval waits on the promise
-    `approval_name(item)`. `model_retry` and `tool_retry` are those steps' `RetryPolicy`."""
+    `approval_name(item)`. `model_retry` and `tool_retry` are those steps' `RetryPolicy`.
+    `limit` names the store's limits every model call takes a unit of (docs/limits.md): its
+    estimate is taken from the request, its real usage from the response."""
     ctx = handler_context()
     if ctx is None:
         raise JournalError(
@@ -49,10 +52,10 @@ async def run(agent: Agent[Any], input: Any, *, model_retry: RetryPolicy | None 
     given: RunConfig = kwargs.pop("run_config", None) or RunConfig()
     config = dataclasses.replace(
         given,
-        model_provider=JournaledProvider(given.model_provider, model_retry),
-        model=JournaledModel(given.model, "run", model_retry) if isinstance(given.model, Model) else given.model,
+        model_provider=JournaledProvider(given.model_provider, model_retry, limit),
+        model=JournaledModel(given.model, "run", model_retry, limit) if isinstance(given.model, Model) else given.model,
     )
-    starting = _Durable(model_retry, tool_retry).agent(agent)
+    starting = _Durable(model_retry, tool_retry, limit).agent(agent)
     result = await Runner.run(starting, input, run_config=config, **kwargs)
     while result.interruptions:
         state = result.to_state()
@@ -81,7 +84,9 @@ def approval_name(item: Any) -> str:
 class _Durable:
     """Copies of the agents of one run, made once each (handoffs may go round in a circle)."""
 
-    def __init__(self, model_retry: RetryPolicy | None, tool_retry: RetryPolicy | None) -> None:
+    def __init__(self, model_retry: RetryPolicy | None, tool_retry: RetryPolicy | None,
+                 limit: str | list[str] | None = None) -> None:
+        self._limit = limit
         self._model_retry = model_retry
         self._tool_retry = tool_retry
         self._agents: dict[int, Agent[Any]] = {}
@@ -93,7 +98,7 @@ class _Durable:
         copy = agent.clone()
         self._agents[id(agent)] = self._agents[id(copy)] = copy
         if isinstance(agent.model, Model) and not isinstance(agent.model, JournaledModel):
-            copy.model = JournaledModel(agent.model, agent.name, self._model_retry)
+            copy.model = JournaledModel(agent.model, agent.name, self._model_retry, self._limit)
         copy.tools = [self._tool(tool) for tool in agent.tools]
         copy.mcp_servers = [server if isinstance(server, JournaledMCPServer) else JournaledMCPServer(server)
                             for server in agent.mcp_servers]

@@ -14,7 +14,16 @@ from typing import Any, TypedDict
 
 from pydantic_ai.durable_exec import DurableOperationId, JournalCallableOperationBackend, record_durable_unit
 
-from runtime import RetryPolicy, current_context
+from runtime import RetryPolicy, current_context, current_step
+
+
+def _usage_tokens(result: object) -> int | None:
+    """The tokens a model response (as JSON) says it used: input and output."""
+    usage = result.get("usage") if isinstance(result, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    counts = [usage.get(k) for k in ("input_tokens", "output_tokens")]
+    return sum(c for c in counts if isinstance(c, int)) or None
 
 
 class StepConfig(TypedDict, total=False):
@@ -26,6 +35,8 @@ class StepConfig(TypedDict, total=False):
 
     retry: RetryPolicy
     timeout: float
+    limit: str | list[str]  # the store's limits each attempt takes a unit of (docs/limits.md)
+    tokens: int  # the estimate reserved against a --tokens rule, settled by the response's usage
 
 
 class StepBackend(JournalCallableOperationBackend[StepConfig]):
@@ -42,14 +53,21 @@ class StepBackend(JournalCallableOperationBackend[StepConfig]):
     ) -> object:
         ran = False
 
+        limit = config.get("limit")
+
         async def step() -> Any:
             nonlocal ran
             ran = True
-            return await body()
+            result = await body()
+            if limit is not None:
+                used = _usage_tokens(result)
+                if used is not None:  # a model response: its usage settles the estimate
+                    current_step().used(tokens=used)
+            return result
 
         # `type=Any`: the payload is JSON, and a fresh closure's annotations are not worth reading each time.
         result = await current_context().run(name, step, retry=config.get("retry"), timeout=config.get("timeout"),
-                                             type=Any)
+                                             type=Any, limit=limit, tokens=config.get("tokens"))
         # Pydantic AI keeps the spans and metrics of replayed work out of its telemetry.
         record_durable_unit(executed=ran)
         return result

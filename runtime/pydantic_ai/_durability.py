@@ -105,13 +105,16 @@ class JournalDurability(BaseDurabilityCapability[AgentDepsT]):
         model_step: StepConfig | None = None,
         tool_step: StepConfig | None = None,
         mcp_step: StepConfig | None = None,
+        limit: str | list[str] | None = None,
     ) -> None:
         self._user_handler = event_stream_handler
         self._stream = stream
         # The handler the base hands a streamed request's events to, inside its step: it sends
         # their text live, then passes them on to the user's handler, if any.
         super().__init__(models=models, event_stream_handler=_LiveText(event_stream_handler), name=name)
-        self._model_step: StepConfig = model_step or {}
+        self._model_step: StepConfig = dict(model_step or {})  # type: ignore[assignment]
+        if limit is not None:  # every model request under the store's limits (docs/limits.md)
+            self._model_step["limit"] = limit
         self._tool_step: StepConfig = tool_step or {}
         self._mcp_step: StepConfig = mcp_step or {}
 

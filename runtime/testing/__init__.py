@@ -10,6 +10,9 @@
   strategies for the inputs of `check_determinism` (importing them needs `hypothesis`).
 - `replay_journal(handler, store, invocation_id)` checks a recorded journal against the
   current code without running anything (what `journal replay` does).
+- `FakeProvider(rpm=, tpm=, period=)`: an OpenAI-compatible model provider on loopback that
+  enforces requests and tokens per period with 429s and `x-ratelimit-*` headers, for testing
+  a fleet under limits with the real `openai` client.
 - The pytest plugin (entry point `journal`) provides the `journal_store` and `engine`
   fixtures.
 """
@@ -27,6 +30,7 @@ from ._crash import CrashPoint as CrashPoint
 from ._crash import Failure as Failure
 from ._crash import InjectedFailure as InjectedFailure
 from ._crash import Reject as Reject
+from ._fake_provider import FakeProvider as FakeProvider
 from ._replay import replay_journal as replay_journal
 
 _STRATEGIES = ("crash_points", "crash_schedules", "promise_timings", "step_failures")
@@ -39,7 +43,7 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
 
 __all__ = (
     "CrashPoint", "DeterminismCheckFailed", "DeterminismReport", "DeterminismViolation", "Failure",
-    "InjectedFailure", "PromiseTiming", "Reject",
+    "FakeProvider", "InjectedFailure", "PromiseTiming", "Reject",
     "check_determinism", "determinism_guard", "replay_journal",
     *_STRATEGIES,
 )

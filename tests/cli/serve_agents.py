@@ -160,3 +160,8 @@ async def keyed_charge(ctx: Context, args: dict) -> str:
     """Fetches, then charges with the step's idempotency key, failing until `marker` exists."""
     await ctx.run("fetch", _echo, "fetched")
     return await ctx.run("charge", _keyed_charge, args)
+
+
+async def limited(ctx: Context, name: str) -> str:
+    """One step under the limit `name`: it waits in line while the limit's units are held."""
+    return await ctx.run("call", _echo, name, limit=name)

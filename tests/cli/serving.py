@@ -20,7 +20,8 @@ from .openapi_check import AnswerCheck, Document
 HERE = Path(__file__).parent
 AGENTS = HERE / "serve_agents.py"
 HANDLERS = ("approve=approval", "echo=echo", "quick=quick", "gate=gate", "remember=remember", "drifting=drifting", "binary=binary", "flaky=flaky", "stream=streaming", "planned=planned",
-            "checkout=checkout", "drafting=drafting", "typed=typed_approval", "named=named", "keyed=keyed_charge")
+            "checkout=checkout", "drafting=drafting", "typed=typed_approval", "named=named", "keyed=keyed_charge",
+            "limited=limited")
 _URL = re.compile(r"serving on (http://\S+) ")
 
 

@@ -29,6 +29,7 @@ from ._txn import LmdbTxn, Reading, Writing
 if TYPE_CHECKING:
     from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
 
+    from ._limits import LmdbLimits
     from ._live import LmdbChannel
 
 T = TypeVar("T")
@@ -76,6 +77,7 @@ class LmdbStore(LmdbTables, KVStore):
         self._leases, self._entries = self._dbs["leases"], self._dbs["entries"]
         self._live: LmdbChannel | None = None
         self._live_lock = threading.Lock()
+        self._limits: LmdbLimits | None = None
         try:
             self._check_format()
         except BaseException:
@@ -220,12 +222,22 @@ class LmdbStore(LmdbTables, KVStore):
                 self._live = LmdbChannel(self.path)
             return self._live
 
+    def limits(self) -> LmdbLimits:
+        with self._live_lock:
+            if self._limits is None:
+                from ._limits import LmdbLimits  # (a store that limits nothing imports nothing of it)
+
+                self._limits = LmdbLimits(self.path)
+            return self._limits
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         if self._live is not None:
             self._live.close()
+        if self._limits is not None:
+            self._limits.close()
         if self._sync_thread is not None:
             self._sync_stop.set()
             self._sync_thread.join()

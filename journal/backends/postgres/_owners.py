@@ -94,6 +94,16 @@ class OwnerSession:
             if self.session is not None and not self._standing():
                 self._relock(until)
 
+    def close(self) -> None:
+        """Close the session once no claim or renewal is using it (see `PostgresStore.close`)."""
+        with self._lock:
+            session, self.session = self.session, None
+        if session is not None:
+            try:
+                session.conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection: nothing to save
+                pass
+
     def _standing(self) -> bool:
         """Whether the session looks alive: nothing has come on its idle socket (an ended
         session's last words, or the end of the stream). No round trip."""

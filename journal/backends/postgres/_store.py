@@ -72,6 +72,7 @@ from ._urls import redact_url
 if TYPE_CHECKING:
     import asyncio
 
+    from ._limits import PostgresLimits
     from ._live import PostgresChannel
     from ._loop import LoopWriter
 
@@ -119,6 +120,7 @@ class PostgresStore(PostgresTables, KVStore):
         self._lives = OwnerSession(self._connector)
         self._aio: LoopWriter | None = None  # the connection of `apply_async`
         self._live: PostgresChannel | None = None
+        self._limits: PostgresLimits | None = None
         try:
             self._create_schema()
         except BaseException:
@@ -546,20 +548,38 @@ class PostgresStore(PostgresTables, KVStore):
                 self._live = PostgresChannel(lambda: self._connector.open("live").conn)
             return self._live
 
+    def limits(self) -> PostgresLimits:
+        with self._read_lock:
+            if self._limits is None:
+                from ._limits import PostgresLimits  # (a store that limits nothing imports nothing of it)
+
+                self._limits = PostgresLimits(self)
+            return self._limits
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         if self._live is not None:
             self._live.close()
+        if self._limits is not None:
+            self._limits.close()
         self._connector.close()  # calls waiting for the server stop waiting
         self._drop_loop_writer()
-        for session in (self._writer, self._reader, self._lives.session, self._listener):
-            if session is not None:
-                try:
-                    session.conn.close()
-                except Exception:  # noqa: BLE001 - closing a broken connection: nothing to save
-                    pass
+        # A call on another thread may be inside libpq on one of these connections right now
+        # (a lease watcher's renewal or look, which runs on a worker thread and goes on when
+        # its task is cancelled). Closing it there frees what libpq is using: the heap was
+        # corrupted and a later test died with SIGSEGV. So each connection is closed under
+        # the lock its calls hold, once the call in flight is done: at most one statement's
+        # round trip, since the connector no longer waits for the server. The listener is
+        # closed at once: `wait_for_work` waits on its socket, not inside libpq, and closing
+        # it is what wakes it.
+        with self._write_lock:
+            _close(self._writer)
+        with self._read_lock:
+            _close(self._reader)
+        self._lives.close()
+        _close(self._listener)
 
     def __enter__(self) -> PostgresStore:
         return self
@@ -586,6 +606,14 @@ class _Reads:
 
     def execute(self, sql: Any, args: Any = None) -> Any:
         return self._store._reading(sql, args)
+
+
+def _close(session: Session | None) -> None:
+    if session is not None:
+        try:
+            session.conn.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection: nothing to save
+            pass
 
 
 def _rollback(conn: Any) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typing
 
-from . import events, invocations, keys, meta, operations, promises, schedules, ui
+from . import events, invocations, keys, limits, meta, operations, promises, schedules, ui
 
 __all__ = ("all_routes",)
 
@@ -18,4 +18,4 @@ if typing.TYPE_CHECKING:
 
 def all_routes() -> list[BaseRoute]:
     return [*ui.routes, *meta.routes, *invocations.routes, *events.routes, *promises.routes, *operations.routes,
-            *keys.routes, *schedules.routes]
+            *keys.routes, *limits.routes, *schedules.routes]

@@ -56,7 +56,7 @@ async def start(request: Request) -> Response:
             debounce=body.debounce, debounce_max=body.debounce_max, if_busy=body.if_busy)
     except InvocationConflict as exc:
         return _conflict(await s.read(s.store.get, body.id), str(exc))
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise ApiError(422, "InvalidInput", str(exc)) from None
     return JSONResponse(Started(record.id, record.status), status_code=200 if existing is not None else 201)
 

@@ -622,6 +622,7 @@ function promiseCards(doc, refresh) {
     cards.push(h("div", { class: "card" }, h("h2", {}, "Waiting on"), h("ul", {}, others.map((w) =>
       h("li", {}, w.kind === "timer" ? "a timer until " + when(w.until)
         : w.kind === "handler" ? "a worker that has handler " + (w.name ?? w.handler ?? "")
+        : w.kind === "limit" ? "a unit of the limit " + (w.name ?? "")
           : [w.kind + " ", w.id ? invocationLink(w.id) : text(w.name ?? "")])))));
   }
   return cards;

@@ -1,0 +1,384 @@
+"""The rules of limits inside one transaction, written once for every backend.
+
+Tables (a backend provides them as `journal.kv.Txn` tables):
+    limit_rules   name                          -> LimitRule (an exact name or `PREFIX:*`)
+    limit_state   name                          -> LimitState (a limited name's holders, waiters, pause)
+    limit_events  name 0x00 kind end(u64 BE)    -> count (u64 BE): what each window counts, kind `r`
+                  for the rate (grants) and `t` for tokens, in buckets of a hundredth of the period
+                  that end at `end` (µs), in time order
+
+A rate or tokens window holds wherever it starts (no burst beyond N in any PERIOD): each grant
+is counted in the bucket of its time, and a bucket counts until its *end* has left the window,
+a little longer than each of its grants would (at most a hundredth of the period: the price of
+keeping a hundred keys per name instead of one per grant, so the table does not grow with the
+rate). Buckets leave from the front as they expire (amortised O(1) a grant), and the state keeps
+the running count and token sum of those still in the window, so an uncontended grant reads one
+state and the oldest bucket, and writes both and the current bucket.
+
+Waiters are served by priority (higher first), then by arrival: a request is granted only if
+no live waiter comes before it on a name that limits it. A holder or a waiter whose process is
+known dead (`alive` says so: a gone pid on this host, an ended database session) is dropped
+when it stands in someone's way, so no unit leaks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import msgspec
+
+from .._records import HOST
+from ..kv._rules import Txn, pid_alive
+from ._model import Blocked, Granted, Holder, LimitRule, LimitState, LimitView, Waiter, check_name
+
+LIMIT_TABLES = ("limit_rules", "limit_state", "limit_events")
+
+# A waiter asks again at least every second while it waits; one not seen for this long is
+# gone (its process died on a host whose death nobody here can see).
+WAITER_GONE_US = 30_000_000
+
+_enc = msgspec.msgpack.Encoder()
+_rule_dec = msgspec.msgpack.Decoder(LimitRule)
+_state_dec = msgspec.msgpack.Decoder(LimitState)
+
+Alive = Callable[[str, str, int], bool]  # (owner, host, pid) -> whether that process may still live
+
+
+def local_alive(owner: str, host: str, pid: int) -> bool:
+    """A holder on this host is alive while its pid is; of another host nothing is known."""
+    return host != HOST or pid == os.getpid() or pid_alive(pid)
+
+
+class Request(msgspec.Struct, frozen=True, gc=False):
+    """One hold: units of `names` for one attempt of a step (or one run of an invocation)."""
+
+    hid: str
+    names: tuple[str, ...]
+    owner: str
+    host: str
+    pid: int
+    tokens: int = 0
+    priority: int = 0
+    label: str = ""
+    arrival: int | None = None  # µs: its place in line (an invocation's creation time); default now
+
+
+# -- rules -----------------------------------------------------------------------------------
+
+
+def rule_for(txn: Txn, name: str) -> LimitRule | None:
+    """The rule that limits `name`: its own, else the longest `PREFIX:*` that covers it."""
+    raw = txn.get("limit_rules", name.encode())
+    if raw is not None:
+        return _rule_dec.decode(raw)
+    end = len(name)
+    while (cut := name.rfind(":", 0, end)) > 0:
+        raw = txn.get("limit_rules", name[: cut + 1].encode() + b"*")
+        if raw is not None:
+            return _rule_dec.decode(raw)
+        end = cut
+    return None
+
+
+def set_rule(txn: Txn, name: str, rule: LimitRule) -> None:
+    txn.put("limit_rules", check_name(name, rule=True).encode(), _enc.encode(rule))
+
+
+def remove_rule(txn: Txn, name: str) -> bool:
+    key = name.encode()
+    if txn.get("limit_rules", key) is None:
+        return False
+    txn.delete("limit_rules", key)
+    return True
+
+
+def rules(txn: Txn) -> dict[str, LimitRule]:
+    return {key.decode(): _rule_dec.decode(raw) for key, raw in txn.scan("limit_rules", b"")}
+
+
+# -- state -----------------------------------------------------------------------------------
+
+
+def _state(txn: Txn, name: str) -> LimitState:
+    raw = txn.get("limit_state", name.encode())
+    return LimitState() if raw is None else _state_dec.decode(raw)
+
+
+def _put_state(txn: Txn, name: str, state: LimitState) -> None:
+    txn.put("limit_state", name.encode(), _enc.encode(state))
+
+
+def _event_prefix(name: str, kind: bytes) -> bytes:
+    return name.encode() + b"\x00" + kind
+
+
+def _bucket_key(name: str, kind: bytes, at: int, period: float) -> tuple[bytes, int]:
+    """The key of the bucket a grant at `at` counts in, and when that bucket ends (µs)."""
+    length = max(1000, int(period * 1e6) // 100)
+    end = (at // length + 1) * length
+    return _event_prefix(name, kind) + end.to_bytes(8, "big"), end
+
+
+def _add(txn: Txn, key: bytes, amount: int) -> tuple[int, int]:
+    """Add `amount` (may be negative) to a bucket, not below 0: (before, after)."""
+    raw = txn.get("limit_events", key)
+    before = int.from_bytes(raw, "big") if raw is not None else 0
+    after = max(0, before + amount)
+    if after:
+        txn.put("limit_events", key, after.to_bytes(8, "big"))
+    elif raw is not None:
+        txn.delete("limit_events", key)
+    return before, after
+
+
+def _prune(txn: Txn, name: str, state: LimitState, rule: LimitRule, now: int) -> None:
+    """Drop the buckets that left their window (and every bucket of a window the rule no longer has)."""
+    for kind, window in ((b"r", rule.rate), (b"t", rule.tokens)):
+        rate = kind == b"r"
+        if (state.rate_count if rate else state.tokens_in_window) == 0:
+            continue
+        horizon = now - int(window.period * 1e6) if window is not None else None
+        oldest = state.rate_oldest if rate else state.tokens_oldest
+        if horizon is not None and oldest > horizon:
+            continue  # the oldest bucket still counts: nothing to look at (the uncontended path)
+        prefix = _event_prefix(name, kind)
+        gone: list[tuple[bytes, int]] = []
+        oldest = 0
+        for key, raw in txn.scan("limit_events", prefix):
+            at = int.from_bytes(key[len(prefix): len(prefix) + 8], "big")
+            if horizon is not None and at > horizon:
+                oldest = at
+                break
+            gone.append((key, int.from_bytes(raw, "big")))
+        for key, _amount in gone:
+            txn.delete("limit_events", key)
+        removed = sum(amount for _, amount in gone)
+        if rate:
+            state.rate_count, state.rate_oldest = max(0, state.rate_count - removed), oldest
+        else:
+            state.tokens_in_window, state.tokens_oldest = max(0, state.tokens_in_window - removed), oldest
+
+
+def _oldest(txn: Txn, name: str, kind: bytes) -> int | None:
+    prefix = _event_prefix(name, kind)
+    for key, _ in txn.scan_some("limit_events", prefix, prefix, 1):
+        return int.from_bytes(key[len(prefix): len(prefix) + 8], "big")
+    return None
+
+
+def _ahead(state: LimitState, request: Request, now: int, alive: Alive, dropped: list[str]) -> int:
+    """How many waiters come before `request`. Those first in line that are gone (a dead owner,
+    or unseen for long) leave it; behind the first live one, the others are counted as they are
+    (asking a thousand pids on every acquisition would cost more than the line)."""
+    mine = state.waiters.get(request.hid)
+    arrival = mine.arrival if mine is not None else request.arrival if request.arrival is not None else now + 1
+    place = (-request.priority, arrival, request.hid)
+    ahead = sorted((-w.priority, w.arrival, wid) for wid, w in state.waiters.items()
+                   if wid != request.hid and (-w.priority, w.arrival, wid) < place)
+    for n, (_, _, wid) in enumerate(ahead):
+        waiter = state.waiters[wid]
+        if now - waiter.seen <= WAITER_GONE_US and alive(waiter.owner, waiter.host, waiter.pid):
+            return len(ahead) - n
+        del state.waiters[wid]
+        dropped.append(wid)
+    return 0
+
+
+def _reap_holds(state: LimitState, alive: Alive) -> bool:
+    dead = [hid for hid, h in state.holds.items() if not alive(h.owner, h.host, h.pid)]
+    for hid in dead:
+        del state.holds[hid]
+    return bool(dead)
+
+
+def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive) -> Granted | Blocked:
+    """Take one unit of every limited name of `request` at once, or none and wait in line.
+
+    Idempotent by `request.hid`: a request already granted is granted again (a retry whose
+    answer was lost). Names without a rule limit nothing and are not touched."""
+    limited: list[tuple[str, LimitRule, LimitState]] = []
+    for name in request.names:
+        rule = rule_for(txn, name)
+        if rule is not None:
+            limited.append((name, rule, _state(txn, name)))
+    if not limited:
+        return Granted()
+    if all(request.hid in state.holds for _, _, state in limited):
+        # Granted already (a retry whose answer was lost, or another process claiming the same
+        # invocation): the holder is the latest to ask, so its death frees the unit.
+        for name, _, state in limited:
+            held = state.holds[request.hid]
+            if (held.owner, held.pid) != (request.owner, request.pid):
+                state.holds[request.hid] = Holder(request.owner, request.host, request.pid, held.at, held.tokens,
+                                                  held.label)
+                _put_state(txn, name, state)
+        return Granted()
+    blocking: list[str] = []
+    retry_at: int | None = None
+    ahead = 0
+    changed: set[str] = set()
+    for name, rule, state in limited:
+        _prune(txn, name, state, rule, now)
+        why_at: int | None = None
+        blocked = False
+        if state.paused_until > now:
+            blocked, why_at = True, state.paused_until
+        if rule.concurrency is not None and len(state.holds) >= rule.concurrency:
+            if _reap_holds(state, alive):
+                changed.add(name)
+            if len(state.holds) >= rule.concurrency:
+                blocked = True
+        if rule.rate is not None and state.rate_count + 1 > rule.rate.limit:
+            blocked = True
+            oldest = _oldest(txn, name, b"r")
+            if oldest is not None:
+                at = oldest + int(rule.rate.period * 1e6) + 1
+                why_at = at if why_at is None else max(why_at, at)
+        if rule.tokens is not None and state.tokens_in_window > 0 and (
+            state.tokens_in_window + request.tokens > rule.tokens.limit
+        ):
+            blocked = True
+            oldest = _oldest(txn, name, b"t")
+            if oldest is not None:
+                at = oldest + int(rule.tokens.period * 1e6) + 1
+                why_at = at if why_at is None else max(why_at, at)
+        if state.waiters:
+            dropped: list[str] = []
+            n = _ahead(state, request, now, alive, dropped)
+            if dropped:
+                changed.add(name)
+            if n:
+                blocked = True
+                ahead = max(ahead, n)
+        if blocked:
+            blocking.append(name)
+            if why_at is not None:
+                retry_at = why_at if retry_at is None else min(retry_at, why_at)
+    if blocking:
+        for name, _, state in limited:
+            mine = state.waiters.get(request.hid)
+            if name in blocking:
+                state.waiters[request.hid] = Waiter(
+                    request.owner, request.host, request.pid, request.priority,
+                    mine.arrival if mine is not None else request.arrival if request.arrival is not None else now,
+                    now, request.label)
+                changed.add(name)
+            elif mine is not None:  # no longer blocked here: it waits on the others only
+                del state.waiters[request.hid]
+                changed.add(name)
+        for name, _, state in limited:
+            if name in changed:
+                _put_state(txn, name, state)
+        return Blocked(tuple(blocking), retry_at, ahead)
+    for name, rule, state in limited:
+        state.waiters.pop(request.hid, None)
+        state.holds[request.hid] = Holder(request.owner, request.host, request.pid, now, request.tokens, request.label)
+        if rule.rate is not None:
+            key, end = _bucket_key(name, b"r", now, rule.rate.period)
+            _add(txn, key, 1)
+            state.rate_count += 1
+            state.rate_oldest = state.rate_oldest or end
+        if rule.tokens is not None and request.tokens:
+            key, end = _bucket_key(name, b"t", now, rule.tokens.period)
+            _add(txn, key, request.tokens)
+            state.tokens_in_window += request.tokens
+            state.tokens_oldest = state.tokens_oldest or end
+        _put_state(txn, name, state)
+    return Granted()
+
+
+def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None, now: int) -> None:
+    """Give back `hid`'s units; `used_tokens` (what the step reported) replaces its estimate
+    in the tokens window, so an estimate too high is given back and one too low charged."""
+    for name in names:
+        raw = txn.get("limit_state", name.encode())
+        if raw is None:
+            continue
+        state = _state_dec.decode(raw)
+        holder = state.holds.pop(hid, None)
+        waiter = state.waiters.pop(hid, None)
+        if holder is None and waiter is None:
+            continue
+        if holder is not None:
+            charged = holder.tokens
+            if used_tokens is not None:
+                charged = used_tokens
+                rule = rule_for(txn, name)
+                if rule is not None and rule.tokens is not None and used_tokens != holder.tokens:
+                    key, end = _bucket_key(name, b"t", holder.at, rule.tokens.period)
+                    if end > now - int(rule.tokens.period * 1e6):  # its bucket still counts: settled there
+                        before, after = _add(txn, key, used_tokens - holder.tokens)
+                        state.tokens_in_window = max(0, state.tokens_in_window + after - before)
+                        if after and not state.tokens_oldest:
+                            state.tokens_oldest = end
+            state.tokens_total += charged
+        _put_state(txn, name, state)
+
+
+def pause(txn: Txn, names: tuple[str, ...], until: int) -> list[str]:
+    """Pause every limited name of `names` until `until` (µs): a provider pushed back. The
+    names paused (those with a rule)."""
+    paused = []
+    for name in names:
+        if rule_for(txn, name) is None:
+            continue
+        state = _state(txn, name)
+        if until > state.paused_until:
+            state.paused_until = until
+            _put_state(txn, name, state)
+        paused.append(name)
+    return paused
+
+
+def views(txn: Txn, now: int) -> list[LimitView]:
+    """Every rule, and every name a `PREFIX:*` rule limits that has a state, by name."""
+    found = rules(txn)
+    names = set(found)
+    for key, _ in txn.scan("limit_state", b""):
+        names.add(key.decode())
+    out = []
+    for name in sorted(names):
+        rule = found.get(name) if name in found else rule_for(txn, name)
+        if rule is None:
+            continue
+        state = _state(txn, name)
+        used = state.tokens_total
+        if rule.tokens is not None:
+            horizon = now - int(rule.tokens.period * 1e6)
+            prefix = _event_prefix(name, b"t")
+            used = sum(int.from_bytes(raw, "big") for key, raw in txn.scan("limit_events", prefix)
+                       if int.from_bytes(key[len(prefix): len(prefix) + 8], "big") > horizon)
+        if name.endswith(":*"):  # the rule itself: its names are listed on their own
+            out.append(LimitView(name, rule.concurrency, rule.rate, rule.tokens, 0, 0, 0, None))
+            continue
+        holds = [h for h in state.holds.values() if local_alive(h.owner, h.host, h.pid)]
+        waiting = [w for w in state.waiters.values() if now - w.seen <= WAITER_GONE_US]
+        out.append(LimitView(name, rule.concurrency, rule.rate, rule.tokens, len(holds), len(waiting), used,
+                             state.paused_until if state.paused_until > now else None))
+    return out
+
+
+def waiting_for(txn: Txn, label: str, now: int) -> list[str]:
+    """The names a hold labelled `label` (an invocation id) waits on."""
+    out = []
+    for key, raw in txn.scan("limit_state", b""):
+        state = _state_dec.decode(raw)
+        for waiter in state.waiters.values():
+            if waiter.label == label and now - waiter.seen <= WAITER_GONE_US:
+                out.append(key.decode())
+                break
+    return out
+
+
+def forget_name(txn: Txn, name: str) -> None:
+    """Drop a name's state and events (its rule was removed)."""
+    txn.delete("limit_state", name.encode())
+    for key, _ in list(_scan(txn, name.encode() + b"\x00")):
+        txn.delete("limit_events", key)
+
+
+def _scan(txn: Txn, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    return txn.scan("limit_events", prefix)
+
+

@@ -1,0 +1,124 @@
+"""Waiting for limits: one `Limiter` per engine takes and gives back units of the store's
+limits (`journal/limits/`) for the steps and invocations it runs.
+
+A waiter holds no thread: it is a task asleep until a unit may have freed. Its request is
+registered in the store's line for the name, so every process serves the same line in the
+same order (priority, then arrival). A unit freed in this process wakes its waiters at once;
+one freed elsewhere is seen at the next look, at most `poll` seconds later (longer for a
+waiter far back in the line, so a thousand waiters do not all ask every few milliseconds),
+and a window or a pause that ends is waited for exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from journal import HOST, Store
+from journal.limits import Blocked, LimitError, LimitTable, Request, check_name
+
+_LOCAL_POLL = 0.02  # seconds between looks at the line, for the waiter first in it (LMDB)
+_REMOTE_POLL = 0.05  # the same on a store on the network
+_FARTHEST = 1.0  # a waiter far back in the line looks at least this often (it counts as alive)
+
+
+def limit_names(limit: str | Sequence[str] | None) -> tuple[str, ...]:
+    """`limit=` as the sorted names it takes (one global order: no two holders wait on each other)."""
+    if limit is None:
+        return ()
+    names = (limit,) if isinstance(limit, str) else tuple(limit)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise LimitError(f"limit= takes a limit name or a list of names (non-empty strings), got {limit!r}")
+        check_name(name)
+    return tuple(sorted(set(names)))
+
+
+class Limiter:
+    """Acquires and releases units of the store's limits for one engine (`owner`)."""
+
+    def __init__(self, store: Store, owner: str) -> None:
+        self._store = store
+        self._owner = owner
+        self._pid = _pid()
+        self._table: LimitTable | None = None
+        self._bell: anyio.Event | None = None  # rung when a unit is given back here (made by a waiter)
+
+    @property
+    def table(self) -> LimitTable:
+        if self._table is None:
+            self._table = self._store.limits()
+        return self._table
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        if self.table.blocking:
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+        return fn(*args)
+
+    def _ring(self) -> None:
+        bell, self._bell = self._bell, None
+        if bell is not None:
+            bell.set()
+
+    def request(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
+                label: str = "", arrival: int | None = None) -> Request:
+        return Request(hid or secrets.token_hex(8), names, self._owner, HOST, self._pid, tokens, priority, label,
+                       arrival)
+
+    async def acquire(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
+                      label: str = "", arrival: int | None = None) -> str:
+        """Take a unit of every name (all at once, in line behind earlier and higher waiters);
+        the hold's id, for `release`."""
+        request = self.request(names, hid=hid, tokens=tokens, priority=priority, label=label, arrival=arrival)
+        hid = request.hid
+        table = self.table
+        if not table.blocking:  # the uncontended path: one unsynced transaction, no await
+            answer = table.acquire(request)
+            if not isinstance(answer, Blocked):
+                return hid
+        poll = _REMOTE_POLL if table.blocking else _LOCAL_POLL
+        try:
+            if table.blocking:
+                answer = await self._call(table.acquire, request)
+            while isinstance(answer, Blocked):
+                wait = min(_FARTHEST, poll * (1 + answer.ahead))
+                if answer.retry_at is not None:
+                    wait = min(wait, max(0.0, answer.retry_at / 1e6 - time.time()) + 0.001)
+                if self._bell is None:
+                    self._bell = anyio.Event()
+                with anyio.move_on_after(wait):
+                    await self._bell.wait()
+                answer = await self._call(table.acquire, request)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._call(table.withdraw, hid, names)
+                self._ring()  # whoever stood behind it may go now
+            raise
+        return hid
+
+    async def rung(self) -> None:
+        """Return when a unit is next given back in this process (a worker waiting for work
+        looks again at once: an invocation in a limit's line may go now)."""
+        if self._bell is None:
+            self._bell = anyio.Event()
+        await self._bell.wait()
+
+    async def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> None:
+        with anyio.CancelScope(shield=True):  # a unit is given back even by a cancelled step
+            await self._call(self.table.release, hid, names, used_tokens)
+        self._ring()
+
+    async def pause(self, names: tuple[str, ...], seconds: float) -> list[str]:
+        until = int((time.time() + seconds) * 1e6)
+        return list(await self._call(self.table.pause, names, until))
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()

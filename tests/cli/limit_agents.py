@@ -1,0 +1,55 @@
+"""Handlers of the limits' process tests: each step counts, in a file shared by every process,
+how many steps run at once (under a lock), and records the highest count it saw."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+
+from runtime import Context
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _update(entry: str, enter: bool) -> None:
+    """Enter or leave the set of steps running now (those of a killed process no longer count),
+    and keep the most ever seen at once."""
+    path = os.environ["LIMIT_GAUGE"]
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        lines = f.read().split("\n")
+        most = int(lines[0]) if lines and lines[0] else 0
+        running = [e for e in lines[1:] if e and _alive(int(e.split()[0])) and e != entry]
+        if enter:
+            running.append(entry)
+        most = max(most, len(running))
+        f.seek(0)
+        f.truncate()
+        f.write("\n".join([str(most), *running]))
+
+
+def held(i: int) -> int:
+    """Runs while holding a unit: counted in, a moment of work, counted out; each run noted."""
+    entry = f"{os.getpid()} {i}"
+    _update(entry, True)
+    try:
+        with open(os.environ["LIMIT_GAUGE"] + ".runs", "a") as f:
+            f.write(entry + "\n")
+        time.sleep(0.05)
+    finally:
+        _update(entry, False)
+    return i
+
+
+async def three_steps(ctx: Context, n: int) -> int:
+    for i in range(3):
+        await ctx.run(f"step-{i}", held, n * 10 + i, limit="db")
+    return n

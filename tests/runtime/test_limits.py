@@ -1,0 +1,299 @@
+"""Steps under the store's limits (DESIGN.md, "Limits"): concurrency held exactly, rate and
+token windows, usage settling the estimate, push-back without using up attempts, and a
+replayed step that acquires nothing."""
+
+import functools
+import os
+import threading
+
+import anyio
+import httpx
+import pytest
+
+from journal import HOST
+from journal.limits import Request
+from runtime import Context, RateLimited, RetryPolicy, current_step
+from runtime.testing import check_determinism
+
+pytestmark = pytest.mark.anyio
+
+
+class Gauge:
+    """How many step functions run at once, as the functions themselves count it."""
+
+    def __init__(self):
+        self.now = 0
+        self.most = 0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    async def __call__(self, i, pause=0.01):
+        with self._lock:
+            self.now += 1
+            self.calls += 1
+            self.most = max(self.most, self.now)
+        try:
+            await anyio.sleep(pause)
+        finally:
+            with self._lock:
+                self.now -= 1
+        return i
+
+
+async def test_a_concurrency_limit_is_never_exceeded(open_engine):
+    gauge = Gauge()
+
+    async def agent(ctx: Context, n: int) -> list:
+        out = []
+
+        async def one(i):
+            out.append(await ctx.run(f"call-{i}", gauge, i, limit="db"))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+        return sorted(out)
+
+    async with open_engine() as engine:
+        await engine.limits.set("db", concurrency=3)
+        outcome = await engine.run(agent, 12)
+        assert outcome.result == list(range(12))
+        assert gauge.most == 3
+        (view,) = await engine.limits.ls()
+        assert (view.name, view.in_use, view.waiting) == ("db", 0, 0)
+
+
+async def test_without_a_rule_a_limit_name_limits_nothing(open_engine):
+    gauge = Gauge()
+
+    async def agent(ctx: Context) -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                tg.start_soon(functools.partial(ctx.run, f"s{i}", gauge, i, 0.05, limit="nobody"))
+
+    async with open_engine() as engine:
+        outcome = await engine.run(agent)
+    assert outcome.status == "completed" and gauge.most == 6
+
+
+async def test_a_rate_limit_spaces_steps_over_its_window(open_engine):
+    times = []
+
+    def stamp(i):
+        import time
+
+        times.append(time.monotonic())
+        return i
+
+    async def agent(ctx: Context) -> None:
+        for i in range(5):
+            await ctx.run(f"s{i}", stamp, i, limit="api")
+
+    async with open_engine() as engine:
+        await engine.limits.set("api", rate="2/1s")
+        await engine.run(agent)
+    # No window of 1 s holds more than 2 starts, wherever it begins.
+    for i in range(len(times) - 2):
+        assert times[i + 2] - times[i] >= 0.99, times
+
+
+async def test_used_tokens_settle_the_estimate(open_engine):
+    async def call(n):
+        current_step().used(tokens=n)
+        return n
+
+    async def agent(ctx: Context) -> None:
+        await ctx.run("a", call, 120, limit="llm", tokens=1000)
+        await ctx.run("b", call, 30, limit="llm", tokens=1000)
+
+    async with open_engine() as engine:
+        await engine.limits.set("llm", tokens="100000/m")
+        await engine.run(agent)
+        view = await engine.limits.get("llm")
+    assert view.tokens_used == 150
+
+
+async def test_push_back_pauses_the_limit_and_does_not_use_up_attempts(open_engine):
+    tries = []
+
+    async def flaky():
+        tries.append(1)
+        if len(tries) < 4:
+            raise RateLimited(retry_after=0.05)
+        return "ok"
+
+    async def agent(ctx: Context) -> str:
+        return await ctx.run("call", flaky, limit="llm", retry=RetryPolicy(max_attempts=1))
+
+    async with open_engine() as engine:
+        await engine.limits.set("llm", concurrency=5)
+        outcome = await engine.run(agent)
+    assert outcome.result == "ok" and len(tries) == 4
+
+
+async def test_an_http_429_with_retry_after_pauses_every_holder_of_the_limit(open_engine):
+    tries = []
+
+    async def answer():
+        tries.append(1)
+        if len(tries) == 1:
+            request = httpx.Request("POST", "http://provider.invalid/v1/chat/completions")
+            response = httpx.Response(429, headers={"retry-after": "0.3"}, request=request)
+            raise httpx.HTTPStatusError("429 Too Many Requests", request=request, response=response)
+        return "ok"
+
+    async def agent(ctx: Context) -> str:
+        return await ctx.run("call", answer, limit="llm", retry=RetryPolicy(max_attempts=1))
+
+    async with open_engine() as engine:
+        await engine.limits.set("llm", concurrency=5)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.run, agent)
+            with anyio.fail_after(30):
+                while True:  # the pause is in the store, for every process to see
+                    view = await engine.limits.get("llm")
+                    if view.paused_until is not None or len(tries) >= 2:
+                        break
+                    await anyio.sleep(0.01)
+        assert len(tries) == 2
+
+
+async def test_a_replayed_step_acquires_nothing(open_engine):
+    gauge = Gauge()
+
+    async def agent(ctx: Context) -> int:
+        a = await ctx.run("a", gauge, 1, limit="db")
+        await ctx.promise("go")
+        return a + await ctx.run("b", gauge, 2, limit="free")
+
+    async with open_engine() as engine:
+        await engine.limits.set("db", concurrency=1)
+        outcome = await engine.run(agent, id="r")
+        assert outcome.status == "suspended"
+        # Another holder takes the only unit of `db`: a replayed `a` that acquired would wait for ever.
+        assert str(engine.store.limits().acquire(Request("other", ("db",), engine.owner, HOST, os.getpid()))) == "Granted()"
+        await engine.resolve("r", "go", True)
+        with anyio.fail_after(30):  # what it is about: the resumed run does not wait on `db`
+            outcome = await engine.resume("r")
+        db = await engine.limits.get("db")
+    assert outcome.result == 3 and gauge.calls == 2
+    assert db.in_use == 1 and db.waiting == 0  # only the other holder's unit; nobody in its line
+
+
+def test_check_determinism_passes_on_a_limited_handler():
+    from journal import MemoryStore
+    from journal.limits import LimitRule, Window
+
+    def limited_store():
+        store = MemoryStore()
+        store.limits().set("db", LimitRule(concurrency=1, tokens=Window(1000, 60.0)))
+        return store
+
+    check_determinism(limited_agent, store_factory=limited_store)
+
+
+async def limited_agent(ctx: Context) -> int:
+    a = await ctx.run("a", lambda: 1, limit="db", tokens=10)
+    b = await ctx.run("b", lambda: 2, limit=["db", "other"], tokens=10)
+    return a + b
+
+
+# -- invocations under limits ------------------------------------------------------------------
+
+RUNS: list[str] = []
+RUNNING = Gauge()
+
+
+async def limited_job(ctx: Context, name: str) -> str:
+    await ctx.run("work", RUNNING, name, 0.02)
+    RUNS.append(name)
+    if name.startswith("wait"):
+        await ctx.promise("go")
+    return name
+
+
+async def test_an_invocation_holds_a_unit_while_it_runs_and_none_while_suspended(open_engine):
+    RUNS.clear()
+    RUNNING.most = RUNNING.now = 0
+    async with open_engine() as engine:
+        await engine.limits.set("jobs", concurrency=2)
+        # Two wait on a promise (suspended: they hold nothing), then eight that must get through.
+        for name in ["wait-1", "wait-2"] + [f"job-{i}" for i in range(8)]:
+            await engine.start(limited_job, name, id=name, limit="jobs")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(engine.serve, concurrency=16))
+            with anyio.fail_after(60):
+                while len([n for n in RUNS if n.startswith("job")]) < 8:
+                    view = await engine.limits.get("jobs")
+                    assert view.in_use <= 2
+                    await anyio.sleep(0.01)
+                for name in ("wait-1", "wait-2"):
+                    while (await engine.get(name)).status != "suspended":
+                        await anyio.sleep(0.01)
+                    await engine.resolve(name, "go", True)
+                for name in ("wait-1", "wait-2"):
+                    while (await engine.get(name)).status != "completed":
+                        await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        assert RUNNING.most <= 2
+        view = await engine.limits.get("jobs")
+        assert (view.in_use, view.waiting) == (0, 0)
+
+
+async def test_waiting_invocations_are_served_by_priority_then_age(open_engine):
+    RUNS.clear()
+    async with open_engine() as engine:
+        await engine.limits.set("one", concurrency=1)
+        table = engine.store.limits()
+        assert str(table.acquire(Request("blocker", ("one",), "x", HOST, os.getpid()))) == "Granted()"
+        for name, priority in [("a", 0), ("b", 5), ("c", 0), ("d", 9), ("e", 5)]:
+            await engine.start(limited_job, name, id=name, limit="one", priority=priority)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(engine.serve, concurrency=16))
+            with anyio.fail_after(60):
+                while (await engine.limits.get("one")).waiting < 5:  # all in line, none running
+                    await anyio.sleep(0.01)
+                assert (await engine.get("a")).status == "pending"
+                table.release("blocker", ("one",))
+                while len(RUNS) < 5:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    assert RUNS == ["d", "b", "e", "a", "c"]
+
+
+async def test_a_rule_changed_while_steps_wait_is_obeyed_at_once_and_prefix_rules_count_each_name(open_engine):
+    gauge = Gauge()
+    release = anyio.Event()
+
+    async def hold(i):
+        await gauge(i, 0)
+        if i < 2:
+            await release.wait()  # the first ones keep their units until the rule has changed
+        return i
+
+    async def agent(ctx: Context, tenant: str) -> list:
+        out = []
+
+        async def one(i):
+            out.append(await ctx.run(f"s{i}", hold, i, limit=f"tenant:{tenant}"))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                tg.start_soon(one, i)
+        return sorted(out)
+
+    async with open_engine() as engine:
+        await engine.limits.set("tenant:*", concurrency=1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(engine.run, agent, "a", id="a"))
+            tg.start_soon(functools.partial(engine.run, agent, "b", id="b"))
+            with anyio.fail_after(30):
+                while {v.name: v.in_use for v in await engine.limits.ls()} != {"tenant:*": 0, "tenant:a": 1,
+                                                                                  "tenant:b": 1}:
+                    await anyio.sleep(0.01)  # one each: the prefix rule counts each tenant apart
+                await engine.limits.set("tenant:*", concurrency=2)
+                while {v.name: v.in_use for v in await engine.limits.ls()} != {"tenant:*": 0, "tenant:a": 2,
+                                                                                  "tenant:b": 2}:
+                    await anyio.sleep(0.01)
+            release.set()
+        assert (await engine.get("a")).result == list(range(6))
