@@ -335,6 +335,13 @@ class Store(Protocol):
         the schedule first: the ticks are then that process's."""
         ...
 
+    def advance_schedules(self, moves: Sequence[tuple[ScheduleRecord, int, Sequence[Create], Sequence[str]]]
+                          ) -> builtins.list[bool]:
+        """`advance_schedule(*move)` for each move, in one transaction: what each returned.
+        A move refused (another process moved that schedule first) writes nothing; one that
+        raises writes nothing for any of them."""
+        ...
+
     def ready(self, limit: int | None = None) -> builtins.list[str]:
         """Pending invocations that may start now (a delayed start is not among them until
         it is due: `due_timers` has it), highest priority first, then oldest, read from an

@@ -58,7 +58,8 @@ class Worker:
         self._in_line = False  # the last look left invocations waiting in a limit's line
         self._asked: dict[str, float] = {}  # invocations in a limit's line: when their place was last kept
         self._order: dict[str, tuple[int, int]] = {}  # claim order of what `runnable` found: (-priority, created)
-        self._window: int | None = None  # pending invocations taken in hand per look (None: all)
+        self._window: int | None = None  # the most pending invocations held in hand (None: all)
+        self._took_all = True  # the last look took every pending one it could start
         self._nudged: anyio.Event | None = None  # set when this process made something runnable
         self._bell: WorkBell | None = None  # rung when any process made something runnable (`serve`)
         self._missed: set[str] = set()  # found pending while running here (`runnable`)
@@ -82,14 +83,27 @@ class Worker:
         # has in hand (thousands, queued for a turn) are not read again on every look.
         # Pending ones in the order they are claimed (highest priority, then oldest), from
         # the store's run queue; a delayed start is among the due timers once it is due.
-        # While serving, only the head of the queue (`_window` beyond what is in hand): a look
-        # costs the same with a hundred or a hundred thousand waiting.
-        ready = store.ready(None if self._window is None else len(busy) + self._window)
-        ids = [i for i in ready if i not in busy]
+        # While serving, only the head of the queue, and no more than `_window` in hand: a look
+        # costs the same with a hundred or a hundred thousand waiting, and so does what this
+        # process holds (every look, polls included, would otherwise take another window).
+        if self._window is None:
+            head = store.ready()
+            ids = [i for i in head if i not in busy]
+        else:
+            # Those in hand that wait for a slot are still pending, so among the head: any that
+            # comes before one of them outranks it (a later start of higher priority) and is
+            # taken whatever the room; after the last of them, only as many as there is room.
+            limit = len(busy) + self._window
+            head = store.ready(limit)
+            cut = max((n for n, i in enumerate(head) if i in busy), default=-1)
+            after = head[cut + 1:]
+            room = max(0, self._window - len(self.active))
+            ids = [i for i in head[:max(cut, 0)] if i not in busy] + after[:room]
+            self._took_all = len(head) < limit and len(after) <= room
         # Pending while it still runs here: made runnable again (a message) after its run
         # suspended and before that run ended. Nobody rings again for it, so the end of that
         # run looks again (`serve`) rather than the next poll.
-        self._missed = {i for i in ready if i in self.executor.running}
+        self._missed = {i for i in head if i in self.executor.running}
         ids += [i for i in store.ids(Status.RUNNING) if i not in busy and store.live_lease(i, now) is None]
         ids += store.due_timers(now)
         # Stopped by a full disk, an invocation whose lease could not be given back either is
@@ -203,7 +217,7 @@ class Worker:
         gate = _Gate(concurrency)
         executor = self.executor
         window = self._window = max(64, 4 * concurrency)
-        more = False  # the last look found a full window: more is waiting in the store
+        more = False  # the last look left pending ones in the store for want of room
 
         async def one(invocation_id: str, ticket: Any) -> None:
             try:
@@ -251,7 +265,7 @@ class Worker:
                     if before_look is not None:
                         await before_look()
                     ids = await self._read(self.runnable)
-                    more = len(ids) >= window
+                    more = not self._took_all
                     for invocation_id in ids:
                         self.active.add(invocation_id)
                         tg.start_soon(one, invocation_id, gate.enter(self._order.get(invocation_id, (0, 0))))
@@ -330,6 +344,7 @@ class _Gate:
         self._free = capacity
         self._waiting: list[tuple[tuple[int, int], int, anyio.Event]] = []
         self._count = itertools.count()
+        self._gone: set[int] = set()  # tickets cancelled while waiting, still in the heap
 
     def enter(self, order: tuple[int, int]) -> tuple[tuple[int, int], int, anyio.Event]:
         ticket = (order, next(self._count), anyio.Event())
@@ -338,8 +353,12 @@ class _Gate:
 
     def dispatch(self) -> None:
         while self._free > 0 and self._waiting:
+            ticket = heapq.heappop(self._waiting)
+            if ticket[1] in self._gone:
+                self._gone.discard(ticket[1])
+                continue
             self._free -= 1
-            heapq.heappop(self._waiting)[2].set()
+            ticket[2].set()
 
     @contextlib.asynccontextmanager
     async def turn(self, ticket: tuple[tuple[int, int], int, anyio.Event]) -> AsyncIterator[None]:
@@ -348,9 +367,8 @@ class _Gate:
         except BaseException:
             if ticket[2].is_set():  # handed the slot as it was cancelled: pass it on
                 self._release()
-            else:
-                self._waiting.remove(ticket)
-                heapq.heapify(self._waiting)
+            else:  # left in the heap, passed over by `dispatch`: a removal each would be quadratic
+                self._gone.add(ticket[1])
             raise
         try:
             yield

@@ -79,6 +79,7 @@ class MemoryStore(MemoryTables, KVStore):
         self.max_entry_bytes = max_entry_bytes
         self._tables = {name: _Table() for name in TABLES}
         self._listing_built = True  # empty: the listing index is complete from the start
+        self._ready_built = True  # (and the run queue)
         self._lock = threading.RLock()
         self._live: MemoryChannel | None = None
         self._limits: MemoryLimits | None = None

@@ -34,12 +34,9 @@ def key(record: InvocationRecord, id_bytes: bytes) -> bytes:
 
 
 def ids(txn: Txn, limit: int | None = None) -> list[str]:
-    out = []
-    for k, _ in txn.scan("listing", PREFIX):
-        out.append(k[len(PREFIX) + 16:].decode(errors="replace"))
-        if limit is not None and len(out) >= limit:
-            break
-    return out
+    # `scan_some`: a database fetches only the head, not the whole queue to stop early in it.
+    found = txn.scan("listing", PREFIX) if limit is None else txn.scan_some("listing", PREFIX, PREFIX, limit)
+    return [k[len(PREFIX) + 16:].decode(errors="replace") for k, _ in found]
 
 
 def build(txn: Txn) -> None:

@@ -98,6 +98,23 @@ def _schedule_key(name: str) -> bytes:
     return _SCHEDULE + validate_id(name, "schedule name") + b"\x00"
 
 
+def _advance(txn: Txn, record: ScheduleRecord, expected_version: int, creates: Sequence[Create],
+             cancels: Sequence[str]) -> bool:
+    key = _schedule_key(record.name)
+    txn.last("meta", key)  # one advancing transaction at a time (PostgreSQL locks the prefix)
+    raw = txn.get("meta", key)
+    if raw is None or decode_schedule(bytes(raw)).version != expected_version:
+        return False
+    for op in creates:
+        _create(txn, validate_id(op.record.id), op.record, op.started)
+    for invocation_id in cancels:
+        id_bytes = validate_id(invocation_id)
+        if _get_record(txn, id_bytes) is not None:
+            request_cancel(txn, id_bytes, invocation_id, record.created_at, False)
+    txn.put("meta", key, encode_schedule(msgspec.structs.replace(record, version=expected_version + 1)))
+    return True
+
+
 class KVStore(abc.ABC):
     """The `Store` protocol over `Txn`; subclasses provide `_read()` and `_transact()`."""
 
@@ -204,16 +221,24 @@ class KVStore(abc.ABC):
     def ready(self, limit: int | None = None) -> builtins.list[str]:
         """Pending invocations that may start now (not delayed), in the order workers claim
         them: highest priority first, then oldest; read from the run queue (`_runnable.py`)."""
+        if not self._ensure_ready():
+            return self.ids(Status.PENDING)[:limit]
+        with self._read() as txn:
+            return _runnable.ids(txn, limit)
+
+    def _ensure_ready(self) -> bool:
+        """Whether the run queue covers every pending record, building it if it does not yet
+        (a store written before it existed: every pending record read once); False if it
+        cannot be built (a read-only store). A store made since starts with it complete."""
         if not self._ready_built:
             with self._read() as txn:
                 built = txn.get("meta", _runnable.BUILT) is not None
             if not built:
                 if getattr(self, "readonly", False):
-                    return self.ids(Status.PENDING)[:limit]
+                    return False
                 self._transact(lambda txn: None if txn.get("meta", _runnable.BUILT) else _runnable.build(txn))
             self._ready_built = True
-        with self._read() as txn:
-            return _runnable.ids(txn, limit)
+        return True
 
     def page(self, query: Query) -> Page:
         """A page of invocations newest first, through the listing index (`_listing.py`):
@@ -400,21 +425,20 @@ class KVStore(abc.ABC):
         """Move a schedule on: if it is still at `expected_version`, create the ticks'
         invocations (idempotent by id), ask `cancels` to cancel, and store `record` (its
         version one more) in one transaction; False if another worker moved it first."""
-        key = _schedule_key(record.name)
+        return self._transact(lambda txn: _advance(txn, record, expected_version, creates, cancels))
 
-        def work(txn: Txn) -> bool:
-            txn.last("meta", key)  # one advancing transaction at a time (PostgreSQL locks the prefix)
-            raw = txn.get("meta", key)
-            if raw is None or decode_schedule(bytes(raw)).version != expected_version:
-                return False
-            for op in creates:
-                _create(txn, validate_id(op.record.id), op.record, op.started)
-            for invocation_id in cancels:
-                id_bytes = validate_id(invocation_id)
-                if _get_record(txn, id_bytes) is not None:
-                    request_cancel(txn, id_bytes, invocation_id, record.created_at, False)
-            txn.put("meta", key, encode_schedule(msgspec.structs.replace(record, version=expected_version + 1)))
-            return True
+    def advance_schedules(self, moves: Sequence[tuple[ScheduleRecord, int, Sequence[Create], Sequence[str]]]
+                          ) -> builtins.list[bool]:
+        """`advance_schedule` for each of `moves`, all in one transaction (a tick of
+        thousands of schedules is not thousands of commits), taken in the order of their
+        names: two workers moving overlapping sets lock them in the same order."""
+        order = sorted(range(len(moves)), key=lambda n: moves[n][0].name)
+
+        def work(txn: Txn) -> builtins.list[bool]:
+            done = [False] * len(moves)
+            for n in order:
+                done[n] = _advance(txn, *moves[n])
+            return done
 
         return self._transact(work)
 

@@ -15,6 +15,7 @@ import builtins
 import datetime
 import functools
 import logging
+import random
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("journal")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _RESCAN_US = 1_000_000  # new or changed schedules are seen within this
+_BATCH = 256  # schedules moved on in one transaction
 
 
 def _us(moment: datetime.datetime | None, what: str) -> int | None:
@@ -185,32 +187,78 @@ class Schedules:
     async def fire_due(self) -> builtins.list[str]:
         """Start every tick that is due, on every schedule: the ids started. Every worker calls
         it on each look; it reads the schedules only when one is due, or once a second to see
-        new ones."""
+        new ones. The due ones move on in transactions of `_BATCH` schedules (a minute's tick
+        of ten thousand schedules is not ten thousand commits), taken in an order of this
+        worker's own, so that two workers share a tick's work rather than race on it."""
         now = self.now_us()
         if now < self._next_look and now - self._scanned < _RESCAN_US:
             return []
         self._scanned = now
         started: builtins.list[str] = []
+        schedules = await self._read(self._store.schedules)
+        due = [s for s in schedules if s.buffered or ((at := _fire.due_at(s)) is not None and at <= now)]
+        latest = {s.name: s for s in schedules}
+        batches = [due[n:n + _BATCH] for n in range(0, len(due), _BATCH)]
+        random.shuffle(batches)
+        for batch in batches:
+            moved, stale = await self._read(self._fire_batch, batch, now, started)
+            latest.update(moved)
+            for schedule in stale:  # another worker moved it, or the batch could not commit
+                latest[schedule.name] = await self._fire_alone(schedule, now, started)
         next_look = now + _RESCAN_US
-        for schedule in await self._read(self._store.schedules):
-            try:
-                schedule = await self._fire_one(schedule, now, started)
-            except (JournalError, ValueError) as exc:
-                # One schedule that cannot fire (its input too large for the store, a record
-                # of its last run that does not decode) stops neither the others nor the worker.
-                if self._failed.get(schedule.name) != str(exc):
-                    self._failed[schedule.name] = str(exc)
-                    _log.warning("schedule %r could not fire: %s", schedule.name, exc)
-                continue
-            due = _fire.due_at(schedule)
+        for schedule in latest.values():
+            at = _fire.due_at(schedule)
             if schedule.buffered and not schedule.paused:
-                due = now + 250_000  # waiting for the run before it to end
-            if due is not None:
-                next_look = min(next_look, due)
+                at = now + 250_000  # waiting for the run before it to end
+            if at is not None:
+                next_look = min(next_look, at)
         if started:
             await self._committer.flush()
         self._next_look = next_look
         return started
+
+    def _fire_batch(self, batch: builtins.list[ScheduleRecord], now: int, started: builtins.list[str]
+                    ) -> tuple[dict[str, ScheduleRecord], builtins.list[ScheduleRecord]]:
+        """Plan each of `batch` and move them on in one transaction (in a thread: store reads
+        and one commit): the schedules moved, and those left to `_fire_alone`."""
+        moves, planned = [], []
+        stale: builtins.list[ScheduleRecord] = []
+        for schedule in batch:
+            try:
+                last = self._store.get(schedule.last_id) if schedule.last_id else None
+                plan = _fire.plan(schedule, now, last)
+                if plan is None:
+                    continue
+                creates = [self._creation(schedule, tick, now) for tick in plan.starts]
+            except (JournalError, ValueError):
+                stale.append(schedule)  # said by `_fire_alone`, which meets it again
+                continue
+            moves.append((plan.record, schedule.version, creates, plan.cancels))
+            planned.append(schedule)
+        try:
+            done = self._store.advance_schedules(moves) if moves else []
+        except (JournalError, ValueError):
+            return {}, stale + planned  # one of them cannot be started: each alone, said once
+        moved = {}
+        for (record, version, creates, _), schedule, ok in zip(moves, planned, done, strict=True):
+            if ok:
+                started += [op.record.id for op in creates]
+                self._failed.pop(schedule.name, None)
+                moved[schedule.name] = msgspec.structs.replace(record, version=version + 1)
+            else:
+                stale.append(schedule)
+        return moved, stale
+
+    async def _fire_alone(self, schedule: ScheduleRecord, now: int, started: builtins.list[str]) -> ScheduleRecord:
+        try:
+            return await self._fire_one(schedule, now, started)
+        except (JournalError, ValueError) as exc:
+            # One schedule that cannot fire (its input too large for the store, a record
+            # of its last run that does not decode) stops neither the others nor the worker.
+            if self._failed.get(schedule.name) != str(exc):
+                self._failed[schedule.name] = str(exc)
+                _log.warning("schedule %r could not fire: %s", schedule.name, exc)
+            return schedule
 
     async def _fire_one(self, schedule: ScheduleRecord, now: int, started: builtins.list[str]) -> ScheduleRecord:
         for _ in range(20):  # another worker moved it: read it again (it started those ticks)

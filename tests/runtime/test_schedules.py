@@ -170,6 +170,34 @@ async def test_trigger_starts_one_run_now_and_bad_definitions_are_refused(open_e
         assert [s.name for s in await engine.schedules.list()] == ["t"]
 
 
+async def test_two_workers_firing_one_tick_of_many_schedules_start_each_once(open_engine):
+    """More schedules due at once than one transaction moves (`_BATCH`): two workers firing
+    together share them; every tick has its one invocation, none is started twice."""
+    import anyio
+
+    from runtime._schedules import Schedules
+
+    clock = Clock(T0)
+    async with open_engine(clock=clock) as engine:
+        for n in range(600):
+            await engine.schedules.add(f"s{n:03d}", _path(nightly), every=60, input=n)
+        other = Schedules(engine.store, engine.committer, clock)
+        clock.set(_at(minutes=1))
+        fired: dict[str, list[str]] = {}
+
+        async def fire(name, schedules):
+            fired[name] = await schedules.fire_due()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fire, "one", engine.schedules)
+            tg.start_soon(fire, "other", other)
+        expected = sorted(f"s{n:03d}@2026-06-01T12:01:00Z" for n in range(600))
+        assert sorted(fired["one"] + fired["other"]) == expected
+        assert all(engine.store.get(i).status == Status.PENDING for i in expected)
+        assert await engine.schedules.fire_due() == [] and await other.fire_due() == []
+        assert {s.next_tick for s in await engine.schedules.list()} == {int(_at(minutes=2).timestamp() * 1e6)}
+
+
 def _path(fn):
     from runtime import handler_path
 

@@ -173,3 +173,40 @@ async def test_debounce_max_caps_how_far_the_start_moves(open_engine):
             await engine.start(reply, "x", debounce=1)
         with pytest.raises(ValueError, match="at least the debounce"):
             await engine.start(reply, "x", key="k", debounce=5, debounce_max=1)
+
+
+async def test_a_serving_worker_holds_no_more_than_its_window_of_a_long_queue(open_engine):
+    """Every look, polls included, would take another window of the queue into this process
+    (tasks waiting for a slot) if what it holds were not bounded."""
+    release = anyio.Event()
+    ran: list[str] = []
+
+    async def job(ctx: Context, name: str) -> str:
+        ran.append(name)
+        await release.wait()  # every slot stays taken while the worker looks again and again
+        return name
+
+    async with open_engine(durability="async", poll_interval=0.01) as engine:
+        for i in range(600):
+            await engine.start(job, f"low-{i}", id=f"low-{i:03d}")
+        worker = engine._worker
+        looks = 0
+        look = worker.runnable
+
+        def counted() -> list[str]:
+            nonlocal looks
+            looks += 1
+            return look()
+
+        worker.runnable = counted
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: engine.serve(concurrency=4))
+            await until(lambda: looks >= 4 and len(ran) == 4, "four looks with every slot taken")
+            held = len(worker.active)
+            await engine.start(job, "urgent", id="urgent", priority=10)
+            await until(lambda: "urgent" in worker.active, "the worker to take the urgent one")
+            release.set()
+            await until(lambda: "urgent" in ran, "the urgent one to run")
+            tg.cancel_scope.cancel()
+    assert held <= 64  # max(64, 4 x concurrency) in hand, not a window more per look
+    assert ran.index("urgent") <= 8  # after the four that held the slots (and those already handed one)

@@ -21,6 +21,7 @@ from ..._store import Capability
 from ...errors import DiskFull, FormatVersionError, StoreError
 from ...kv import TABLES, KVStore, Txn
 from ...kv._listing import BUILT as LISTING_BUILT
+from ...kv._runnable import BUILT as RUNNABLE_BUILT
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
 from ._tables import LmdbTables
 from ._txn import LmdbTxn, Reading, Writing
@@ -102,6 +103,7 @@ class LmdbStore(LmdbTables, KVStore):
             def mark_new(txn: Txn) -> None:
                 txn.put("meta", b"format", str(FORMAT_VERSION).encode())
                 txn.put("meta", LISTING_BUILT, b"1")  # nothing to index yet: complete from the start
+                txn.put("meta", RUNNABLE_BUILT, b"1")  # (the run queue too)
 
             self._transact(mark_new)
             self.sync()
@@ -113,6 +115,7 @@ class LmdbStore(LmdbTables, KVStore):
             )
         elif not self.readonly:
             self._ensure_listing()  # a store written before the listing index: indexed once, here
+            self._ensure_ready()  # ... and before the run queue, not in a worker's first look
 
     def _read(self) -> Reading:
         return Reading(self._env, self._dbs)

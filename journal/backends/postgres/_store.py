@@ -53,6 +53,7 @@ from ..._store import Acquire, Append, Capability, Create, Op, Renew
 from ...errors import FormatVersionError, InvocationBusy, JournalError, StoreError, StoreUnavailable
 from ...kv import Txn, decode_lease, entry_key, lease_is_live
 from ...kv._listing import BUILT as LISTING_BUILT
+from ...kv._runnable import BUILT as RUNNABLE_BUILT
 from ...kv._store import KVStore
 from ._connect import Connector, Session, conninfo, default_patience
 from ._owners import OwnerSession
@@ -157,6 +158,7 @@ class PostgresStore(PostgresTables, KVStore):
                 cur.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES ('format', %s)", (str(FORMAT_VERSION).encode(),))
                 # Nothing to index yet: the listing index is complete from the start.
                 cur.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES (%s, '1')", (LISTING_BUILT,))
+                cur.execute(f"INSERT INTO {SCHEMA}.meta (k, v) VALUES (%s, '1')", (RUNNABLE_BUILT,))  # run queue
             elif found == str(FORMAT_VERSION).encode():
                 # Tables added within the format (the listing index, filled on the first
                 # page: journal/kv/_listing.py; the inbox and the rest of talking to a
