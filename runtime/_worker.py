@@ -70,8 +70,8 @@ class Worker:
         pending = store.ids(Status.PENDING)
         ids = [i for i in pending if i not in busy]
         # Pending while it still runs here: made runnable again (a message) after its run
-        # suspended and before that run ended. Nobody rings again for it, so the end of that
-        # run looks again (`serve`) rather than the next poll.
+        # suspended and before that run ended. Nobody rings (or notifies) again for it, so
+        # `serve` runs it again as soon as that run ends, rather than at the next look.
         self._missed = {i for i in pending if i in self.executor.running}
         ids += [i for i in store.ids(Status.RUNNING) if i not in busy and store.live_lease(i, now) is None]
         ids += store.due_timers(now)
@@ -139,6 +139,7 @@ class Worker:
         executor = self.executor
 
         async def one(invocation_id: str) -> None:
+            again = False
             try:
                 async with limiter:
                     if await executor.loadable(invocation_id):
@@ -153,13 +154,15 @@ class Worker:
             else:
                 self._retry.discard(invocation_id)
                 self._went_on()
+                again = invocation_id in self._missed
             finally:
-                self.active.discard(invocation_id)
-                if invocation_id in self._missed:
-                    self._missed.discard(invocation_id)
-                    self.nudge()
+                self._missed.discard(invocation_id)
+                if not again:  # (run again: it stays this worker's, so no look schedules it twice)
+                    self.active.discard(invocation_id)
                 if not self.active:
                     settled.set()
+            if again:  # made runnable while this run ended, which nobody will signal again: now
+                tg.start_soon(one, invocation_id)
 
         # A store that rings (LMDB) wakes this worker when another process makes something
         # runnable (a message sent with `journal send`), between its polls.
