@@ -101,8 +101,8 @@ class Worker:
             ids = [i for i in head[:max(cut, 0)] if i not in busy] + after[:room]
             self._took_all = len(head) < limit and len(after) <= room
         # Pending while it still runs here: made runnable again (a message) after its run
-        # suspended and before that run ended. Nobody rings again for it, so the end of that
-        # run looks again (`serve`) rather than the next poll.
+        # suspended and before that run ended. Nobody rings (or notifies) again for it, so
+        # `serve` runs it again as soon as that run ends, rather than at the next look.
         self._missed = {i for i in head if i in self.executor.running}
         ids += [i for i in store.ids(Status.RUNNING) if i not in busy and store.live_lease(i, now) is None]
         ids += store.due_timers(now)
@@ -220,6 +220,7 @@ class Worker:
         more = False  # the last look left pending ones in the store for want of room
 
         async def one(invocation_id: str, ticket: Any) -> None:
+            again = False
             try:
                 async with gate.turn(ticket):
                     if await executor.loadable(invocation_id):
@@ -234,16 +235,19 @@ class Worker:
             else:
                 self._retry.discard(invocation_id)
                 self._went_on()
+                again = invocation_id in self._missed
             finally:
-                self.active.discard(invocation_id)
-                self._order.pop(invocation_id, None)
-                if invocation_id in self._missed:
-                    self._missed.discard(invocation_id)
-                    self.nudge()
+                self._missed.discard(invocation_id)
+                if not again:  # (run again: it stays this worker's, so no look schedules it twice)
+                    self.active.discard(invocation_id)
+                    self._order.pop(invocation_id, None)
                 if not self.active:
                     settled.set()
                 if more and len(self.active) <= window // 2:
                     running_low.set()  # take the next part of the queue now, not at the next poll
+            if again:  # made runnable while this run ended, which nobody will signal again: now
+                tg.start_soon(one, invocation_id, gate.enter(self._order.get(invocation_id, (0, 0))))
+                gate.dispatch()
 
         # A store that rings (LMDB) wakes this worker when another process makes something
         # runnable (a message sent with `journal send`), between its polls.

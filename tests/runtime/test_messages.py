@@ -129,6 +129,9 @@ async def test_receive_timeout_raises_step_timeout_at_its_durable_deadline(open_
     async with open_engine(inline_sleep_limit=0.01) as engine:
         outcome = await engine.run(agent, id="to")
         assert outcome.status == Status.SUSPENDED and outcome.wake_at is not None  # the deadline is a timer
+    # A restart: the engine that waited is gone; the deadline is in the journal, not in it.
+    async with open_engine(inline_sleep_limit=0.01) as engine:
+        engine.register(agent)
         with anyio.fail_after(10):
             while True:  # the deadline passes while nothing runs it
                 await anyio.sleep(0.02)
