@@ -36,8 +36,6 @@ from google.adk.tools.tool_context import ToolContext
 from journal.errors import JournalError
 from runtime import Context, PromiseRejected, RetryPolicy, current_context, current_step, handler_context
 
-from ._usage import limit_options, report_tokens
-
 MODEL_STEP = "adk.model:"
 TOOL_STEP = "adk.tool:"
 PROMISE = "adk.confirm:"
@@ -75,16 +73,12 @@ class JournalPlugin(BasePlugin):
     plugins listed before this one still see and shape each request.
 
     Args:
-        limit: A named limit (or several) each model call acquires; its token usage is
-            reported to the step. Needs a journal whose steps take `limit=`.
         model_retry, tool_retry: The steps' `RetryPolicy` (default: the engine's).
     """
 
-    def __init__(self, limit: str | list[str] | None = None, *, model_retry: RetryPolicy | None = None,
-                 tool_retry: RetryPolicy | None = None, name: str = "journal") -> None:
+    def __init__(self, *, model_retry: RetryPolicy | None = None, tool_retry: RetryPolicy | None = None,
+                 name: str = "journal") -> None:
         super().__init__(name)
-        self.limit = limit
-        self._limit = limit_options(limit)
         self._model_retry = model_retry
         self._tool_retry = tool_retry
 
@@ -114,11 +108,10 @@ class JournalPlugin(BasePlugin):
                     final = response
             if final is None:
                 raise JournalError(f"the model of the agent {agent.name!r} answered nothing but partial responses")
-            report_tokens(final.usage_metadata)
             _name_calls(final)
             return final.model_dump(mode="json", exclude_none=True)
 
-        done = await ctx.run(f"{MODEL_STEP}{agent.name}", step, retry=self._model_retry, type=Any, **self._limit)
+        done = await ctx.run(f"{MODEL_STEP}{agent.name}", step, retry=self._model_retry, type=Any)
         return LlmResponse.model_validate(done)
 
     async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],

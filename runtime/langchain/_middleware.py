@@ -40,8 +40,6 @@ from pydantic import BaseModel
 from journal.errors import JournalError
 from runtime import Context, RetryPolicy, TerminalError, current_context, current_step, handler_context
 
-from ._usage import limit_options, report_tokens
-
 MODEL_STEP = "langchain.model"
 TOOL_STEP = "langchain.tool:"
 
@@ -104,16 +102,11 @@ class JournalMiddleware(AgentMiddleware):
     handler the agent raises `JournalError` rather than run without durability.
 
     Args:
-        limit: A named limit (or several) each model call acquires; its token usage is
-            reported to the step. Needs a journal whose steps take `limit=`.
         model_retry, tool_retry: The steps' `RetryPolicy` (default: the engine's).
     """
 
-    def __init__(self, limit: str | list[str] | None = None, *, model_retry: RetryPolicy | None = None,
-                 tool_retry: RetryPolicy | None = None) -> None:
+    def __init__(self, *, model_retry: RetryPolicy | None = None, tool_retry: RetryPolicy | None = None) -> None:
         super().__init__()
-        self.limit = limit
-        self._limit = limit_options(limit)
         self._model_retry = model_retry
         self._tool_retry = tool_retry
 
@@ -145,12 +138,9 @@ class JournalMiddleware(AgentMiddleware):
                 _emitter.reset(token)
             if not emit.streamed:  # a streamed message keeps the id its chunks had (LangGraph pairs them by it)
                 _name_messages(response)
-            for message in response.result if isinstance(response, ModelResponse) else [response]:
-                if isinstance(message, AIMessage):
-                    report_tokens(message.usage_metadata)
             return _dump_response(response)
 
-        done = await ctx.run(MODEL_STEP, step, retry=self._model_retry, type=Any, **self._limit)
+        done = await ctx.run(MODEL_STEP, step, retry=self._model_retry, type=Any)
         return _load_response(done, request)
 
     async def awrap_tool_call(

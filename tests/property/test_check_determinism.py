@@ -156,7 +156,7 @@ def test_the_guard_names_ctx_random_for_random_without_ctx():
 class LosingStore(MemoryStore):
     """A broken backend: acknowledges the commit of step 'pay' but keeps nothing of it."""
 
-    def apply(self, ops):
+    def apply(self, ops, *, durable=True):
         from journal import decode_entry
 
         kept = []
@@ -165,7 +165,7 @@ class LosingStore(MemoryStore):
                 entries = [(s, d) for s, d in op.entries if getattr(decode_entry(d), "name", None) != "pay"]
                 op = Append(op.id, op.epoch, entries, op.transition)
             kept.append(op)
-        return super().apply(kept)
+        return super().apply(kept, durable=durable)
 
 
 async def pay_and_confirm(ctx: Context, amount: int) -> str:

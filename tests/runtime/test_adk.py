@@ -16,7 +16,6 @@ import pytest
 from journal import Chunk, Status, decode_entry, kind_of, open_store
 from journal.errors import JournalError
 from runtime import Engine
-from runtime.adk import JournalPlugin
 from runtime.testing import check_determinism
 
 from ..waiting import wait_until
@@ -169,16 +168,4 @@ def test_a_retried_model_calls_chunks_carry_the_new_attempt(tmp_path):
     assert result == "Once upon a time in Oslo"
     assert "".join(c.data for c in got if c.attempt == 1) == "Once upon a "  # the broken stream: three words
     assert "".join(c.data for c in got if c.attempt == 2) == "Once upon a time in Oslo "
-
-
-def test_a_limit_is_refused_where_steps_cannot_acquire_one():
-    import inspect
-
-    from runtime import Context
-
-    if "limit" in inspect.signature(Context.run).parameters:
-        pytest.skip("steps take limit= here: the plugin passes it on")
-    with pytest.raises(NotImplementedError, match="limit="):
-        JournalPlugin(limit="gemini")
-    assert JournalPlugin().limit is None
 

@@ -203,18 +203,6 @@ def test_a_retried_model_calls_chunks_carry_the_new_attempt(tmp_path):
     assert "".join(c.data for c in got if c.attempt == 2) == "Once upon a time in Oslo"
 
 
-def test_a_limit_is_refused_where_steps_cannot_acquire_one():
-    import inspect
-
-    from runtime import Context
-
-    if "limit" in inspect.signature(Context.run).parameters:
-        pytest.skip("steps take limit= here: the middleware passes it on")
-    with pytest.raises(NotImplementedError, match="limit="):
-        JournalMiddleware(limit="openai")
-    assert JournalMiddleware().limit is None
-
-
 def test_chat_openai_against_an_openai_compatible_endpoint_replays_without_requests(tmp_path, log):
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage
