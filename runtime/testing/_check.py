@@ -320,7 +320,7 @@ def _process(spec: _Spec, checked: Callable[..., Any], session: Session, *, firs
 
     async def main() -> Any:
         _session.set(session)
-        engine = Engine(view, durability=spec.durability, **spec.engine_options)  # type: ignore[arg-type]
+        engine = Engine(view, durability=spec.durability, **spec.engine_options)
         with determinism_guard(spec.guard):
             if first:
                 await engine.start(checked, spec.input, id=_INVOCATION_ID)

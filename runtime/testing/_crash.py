@@ -276,12 +276,14 @@ class _ProcessStore:
             raise _Crash()
         return getattr(self._base, name)
 
-    def apply(self, ops: Sequence[Any]) -> list[Any]:
+    def apply(self, ops: Sequence[Any], *, durable: bool = True) -> list[Any]:
+        # `durable` as the store protocol has it: the lease watcher renews with durable=False
+        # once a run outlasts a third of its lease (a slow handler, a loaded machine).
         if self.dead:
             raise _Crash()
         if any(isinstance(op, Append) for op in ops):
             return self._session.journal_write(self, ops)
-        return self._base.apply(ops)
+        return self._base.apply(ops, durable=durable)
 
     apply_one = Store.apply_one  # through `apply` above, which sees every journal write
 

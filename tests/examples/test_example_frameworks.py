@@ -1,4 +1,4 @@
-"""examples/pydantic_ai_agent.py and examples/openai_agents_agent.py, as their docs walk through
+"""examples/pydantic_ai_agent.py, openai_agents_agent.py, langchain_agent.py and adk_agent.py, as their docs walk through
 them with the real `journal` command: run, killed with SIGKILL mid-run, resumed, asked for an
 approval, resolved, resumed again; nothing journaled is done twice."""
 
@@ -58,5 +58,30 @@ def test_the_openai_agents_example_killed_resumed_and_approved(workspace):
     assert value == "true"
     assert result["status"] == "completed"
     assert result["result"] == "Done: refunded 40 EUR on order A-17. Sorry about the kettle."
+    details = [line.split(maxsplit=2)[2] for line in workspace.calls()]
+    assert details.count("lookup A-17") == 1 and details.count("refund A-17 40") == 1
+
+
+LANGCHAIN = f"{EXAMPLES / 'langchain_agent.py'}:plan_trip"
+ADK = f"{EXAMPLES / 'adk_agent.py'}:refund_desk"
+
+
+@pytest.mark.slow
+def test_the_langchain_example_killed_resumed_and_approved(workspace):
+    result, value = _walk_through(workspace, LANGCHAIN, "A weekend in Oslo", "trip-1", kill_after=3)
+    assert value == "true"
+    assert result["status"] == "completed"
+    assert result["result"] == ("Crisp and clear, 4 °C in Oslo. Booked SK4035 08:10 and Hotel Continental, "
+                                "have a good trip.")
+    details = [line.split(maxsplit=2)[2] for line in workspace.calls()]
+    assert details.count("weather Oslo") == 1 and details.count("book SK4035 08:10 Hotel Continental") == 1
+
+
+@pytest.mark.slow
+def test_the_adk_example_killed_resumed_and_confirmed(workspace):
+    result, value = _walk_through(workspace, ADK, "Refund order A-17", "desk-1", kill_after=3)
+    assert value == "true"
+    assert result["status"] == "completed"
+    assert result["result"] == "Done: refunded 40 EUR on order A-17. Sorry about the kettle, Ada."
     details = [line.split(maxsplit=2)[2] for line in workspace.calls()]
     assert details.count("lookup A-17") == 1 and details.count("refund A-17 40") == 1

@@ -4,12 +4,13 @@ difference, and passes deterministic ones; what it reports and how it can be dri
 from __future__ import annotations
 
 import random
+import threading
 import time
 
 import anyio
 import pytest
 
-from journal import Append, MemoryStore, Status
+from journal import Append, MemoryStore, Renew, Status
 from runtime import Context, PromiseRejected, RetryPolicy, TerminalError
 from runtime.testing import (
     CrashPoint,
@@ -155,7 +156,7 @@ def test_the_guard_names_ctx_random_for_random_without_ctx():
 class LosingStore(MemoryStore):
     """A broken backend: acknowledges the commit of step 'pay' but keeps nothing of it."""
 
-    def apply(self, ops):
+    def apply(self, ops, *, durable=True):
         from journal import decode_entry
 
         kept = []
@@ -164,7 +165,7 @@ class LosingStore(MemoryStore):
                 entries = [(s, d) for s, d in op.entries if getattr(decode_entry(d), "name", None) != "pay"]
                 op = Append(op.id, op.epoch, entries, op.transition)
             kept.append(op)
-        return super().apply(kept)
+        return super().apply(kept, durable=durable)
 
 
 async def pay_and_confirm(ctx: Context, amount: int) -> str:
@@ -339,3 +340,43 @@ def test_a_long_durable_timer_is_refused_instead_of_waited_for():
 
     with pytest.raises(ValueError, match="durable timer due in 3600 s, longer than max_timer_wait=10"):
         check_determinism(naps)
+
+
+class _RenewalsSeen(MemoryStore):
+    """A store that tells when the engine's lease watcher renewed a lease through it."""
+
+    latest: _RenewalsSeen | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewed = threading.Event()
+        _RenewalsSeen.latest = self
+
+    def apply(self, ops, *, durable=True):  # type: ignore[no-untyped-def]
+        results = super().apply(ops, durable=durable)
+        if any(isinstance(op, Renew) for op in ops):
+            self.renewed.set()
+        return results
+
+
+async def _outlast_a_renewal() -> str:
+    store = _RenewalsSeen.latest
+    assert store is not None
+    deadline = time.monotonic() + 10
+    while not store.renewed.is_set():
+        assert time.monotonic() < deadline, "the lease watcher renewed no lease within 10 s"
+        await anyio.sleep(0.01)
+    return "outlasted"
+
+
+async def renewed_while_in_a_step(ctx: Context) -> str:
+    return await ctx.run("long", _outlast_a_renewal)
+
+
+def test_a_step_that_outlasts_a_lease_renewal_passes():
+    # The lease watcher renews through the store with `durable=False` once a run outlasts a
+    # third of its lease (a slow model call, a loaded machine); the simulated process's store
+    # must take that argument like any store, or the renewal's error stops the handler.
+    report = check_determinism(renewed_while_in_a_step, engine_options={"lease_ttl": 0.6},
+                               store_factory=_RenewalsSeen)
+    assert report.result == "outlasted" and report.crash_points >= 2

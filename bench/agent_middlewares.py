@@ -1,0 +1,179 @@
+"""What `runtime.langchain.JournalMiddleware` and `runtime.adk.JournalPlugin` add per durable
+operation, against one synced LMDB commit measured in the same repetition.
+
+    python -m bench.agent_middlewares [--turns 50] [--reps 5]
+
+Each framework runs an agent of `--turns` turns (a turn is one model call and two tool calls
+the model asks for together, on the framework's own fake or a `BaseLlm` subclass), plain and
+then durably inside a handler (LMDB, `sync` durability), and plain again, back to back in one
+process. "Added per operation" is the durable run's time less the mean of its plain
+neighbours, over its durable operations (`3 * turns + 1`). The synced commit is a raw LMDB
+put, commit and fsync (`bench/_raw.py::fsynced_commit_us`), taken before and after.
+Medians over the repetitions; the machine is shared, so read the figures as noisy.
+Restate's and Temporal's integrations of the same frameworks need their servers, which do
+not install here: not measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from . import _raw
+
+
+def _langchain(turns: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[Any]]]:
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, BaseMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+
+    from runtime.langchain import JournalMiddleware
+
+    class Model(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Model:
+            return self
+
+        def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                      **kwargs: Any) -> ChatResult:
+            turn = sum(isinstance(m, AIMessage) for m in messages)
+            if turn < turns:
+                calls = [{"name": "lookup", "args": {"q": f"{turn}-{s}"}, "id": f"{turn}-{s}", "type": "tool_call"}
+                         for s in "ab"]
+                reply = AIMessage(content="", tool_calls=calls)
+            else:
+                reply = AIMessage(content=f"done after {turn} turns")
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    @tool
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        return q
+
+    config = {"recursion_limit": 2 * turns + 10}
+    question = {"messages": [{"role": "user", "content": "go"}]}
+    plain = create_agent(Model(messages=iter(())), [lookup])
+    durable = create_agent(Model(messages=iter(())), [lookup], middleware=[JournalMiddleware()])
+
+    async def run_plain() -> Any:
+        return await plain.ainvoke(question, config)  # type: ignore[arg-type]
+
+    async def handler(ctx: Any) -> str:
+        state = await durable.ainvoke(question, config)  # type: ignore[arg-type]
+        return str(state["messages"][-1].content)
+
+    return run_plain, handler
+
+
+def _adk(turns: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[Any]]]:
+    from collections.abc import AsyncGenerator
+
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.genai import types
+
+    from runtime.adk import JournalPlugin
+
+    class Model(BaseLlm):
+        async def generate_content_async(self, llm_request: LlmRequest,
+                                         stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
+            turn = sum(c.role == "model" for c in llm_request.contents)
+            if turn < turns:
+                parts = [types.Part(function_call=types.FunctionCall(name="lookup", args={"q": f"{turn}-{s}"}))
+                         for s in "ab"]
+            else:
+                parts = [types.Part(text=f"done after {turn} turns")]
+            yield LlmResponse(content=types.Content(role="model", parts=parts))
+
+    async def lookup(q: str) -> str:
+        """Look something up."""
+        return q
+
+    def app(plugins: list[Any]) -> App:
+        return App(name="bench", root_agent=LlmAgent(name="agent", model=Model(model="fake"), tools=[lookup]),
+                   plugins=plugins)
+
+    plain_app, durable_app = app([]), app([JournalPlugin()])
+
+    async def run(on: App) -> str:
+        sessions = InMemorySessionService()
+        await sessions.create_session(app_name="bench", user_id="u", session_id="s")
+        text = ""
+        async for event in Runner(app=on, session_service=sessions).run_async(
+                user_id="u", session_id="s", new_message=types.Content(role="user", parts=[types.Part(text="go")])):
+            if event.is_final_response() and event.content and event.content.parts and event.content.parts[0].text:
+                text = event.content.parts[0].text
+        return text
+
+    async def run_plain() -> Any:
+        return await run(plain_app)
+
+    async def handler(ctx: Any) -> str:
+        return await run(durable_app)
+
+    return run_plain, handler
+
+
+async def _one(build: Callable[[int], Any], turns: int, db: str) -> tuple[float, float]:
+    from runtime import Engine
+
+    run_plain, handler = build(turns)
+    await run_plain()  # warm: imports, first-call caches
+    started = time.perf_counter()
+    await run_plain()
+    before = time.perf_counter() - started
+    async with Engine.open(db, durability="sync") as engine:
+        started = time.perf_counter()
+        out = await engine.run(handler, id="turns")
+        durable = time.perf_counter() - started
+    assert out.status == "completed" and out.result == f"done after {turns} turns", out
+    started = time.perf_counter()
+    await run_plain()
+    after = time.perf_counter() - started
+    return (before + after) / 2, durable
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args(argv)
+    logging.getLogger("google_adk").setLevel(logging.ERROR)  # a line per model call without usage
+    operations = 3 * args.turns + 1
+    rows = []
+    for name, build in (("LangChain JournalMiddleware", _langchain), ("ADK JournalPlugin", _adk)):
+        added, commits, plains = [], [], []
+        for _ in range(args.reps):
+            parent = tempfile.mkdtemp(prefix="bench-mw-")
+            before = _raw.fsynced_commit_us(parent=parent)
+            plain, durable = anyio.run(_one, build, args.turns, parent + "/db")
+            after = _raw.fsynced_commit_us(parent=parent)
+            commits.append((before + after) / 2)
+            added.append((durable - plain) / operations * 1e6)
+            plains.append(plain / operations * 1e6)
+        ratios = [a / c for a, c in zip(added, commits, strict=True)]
+        rows.append((name, statistics.median(plains), statistics.median(added), statistics.median(commits),
+                     statistics.median(ratios)))
+    print(f"{args.turns} turns ({operations} durable operations a run), {args.reps} repetitions, medians:")
+    print(f"{'integration':<28} {'plain/op':>10} {'added/op':>10} {'synced commit':>14} {'added/commit':>13}")
+    for name, plain, add, commit, ratio in rows:
+        print(f"{name:<28} {plain:>8.0f}us {add:>8.0f}us {commit:>12.0f}us {ratio:>12.2f}x")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
