@@ -9,7 +9,9 @@ replay alike.
 - Model calls are steps named `adk.model:{agent}`. Function calls the model leaves without
   an id get one made from the step's idempotency key (ADK would draw a random one), so a
   replay names every call as the first run did. With `StreamingMode.SSE` the model streams
-  inside the step and its text reaches the invocation's followers as chunks.
+  inside the step and its text reaches the invocation's followers as chunks. The token
+  usage the model reports (`usage_metadata`) goes to `current_step().used`, so the budgets
+  and, with `limit=`, the limit's token window count what was really used.
 - Tool calls are steps named `adk.tool:{tool}`, the model's arguments in the step's digest.
   What the tool did to the session besides answering (its `state` changes, a transfer, an
   escalation) is journaled with its result and done again on replay, so the session ADK
@@ -22,6 +24,8 @@ replay alike.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from google.adk.agents.callback_context import CallbackContext
@@ -73,12 +77,16 @@ class JournalPlugin(BasePlugin):
     plugins listed before this one still see and shape each request.
 
     Args:
+        limit: The store's limits (a name or a list, docs/limits.md) each attempt of a model
+            call acquires, its tokens estimated from the request and settled by the usage the
+            model reports. A replayed call acquires nothing.
         model_retry, tool_retry: The steps' `RetryPolicy` (default: the engine's).
     """
 
-    def __init__(self, *, model_retry: RetryPolicy | None = None, tool_retry: RetryPolicy | None = None,
-                 name: str = "journal") -> None:
+    def __init__(self, limit: str | Sequence[str] | None = None, *, model_retry: RetryPolicy | None = None,
+                 tool_retry: RetryPolicy | None = None, name: str = "journal") -> None:
         super().__init__(name)
+        self.limit = limit
         self._model_retry = model_retry
         self._tool_retry = tool_retry
 
@@ -109,9 +117,13 @@ class JournalPlugin(BasePlugin):
             if final is None:
                 raise JournalError(f"the model of the agent {agent.name!r} answered nothing but partial responses")
             _name_calls(final)
+            _report_usage(final)
             return final.model_dump(mode="json", exclude_none=True)
 
-        done = await ctx.run(f"{MODEL_STEP}{agent.name}", step, retry=self._model_retry, type=Any)
+        limit = self.limit
+        tokens = _estimate(llm_request) if limit is not None else None
+        done = await ctx.run(f"{MODEL_STEP}{agent.name}", step, retry=self._model_retry, type=Any,
+                             limit=limit, tokens=tokens)
         return LlmResponse.model_validate(done)
 
     async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
@@ -157,6 +169,30 @@ class JournalPlugin(BasePlugin):
         done: dict[str, Any] = await ctx.run(f"{TOOL_STEP}{tool.name}", step, tool_args, retry=self._tool_retry,
                                              type=Any)
         return done
+
+
+def _report_usage(response: LlmResponse) -> None:
+    """Give the step the tokens the model reported using (`usage_metadata`), for the budgets
+    and the limit's token window; a model that reports none leaves the estimate standing."""
+    usage = response.usage_metadata
+    if usage is None:
+        return
+    total = usage.total_token_count
+    if total is None and (usage.prompt_token_count is not None or usage.candidates_token_count is not None):
+        total = (usage.prompt_token_count or 0) + (usage.candidates_token_count or 0)
+    if total is not None:
+        current_step().used(tokens=total)
+
+
+def _estimate(request: LlmRequest) -> int:
+    """A model call's tokens, before it is made: its prompt (a token per 4 characters of the
+    contents' and instructions' JSON) and the completion it allows (`max_output_tokens`, else 1,000)."""
+    config = request.config
+    system = config.system_instruction if config is not None else None
+    text = json.dumps([str(system) if system is not None else None,
+                       [c.model_dump(mode="json", exclude_none=True) for c in request.contents]])
+    completion = (config.max_output_tokens if config is not None else None) or 1000
+    return len(text) // 4 + int(completion)
 
 
 def _name_calls(response: LlmResponse) -> None:

@@ -8,7 +8,9 @@ and on replay alike, so both runs hand the agent identical values.
 
 - Model calls are steps named `langchain.model`; the tokens a streamed call yields reach
   the invocation's followers as chunks while the step runs (a configure hook adds a
-  callback to the model's run inside the step, and only there).
+  callback to the model's run inside the step, and only there). The token usage the model
+  reports (`usage_metadata`) goes to `current_step().used`, so the budgets and, with
+  `limit=`, the limit's token window count what was really used.
 - Tool calls are steps named `langchain.tool:{tool}`, with the model's arguments for the
   call in the step's digest, so a replay checks the model asked for the same call. Calls the
   model makes together run in parallel, as LangGraph runs them; replay tells them apart by
@@ -22,7 +24,8 @@ and on replay alike, so both runs hand the agent identical values.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
@@ -102,11 +105,16 @@ class JournalMiddleware(AgentMiddleware):
     handler the agent raises `JournalError` rather than run without durability.
 
     Args:
+        limit: The store's limits (a name or a list, docs/limits.md) each attempt of a model
+            call acquires, its tokens estimated from the request and settled by the usage the
+            model reports. A replayed call acquires nothing.
         model_retry, tool_retry: The steps' `RetryPolicy` (default: the engine's).
     """
 
-    def __init__(self, *, model_retry: RetryPolicy | None = None, tool_retry: RetryPolicy | None = None) -> None:
+    def __init__(self, limit: str | Sequence[str] | None = None, *, model_retry: RetryPolicy | None = None,
+                 tool_retry: RetryPolicy | None = None) -> None:
         super().__init__()
+        self.limit = limit
         self._model_retry = model_retry
         self._tool_retry = tool_retry
 
@@ -138,9 +146,12 @@ class JournalMiddleware(AgentMiddleware):
                 _emitter.reset(token)
             if not emit.streamed:  # a streamed message keeps the id its chunks had (LangGraph pairs them by it)
                 _name_messages(response)
+            _report_usage(response)
             return _dump_response(response)
 
-        done = await ctx.run(MODEL_STEP, step, retry=self._model_retry, type=Any)
+        limit = self.limit
+        tokens = _estimate(request) if limit is not None else None
+        done = await ctx.run(MODEL_STEP, step, retry=self._model_retry, type=Any, limit=limit, tokens=tokens)
         return _load_response(done, request)
 
     async def awrap_tool_call(
@@ -174,6 +185,25 @@ class JournalMiddleware(AgentMiddleware):
         message = messages_from_dict([done["message"]])[0]
         assert isinstance(message, ToolMessage)
         return message
+
+
+def _report_usage(response: ModelResponse[Any] | AIMessage) -> None:
+    """Give the step the tokens the model reported using (`usage_metadata`), for the budgets
+    and the limit's token window; a model that reports none leaves the estimate standing."""
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    for message in messages:
+        usage = message.usage_metadata if isinstance(message, AIMessage) else None
+        if usage is not None and isinstance(usage.get("total_tokens"), int):
+            current_step().used(tokens=usage["total_tokens"])
+
+
+def _estimate(request: ModelRequest[Any]) -> int:
+    """A model call's tokens, before it is made: its prompt (a token per 4 characters of the
+    messages' JSON) and the completion it allows (`max_tokens`, else 1,000)."""
+    system = request.system_message.content if request.system_message is not None else None
+    text = json.dumps([system, [m.content for m in request.messages]], default=str)
+    completion = request.model_settings.get("max_tokens") or getattr(request.model, "max_tokens", None) or 1000
+    return len(text) // 4 + int(completion)
 
 
 def _name_messages(response: ModelResponse[Any] | AIMessage) -> None:
