@@ -40,7 +40,6 @@ from journal.views import (
     updated_us,
 )
 from journal.views import export as export_entries
-from runtime import StreamPosition
 
 from . import _render as render
 from ._common import (
@@ -63,6 +62,7 @@ from ._common import (
 
 if TYPE_CHECKING:
     from journal import Chunk
+    from runtime import StreamPosition
 
 _STATUSES = [s.value for s in Status]
 
@@ -426,6 +426,8 @@ def _await_invocation(store: Store, text: str, interval: float) -> str:
 
 def _position(after: str | None) -> StreamPosition:
     """Where `--after` says to start: after entry SEQ, or after a cursor."""
+    from runtime import StreamPosition  # here: `ls` and the other readers import no runtime
+
     if after is None:
         return StreamPosition()
     try:

@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("_inspect", "Write an invocation and its decoded entries as JSON."),
     "limit": ("_limits", "Set, list and remove limits: concurrency, requests and tokens per period."),
     "schedule": ("_schedule", "Schedules kept in the store: each tick starts one invocation, NAME@<tick>."),
-    "budget": ("_budgets", "Set, list and remove budgets: tokens and cost that pause and ask when spent."),
+    "budget": ("_budgets", "Set, list and remove budgets: tokens and cost a scope may use."),
 }
 
 

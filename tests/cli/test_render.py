@@ -58,8 +58,8 @@ def test_json_encodes_datetimes_bytes_and_anything_else():
     assert out["other"].startswith("<class")
 
 
-COMMANDS = ["run", "start", "resume", "worker", "serve", "ls", "show", "tail", "state", "resolve", "cancel", "fork", "retry", "replay", "trim",
-            "compact", "check", "migrate", "export"]
+COMMANDS = ["run", "start", "resume", "worker", "serve", "ls", "show", "tail", "state", "resolve", "cancel", "send", "request",
+            "get", "fork", "retry", "replay", "trim", "compact", "check", "migrate", "export", "limit", "schedule", "budget"]
 
 
 @pytest.mark.parametrize("name", COMMANDS)

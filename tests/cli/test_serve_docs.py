@@ -50,6 +50,8 @@ def test_every_curl_example_of_the_http_page_runs_in_order(server, tmp_path):
     outputs = {}
     for block in rest:
         out = outputs[block.split("\n")[0]] = run(block)
+        if block.startswith("curl -s -X POST $URL/batches "):
+            env["BATCH"] = json.loads(out)["id"]  # the page's next block follows the batch it made
         if "/events" not in block:
             assert _documents(out), f"{block}\nprinted no JSON: {out!r}"
     listed = json.loads(outputs['curl -s "$URL/invocations?status=suspended&limit=50"'])

@@ -203,7 +203,7 @@ def test_show_prints_the_parent_and_the_children_with_their_status(journal):
     journal("run", target("parent"), "--input", "3", "--id", "p")
     text = journal("show", "p").stdout
     assert "children    p.kid (completed), p.sent (pending)" in text
-    assert "called     agents.py:child  child p.sent (not awaited)" in text
+    assert "called     cli_agents.py:child  child p.sent (not awaited)" in text
     kid = journal("show", "p.kid").stdout
     assert "parent      p (completed)" in kid and "forked from" not in kid
 
