@@ -14,11 +14,11 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from journal import HOST
-from journal.limits import Request
+from journal import HOST, MemoryStore
+from journal.limits import LimitRule, Request
 from runtime import Context, Engine, current_step
 from runtime._schedules import tick_id
-from runtime.metrics import Metrics
+from runtime.metrics import MAX_LIMIT_LABELS, Metrics
 
 from ..conftest import store_target
 
@@ -146,3 +146,17 @@ async def test_a_schedule_whose_tick_is_late_shows_its_lag_until_it_fires(kind, 
         assert started == [tick_id("hourly", (made + 3600) * 1_000_000)]  # late, within its catch-up
         lag = _by(_scrape(metrics), "journal_schedule_lag_seconds", "schedule")
     assert lag == {"hourly": 0, "held": 0, "later": 0}  # its next tick is half an hour ahead
+
+
+def test_names_under_a_prefix_rule_are_bounded_as_labels():
+    store = MemoryStore()
+    store.limits().set("tenant:*", LimitRule(concurrency=1))
+    for n in range(MAX_LIMIT_LABELS + 50):  # one name per customer, each holding its unit
+        hold = Request(f"h{n}", (f"tenant:c{n:03d}",), "test", HOST, os.getpid())
+        assert str(store.limits().acquire(hold)) == "Granted()"
+    assert str(store.limits().acquire(Request("late", ("tenant:c000",), "test", HOST, os.getpid()))) != "Granted()"
+    in_use = _by(_scrape(Metrics(store)), "journal_limit_in_use", "limit")
+    waiting = _by(_scrape(Metrics(store)), "journal_limit_waiting", "limit")
+    assert len(in_use) == MAX_LIMIT_LABELS + 1 and in_use["other"] == 50  # 100 names, the other 50 as one
+    assert sum(in_use.values()) == MAX_LIMIT_LABELS + 50
+    assert waiting["tenant:c000"] == 1  # the busiest name keeps its label
