@@ -24,8 +24,6 @@ from prometheus_client.registry import Collector
 from journal import Store
 from journal.limits import BudgetBook, LimitView
 
-from .._schedules._fire import due_at
-
 MAX_LIMIT_LABELS = 100
 _OTHER = "other"
 
@@ -89,6 +87,6 @@ class FleetGauges(Collector):
         lag = GaugeMetricFamily("journal_schedule_lag_seconds", "How long the schedule's next tick has been due "
                                 "without being fired (0: on time, paused or ended)", labels=["schedule"])
         for schedule in self._store.schedules():
-            at = due_at(schedule)
+            at = schedule.due_at()
             lag.add_metric([schedule.name], round(max(0, now_us - at) / 1e6, 3) if at is not None else 0.0)
         return lag
