@@ -9,6 +9,8 @@ since it was read (`version`). So a tick is started once however many workers lo
 
 from __future__ import annotations
 
+import hashlib
+
 import msgspec
 
 OVERLAPS = ("skip", "buffer-one", "buffer-all", "cancel-other", "allow-all")
@@ -47,6 +49,19 @@ class ScheduleRecord(msgspec.Struct, gc=False, kw_only=True):
     buffered: list[int] = []  # ticks waiting for the previous tick's run to finish
     last_id: str | None = None  # the most recent tick's invocation
     recent: list[Fired] = []  # the last ticks started, newest first
+
+    def jitter_us(self, tick: int) -> int:
+        """How late after `tick` it fires: the same for every worker (a hash of name and tick)."""
+        if self.jitter <= 0:
+            return 0
+        digest = hashlib.blake2b(f"{self.name}@{tick}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % (int(self.jitter * 1_000_000) + 1)
+
+    def due_at(self) -> int | None:
+        """When its next tick is due to fire (µs): the tick plus its jitter; None if paused or ended."""
+        if self.paused or self.next_tick is None:
+            return None
+        return self.next_tick + self.jitter_us(self.next_tick)
 
 
 _enc = msgspec.msgpack.Encoder()

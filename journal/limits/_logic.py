@@ -371,7 +371,7 @@ def views(txn: Txn, now: int) -> list[LimitView]:
         holds = [h for h in state.holds.values() if local_alive(h.owner, h.host, h.pid)]
         waiting = [w for w in state.waiters.values() if now - w.seen <= WAITER_GONE_US]
         out.append(LimitView(name, rule.concurrency, rule.rate, rule.tokens, len(holds), len(waiting), used,
-                             state.paused_until if state.paused_until > now else None))
+                             state.paused_until if state.paused_until > now else None, state.tokens_total))
     return out
 
 

@@ -80,6 +80,7 @@ class LimitView(msgspec.Struct, gc=False):
     waiting: int
     tokens_used: int  # in the current window of the tokens rule (all time without one)
     paused_until: int | None  # µs, while paused
+    tokens_total: int = 0  # every token ever charged to the name (`journal_limit_tokens_total`)
 
     def to_json(self) -> dict[str, object]:
         from .._time import iso_from_us

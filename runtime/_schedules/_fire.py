@@ -90,6 +90,4 @@ def plan(schedule: ScheduleRecord, now_us: int, last: InvocationRecord | None) -
 
 def due_at(schedule: ScheduleRecord) -> int | None:
     """When this schedule next needs a look (µs): its next tick plus jitter; None if never."""
-    if schedule.paused or schedule.next_tick is None:
-        return None
-    return schedule.next_tick + jitter_us(schedule, schedule.next_tick)
+    return schedule.due_at()

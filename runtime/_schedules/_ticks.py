@@ -9,7 +9,6 @@ occurs twice (the hour repeated when they go back) fires once, at its first occu
 from __future__ import annotations
 
 import datetime
-import hashlib
 import zoneinfo
 
 from cronsim import CronSim, CronSimError
@@ -93,7 +92,4 @@ def _next_cron(schedule: ScheduleRecord, after_us: int) -> int | None:
 
 def jitter_us(schedule: ScheduleRecord, tick: int) -> int:
     """How late after `tick` it fires: the same for every worker (a hash of name and tick)."""
-    if schedule.jitter <= 0:
-        return 0
-    digest = hashlib.blake2b(f"{schedule.name}@{tick}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % (int(schedule.jitter * 1_000_000) + 1)
+    return schedule.jitter_us(tick)

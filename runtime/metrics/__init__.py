@@ -6,8 +6,9 @@ serve` answers it at `GET /metrics`; `journal worker --metrics HOST:PORT` serves
 `serve_metrics`. docs/observability.md lists the families.
 """
 
+from ._fleet import MAX_LIMIT_LABELS as MAX_LIMIT_LABELS
 from ._metrics import MAX_HANDLER_LABELS as MAX_HANDLER_LABELS
 from ._metrics import Metrics as Metrics
 from ._serve import serve_metrics as serve_metrics
 
-__all__ = ("MAX_HANDLER_LABELS", "Metrics", "serve_metrics")
+__all__ = ("MAX_HANDLER_LABELS", "MAX_LIMIT_LABELS", "Metrics", "serve_metrics")

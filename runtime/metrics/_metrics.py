@@ -12,6 +12,9 @@ Two kinds, which add up differently when several processes are scraped:
   statuses change (`Store.summary`), never from the records, so a scrape costs the same at
   a hundred invocations or a million. Every process sharing a store reports the same
   values: take one (`max`), never the sum.
+- gauges of the store's limits, budgets and schedules (`journal_limit_*`,
+  `journal_budget_*`, `journal_schedule_lag_seconds`, `_fleet.py`): read at each scrape from
+  their own tables, never from invocation records; the same from every process.
 
 Label cardinality is bounded: `status` has seven values; `handler` is the name an
 invocation records, of which a store may hold any number (`journal start NAME`), so past
@@ -35,6 +38,7 @@ from journal import FINISHED, InvocationRecord, Status, Store
 from journal.commit import Committer
 
 from ..hooks import Attempt, AttemptObserver, Observer, StepEvent
+from ._fleet import FleetGauges
 
 # A `*_created` timestamp beside each counter doubles the series and means nothing to a
 # dashboard here (a process's counters start with the process).
@@ -163,6 +167,7 @@ class Metrics(Observer):
             committer.timers.append(self.commit_seconds.observe)
         self.registry.register(_StoreCounters(store))
         self.registry.register(_StoreGauges(store, max_handlers))
+        self.registry.register(FleetGauges(store))
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every family (reads the store's counts: off the event loop

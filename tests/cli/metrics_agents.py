@@ -7,7 +7,7 @@ import os
 
 import anyio
 
-from runtime import Context, TerminalError
+from runtime import Context, TerminalError, current_step
 
 
 def _same(value: object) -> object:
@@ -32,3 +32,13 @@ async def long(ctx: Context, request: dict) -> str:
     while not os.path.exists(request["gate"]):
         await anyio.sleep(0.02)
     return str(await ctx.run("last", _same, "done"))
+
+
+def _call_model(n: int) -> int:
+    current_step().used(tokens=100 + n)  # what the provider said the call used
+    return n
+
+
+async def llm(ctx: Context, n: int) -> int:
+    """One step under the `llm` limit, reporting its tokens."""
+    return await ctx.run("model", _call_model, n, limit="llm", tokens=500)

@@ -70,7 +70,7 @@ def _draw(tmp_path: Path, port: int, began: float) -> None:
 
 
 def test_every_panel_of_the_dashboard_answers_from_a_real_scrape(tmp_path):
-    server = Server(str(tmp_path / "db"), tmp_path / "serve.log", handlers=HANDLERS, agents=AGENTS)
+    server = Server(str(tmp_path / "db"), tmp_path / "serve.log", handlers=(*HANDLERS, "llm=llm"), agents=AGENTS)
     port = _free_port()
     target = server.url.split("//")[1]
     (tmp_path / "prometheus.yml").write_text(
@@ -97,10 +97,14 @@ def test_every_panel_of_the_dashboard_answers_from_a_real_scrape(tmp_path):
         # In three waves, each seen by a scrape before the next: the counters move between
         # scrapes, so that rates and quantiles have something to show.
         wait_for(lambda: answer('up{job="journal"} == 1'), timeout=60, what="Prometheus to scrape the server")
+        # A limit the `llm` handler's steps take a unit of and report tokens to (the limit panels).
+        assert server.client.put("/limits/llm", json={"concurrency": 2, "tokens": "100000/m"}).status_code == 200
         for wave in range(3):
             for n in (2 * wave, 2 * wave + 1):
                 server.client.post("/invocations", json={"handler": "ok", "input": n, "id": f"ok-{n}"})
                 server.wait_status(f"ok-{n}", "completed")
+            server.client.post("/invocations", json={"handler": "llm", "input": wave, "id": f"llm-{wave}"})
+            server.wait_status(f"llm-{wave}", "completed")
             if wave < 2:
                 server.client.post("/invocations", json={"handler": "bad", "input": wave, "id": f"bad-{wave}"})
                 server.wait_status(f"bad-{wave}", "failed")
@@ -118,6 +122,8 @@ def test_every_panel_of_the_dashboard_answers_from_a_real_scrape(tmp_path):
         by_status = {r["metric"]["status"]: float(r["value"][1])
                      for r in answer("max by (status) (journal_invocations)") or []}
         assert by_status["completed"] == 6 and by_status["failed"] == 2 and by_status["pending"] == 0
+        tokens = answer('max by (limit) (journal_limit_tokens_total)') or []
+        assert [(r["metric"]["limit"], float(r["value"][1])) for r in tokens] == [("llm", 100 + 101 + 102)]
         failed = answer('sum by (handler) (increase(journal_invocations_finished_total{status="failed"}[1m]))')
         assert [r["metric"]["handler"] for r in failed or []] == ["bad"]
         _draw(tmp_path, port, began)
