@@ -45,6 +45,7 @@ from ._entries import kind_of as kind_of
 from ._entries import name_of as name_of
 from ._fork import AlreadyRetried as AlreadyRetried
 from ._fork import ForkError as ForkError
+from ._fork import finish_retry_copy as finish_retry_copy
 from ._fork import fork as fork
 from ._fork import retries as retries
 from ._fork import retry_fork as retry_fork
@@ -128,7 +129,7 @@ __all__ = (
     "StateKeys", "StateSet", "Continue", "Create", "Cancelled", "Committer", "Completed", "Durability", "Emitted", "Entry",
     "ErrorInfo", "Failed", "InvocationRecord", "Lease", "LmdbStore", "MemoryStore", "PostgresStore", "open_store", "is_postgres_url", "redact_url", "store_patience", "Now", "Patched",
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
-    "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork", "retry_fork", "retry_point", "AlreadyRetried", "retries", "retry_lineage",
+    "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork", "retry_fork", "finish_retry_copy", "retry_point", "AlreadyRetried", "retries", "retry_lineage",
     "Problem", "check", "compact", "entry_view", "export", "trim", "trim_due", "parse_retention",
     "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
     "lease_is_live", "name_of", "validate_id", "expand_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",

@@ -99,8 +99,13 @@ def fork(
     if not created:
         raise InvocationConflict(f"invocation {new_id!r} already exists; pick another --new-id")
     # A new invocation has no lease, so the first acquisition is epoch 1.
+    return _fill(store, new_id, copied, now, epoch=1)
+
+
+def _fill(store: Store, new_id: str, copied: list[tuple[int, bytes]], now: int, *, epoch: int) -> InvocationRecord:
+    """The fork's second transaction: lease `new_id` (at `epoch`), append the copy, make it pending."""
     acquire = Acquire(new_id, f"{HOST}:{os.getpid()}:fork", HOST, os.getpid(), 60_000_000, now, ignore_queue=True)
-    append = Append(new_id, 1, copied, Transition(Status.PENDING, now, release=True))
+    append = Append(new_id, epoch, copied, Transition(Status.PENDING, now, release=True))
     results = store.apply([acquire, append])
     for result in results:
         if isinstance(result, BaseException):
@@ -108,6 +113,21 @@ def fork(
     forked = results[1]
     assert isinstance(forked, InvocationRecord)  # an Append with a transition returns the record
     return forked
+
+
+def finish_retry_copy(store: Store, retry: InvocationRecord) -> InvocationRecord:
+    """`retry` as it stands, or, if a crash interrupted its copy (parked with the note `fork`
+    leaves until the copy is made), with the copy made now: the same entries its retry
+    point gives, so that a batch that made it before the crash need not make another."""
+    if (retry.status != Status.DIVERGED or retry.parent is None or retry.divergence is None
+            or "is being copied" not in retry.divergence):
+        return retry
+    if [seq for seq, _ in store.entries(retry.id)] != [0]:
+        return retry  # not the state a fork's first transaction leaves: someone else's to look at
+    at = retry_point(store, retry.parent)
+    copied = [(seq, data) for seq, data in store.entries(retry.parent) if 0 < seq < at]
+    lease = store.lease(retry.id)
+    return _fill(store, retry.id, copied, time.time_ns() // 1000, epoch=(lease.epoch if lease else 0) + 1)
 
 
 def retry_point(store: Store, invocation_id: str) -> int:

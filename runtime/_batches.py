@@ -22,6 +22,7 @@ from journal import (
     Store,
     Transition,
     batches,
+    finish_retry_copy,
     retries,
     retry_fork,
     retry_point,
@@ -129,8 +130,12 @@ async def _one(engine: Engine, batch: batches.Batch, invocation_id: str) -> str 
     # The retry gets the id `journal retry` gives (`ROOT-retry-N`), so that its steps keep the
     # idempotency keys of the steps they retry, and a later `journal retry` sees it.
     made = await read(retries, store, invocation_id)
-    if any(r.created_at >= batch.created_at for r in made):
-        return "done"  # by this batch, before a crash: the step is redone, the fork not made twice
+    mine = [r for r in made if r.created_at >= batch.created_at]
+    if mine:  # by this batch, before a crash: the step is redone, the fork not made twice
+        if not batch.dry_run:
+            for retry in mine:  # a copy the crash cut short is finished, or it would wait for ever
+                await read(finish_retry_copy, store, retry)
+        return "done"
     if any(r.status not in (Status.FAILED, Status.CANCELLED) for r in made):
         return "skipped"  # retried already, and that retry has not failed: a failed run is retried once
     if batch.check:
