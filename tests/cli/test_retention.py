@@ -101,7 +101,12 @@ def test_a_worker_trims_exactly_what_is_due_while_it_works_and_check_is_clean(tm
         wait_for(settled, timeout=120, what="the due invocations to be trimmed and the work to be done")
     finally:
         worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=60)
+        try:
+            worker.wait(timeout=60)
+        finally:
+            worker.kill()  # one that did not stop is a failure, never a process left behind
+            worker.wait()
+    assert worker.returncode == 0, log.read_text()
     assert listed() == kept
     checked = _journal("check", db=db)
     assert checked.returncode == 0, checked.stdout + checked.stderr

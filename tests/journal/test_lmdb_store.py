@@ -11,7 +11,7 @@ import textwrap
 import lmdb
 import pytest
 
-from journal import LmdbStore, Status, check, decode_entry, decode_value, export
+from journal import LmdbStore, Status, TablePut, check, decode_entry, decode_value, export
 from journal.errors import DiskFull, FormatVersionError
 from journal.kv._store import entry_key
 
@@ -319,3 +319,44 @@ def test_opening_while_another_process_grows_the_map_opens_again(tmp_path, monke
         create(store)
         assert store.entry_count("inv-1") == 1
     assert len(attempts) == 2
+
+
+@pytest.mark.parametrize("tables", ["never-written", "written-by-another-process"])
+def test_reading_a_table_while_another_thread_holds_the_writer_lock_waits_for_it(tmp_path, tables):
+    # A worker's retention thread was given the writer lock just as a step read the budgets
+    # table for the first time: the step held the GIL while it waited for the lock, the
+    # retention thread waited for the GIL, and the worker and every writer of the store hung.
+    path = tmp_path / "db"
+    if tables == "written-by-another-process":
+        with LmdbStore(path) as store:
+            store.table_write([TablePut("budgets", b"k", b"v")])
+    reader = _child(
+        """
+        import sys, threading
+        from journal import LmdbStore, TablePut
+        sys.setswitchinterval(5)  # the lock's holder gets the GIL back only if the reader lets go of it
+        store = LmdbStore(sys.argv[1])
+        held, go = threading.Event(), threading.Event()
+
+        def hold_the_writer_lock(txn):
+            held.set()
+            go.wait()
+
+        writer = threading.Thread(target=store._transact, args=(hold_the_writer_lock,))
+        writer.start()
+        held.wait()
+        go.set()
+        print(store.table_scan("budgets"))
+        writer.join()
+        store.table_write([TablePut("budgets", b"k2", b"v")])
+        print(len(store.table_scan("budgets")))
+        """,
+        str(path), stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        out, _ = reader.communicate(timeout=60)
+    finally:
+        reader.kill()
+    assert reader.returncode == 0
+    expected = "[]\n1\n" if tables == "never-written" else "[(b'k', b'v')]\n2\n"
+    assert out == expected

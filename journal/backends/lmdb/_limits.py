@@ -19,6 +19,7 @@ from ...errors import StoreError
 from ...kv._rules import Txn
 from ...limits import LIMIT_TABLES, LimitTable
 from ._files import check_files
+from ._subdbs import open_db
 from ._txn import LmdbTxn, Reading
 
 T = TypeVar("T")
@@ -49,7 +50,7 @@ def _open(path: str) -> tuple[lmdb.Environment, dict[str, object]]:
         check_files(path, create=True)
         env = lmdb.open(path, map_size=_MAP_SIZE, max_dbs=len(LIMIT_TABLES), sync=False, metasync=False,
                         writemap=True, map_async=True, readahead=False, mode=0o600, max_readers=510)
-        opened: dict[str, object] = {name: env.open_db(name.encode()) for name in LIMIT_TABLES}
+        opened: dict[str, object] = {name: open_db(env, name.encode()) for name in LIMIT_TABLES}
         _envs[path] = (env, opened, 1)
         return env, opened
 

@@ -28,6 +28,7 @@ import lmdb
 
 from ..._live import KEEP_AFTER_COMMIT, MAX_STEP_BYTES, Bell, Ended, LiveFollower, Sender, Sent, pack, unpack
 from ._files import check_files
+from ._subdbs import open_db
 
 _MAP_SIZE = 1 << 30  # address space only: the file holds what running steps have sent
 ABSTRACT = sys.platform.startswith("linux")
@@ -88,8 +89,8 @@ class LmdbChannel:
         with self._open_lock:
             if self._env is None:
                 self._env = open_env(self._path)
-                self._chunks = self._env.open_db(b"chunks")
-                self._followers = self._env.open_db(b"followers")
+                self._chunks = open_db(self._env, b"chunks")
+                self._followers = open_db(self._env, b"followers")
             return self._env, self._chunks, self._followers
 
     # -- sending -----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ...kv import TABLES, KVStore, Txn
 from ...kv._listing import BUILT as LISTING_BUILT
 from ...kv._runnable import BUILT as RUNNABLE_BUILT
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
+from ._subdbs import open_db
 from ._tables import LmdbTables
 from ._txn import LmdbTxn, Reading, Writing
 
@@ -353,7 +354,7 @@ def _open_env(path: str, readonly: bool, map_size: int) -> tuple[lmdb.Environmen
         raise StoreError(f"cannot open the journal store at {path}: other processes keep growing its map")
     while True:
         try:
-            dbs = {name: env.open_db(name.encode()) for name in TABLES}
+            dbs = {name: open_db(env, name.encode()) for name in TABLES}
             break
         except lmdb.MapResizedError:  # another process grew the map since we opened it
             env.set_mapsize(0)

@@ -24,6 +24,7 @@ from ..._tables import (
     prefix_end,
     table_prefix,
 )
+from ._subdbs import open_db
 
 if TYPE_CHECKING:
     from ._txn import Reading
@@ -56,7 +57,7 @@ class LmdbTables:
             db = self._dbs.get("tables")
             while db is None:
                 try:
-                    db = self._env.open_db(_SUBDB, create=create and not self.readonly)
+                    db = open_db(self._env, _SUBDB, create=create and not self.readonly)
                 except lmdb.NotFoundError:
                     return None  # never written: reads see empty tables
                 except lmdb.MapResizedError:

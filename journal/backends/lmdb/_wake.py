@@ -22,6 +22,7 @@ import threading
 import lmdb
 
 from ._live import ABSTRACT, open_env, release_env
+from ._subdbs import open_db
 
 
 class WorkBells:
@@ -44,7 +45,7 @@ class WorkBells:
                 except (OSError, lmdb.Error):
                     self._broken = True
                     return None
-                self._env, self._db = env, env.open_db(b"workers")
+                self._env, self._db = env, open_db(env, b"workers")
                 self._out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
                 self._out.setblocking(False)
             if self._env is None or self._db is None:
