@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import click
 
-from journal import encode_value, expand_id
+from journal import decode_value, encode_value, expand_id
 from journal import fork as fork_invocation
 from journal.errors import JournalError
 from runtime import is_handler_name
@@ -186,13 +186,22 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[int, bytes]:
     return values
 
 
+async def _checked_fork(store: Any, invocation_id: str, at: int, new_id: str | None,
+                        values: dict[int, Any]) -> Any:
+    from runtime import Engine
+
+    async with Engine.open(store=store) as engine:
+        return await engine.fork(invocation_id, at=at, values=values, new_id=new_id)
+
+
 @click.command()
 @click.argument("invocation_id", metavar="ID")
 @click.option("--at", "at", type=int, required=True, metavar="SEQ",
               help="The fork point: entries 0 to SEQ-1 are copied; the fork runs live from SEQ.")
 @click.option("--new-id", metavar="NEW", help="The new invocation's id (default: ID-fork-<6 hex digits>).")
 @click.option("--set", "sets", multiple=True, metavar="SEQ=JSON",
-              help="Replace the recorded value of the step (or promise) at SEQ in the copy. Repeatable.")
+              help="Replace the recorded value of the step (or promise) at SEQ in the copy; a value that does not fit "
+                   "the type the handler reads it as is refused, when this host can import the handler. Repeatable.")
 @db_option
 @json_option
 @edge
@@ -214,7 +223,13 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
     values = _parse_sets(sets)
     with open_store(db, readonly=False) as store:
         invocation_id = expand_id(store, invocation_id)
-        record = fork_invocation(store, invocation_id, at=at, new_id=new_id, values=values)
+        if values:
+            # Through the engine, which replays the copy against the recorded handler's code
+            # (when this host can import it) and refuses a value that does not fit its type.
+            record = anyio.run(_checked_fork, store, invocation_id, at, new_id,
+                               {seq: decode_value(raw) for seq, raw in values.items()})
+        else:
+            record = fork_invocation(store, invocation_id, at=at, new_id=new_id)
         store.sync()
         entries = store.entry_count(record.id)
     if as_json:

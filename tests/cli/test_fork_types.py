@@ -4,6 +4,9 @@ on both stores; in the console, the fork form shows why."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from ..conftest import store_target
@@ -76,3 +79,22 @@ def test_the_fork_form_shows_why_a_value_does_not_fit(browser, tmp_path):  # noq
     finally:
         page.close()
         server.stop()
+
+
+def test_journal_fork_set_refuses_a_value_that_does_not_fit_and_creates_nothing(sh):
+    agents = Path(__file__).parent / "serve_agents.py"
+    done = sh("run", f"{agents}:planned", "--input", '"soup"', "--id", "plan-c")
+    assert done.returncode == 0, done.stderr
+    entries = json.loads(sh("show", "plan-c", "--json").stdout)["entries"]
+    plan = next(e["seq"] for e in entries if e["kind"] == "step")
+
+    bad = sh("fork", "plan-c", "--at", str(plan + 1), "--set", f"{plan}=42", "--new-id", "plan-c2")
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "does not fit the step's return type" in bad.stderr
+    assert {d["id"] for d in json.loads(sh("ls", "--json").stdout)} == {"plan-c"}
+
+    good = sh("fork", "plan-c", "--at", str(plan + 1), "--set", f'{plan}="a better plan"', "--new-id", "plan-c3")
+    assert good.returncode == 0, good.stderr
+    resumed = sh("resume", "plan-c3")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "wrote from: a better plan" in resumed.stdout
