@@ -17,11 +17,14 @@ import lmdb
 def open_db(env: lmdb.Environment, name: bytes, *, create: bool = True) -> Any:
     """`env.open_db(name)` in a transaction begun here. `lmdb.NotFoundError` if it does not
     exist and is not created; looking for one that does not exist takes no writer lock."""
-    writable = not env.flags()["readonly"]
-    if not create and writable:
+    if env.flags()["readonly"]:
+        # py-lmdb's own transaction is a read-only one there, which waits for no lock (and a
+        # handle opened in a transaction of ours would not outlive it).
+        return env.open_db(name, create=False)
+    if not create:
         with env.begin() as txn:  # a sub-database is a key of the main database
             if txn.get(name) is None:
                 raise lmdb.NotFoundError(f"no sub-database {name!r}")
-    # A handle LMDB opened in a read transaction cannot be used to write: open it in a write one.
-    with env.begin(write=writable) as txn:
-        return env.open_db(name, txn=txn, create=create and writable)
+    # A handle opened in a read transaction cannot be used to write: open it in a write one.
+    with env.begin(write=True) as txn:
+        return env.open_db(name, txn=txn, create=create)
