@@ -218,3 +218,26 @@ async def test_a_select_over_two_receives_takes_one_message_and_leaves_the_other
         # Both were waiting when the select began: one wins, the other is not lost.
         assert sorted(value for _, value in outcome.result) == ["from a", "from b"]
         assert kinds(engine.store, "two").count("received") == 2
+
+
+async def test_a_wait_whose_deadline_passes_during_a_read_answers_what_it_has(open_engine):
+    # A loaded store's read can outlast the rest of the wait: the look that follows must end
+    # the wait, not sleep for a negative time.
+    from runtime import _asking
+
+    async def agent(ctx: Context) -> str:
+        await ctx.publish("phase", "waiting")
+        await ctx.promise("go")
+        return "ok"
+
+    async with open_engine() as engine:
+        await engine.run(agent, id="slow-read")
+
+        async def slow_read(fn, *args):
+            if fn == engine.store.require:
+                await anyio.sleep(0.05)  # longer than the whole wait below
+            return fn(*args)
+
+        value = await _asking.read_value(slow_read, engine.store.published, engine.store.require, "slow-read",
+                                         "phase", wait=0.01, after=None)
+        assert value.value == "waiting"
