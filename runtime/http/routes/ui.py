@@ -41,7 +41,8 @@ async def page(request: Request) -> Response:
     return FileResponse(str(_STATIC / "index.html"), headers=_PAGE_HEADERS)
 
 
+# The pages are not the API: /openapi.json leaves them out.
 routes = [
-    Route("/", page), Route("/i/{id}", page), Route("/k/{key}", page), Route("/s", page),
+    *(Route(path, page, include_in_schema=False) for path in ("/", "/i/{id}", "/k/{key}", "/s")),
     Mount("/static", app=_Static(directory=str(_STATIC)), name="static"),
 ]
