@@ -1,7 +1,8 @@
 """`create_app`: the Starlette application of the HTTP API, Server-Sent Events and web UI.
 
 Everything here reaches invocations through `runtime.Engine` and the `journal.Store`
-protocol; the routes are in `routes/`, one module per resource.
+protocol; the routes are in `routes/`, one module per resource, each endpoint with its
+OpenAPI operation beside it (`_openapi.operation`), which `/openapi.json` collects.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from journal.errors import JournalError
 from .. import Engine
 from ._errors import ApiError, api_error, error_response, journal_error
 from ._middleware import BearerToken, KnownHosts, SameOrigin, SlashesInIds, StoreWait
+from ._openapi import document
 from ._request_checks import DEFAULT_MAX_BODY
 from ._service import Service
 from .routes import all_routes
@@ -50,6 +52,7 @@ def create_app(engine: Engine, *, handlers: dict[str, Callable[..., Any]] | None
                     exception_handlers={ApiError: api_error, JournalError: journal_error, 404: _not_found,
                                         405: _method_not_allowed})
     app.state.service = service
+    service.openapi = document(app.routes)
     engine.observe(service.counts)
     service.metrics = _metrics(engine)
     return app

@@ -1,266 +1,115 @@
-"""The OpenAPI 3.1 document served at `/openapi.json`: its schemas generated from the body
-types of `models` (which the routes decode and encode with), its paths written beside them."""
+"""The OpenAPI 3.1 document served at `/openapi.json`, collected from the routes: each endpoint
+declares its operation beside itself with `operation` (summary, parameters, request body,
+answers and errors), its path and method are those of its `Route`, and the schemas are
+generated from the body types of `models` (which the routes decode and encode with)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import msgspec
+from starlette.routing import BaseRoute, Route
 
-from journal import Status
+from .models import ANSWERS, REQUESTS, Error
 
-from .models import (
-    ANSWERS,
-    REQUESTS,
-    Backfilled,
-    BackfillRequest,
-    BatchProgress,
-    BatchRequest,
-    BatchStarted,
-    Budget,
-    BudgetRequest,
-    Budgets,
-    CancelRequest,
-    Entries,
-    Error,
-    Forked,
-    ForkRequest,
-    Health,
-    Invocation,
-    KeyState,
-    Limit,
-    LimitRequest,
-    Limits,
-    MessageRequest,
-    MessageSent,
-    Page,
-    PauseRequest,
-    PromiseRequest,
-    PublishedAnswer,
-    PublishedValues,
-    QueueSummary,
-    ReplyAnswer,
-    Result,
-    RetryRequest,
-    Schedule,
-    ScheduleRequest,
-    Schedules,
-    Started,
-    StartRequest,
-    Triggered,
-)
+_Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
 
 _TEMPLATE = "#/components/schemas/{name}"
+_, _SCHEMAS = msgspec.json.schema_components(REQUESTS + ANSWERS, ref_template=_TEMPLATE)
+# Each endpoint's operation, as `operation` declared it: a route's path and methods say where it goes.
+_OPERATIONS: dict[Callable[..., Any], dict[str, Any]] = {}
 
 
-def _ref(model: type) -> dict[str, str]:
+def operation(summary: str, responses: dict[str, Any], *, parameters: Sequence[dict[str, Any]] | None = None,
+              body: dict[str, Any] | None = None) -> Callable[[_Endpoint], _Endpoint]:
+    """Declare the OpenAPI operation of the endpoint it decorates: what `/openapi.json` says of
+    every `Route` that serves it (`responses` with `json_answer` and `errors`, `body` with `json_body`)."""
+    spec: dict[str, Any] = {"summary": summary}
+    if parameters is not None:
+        spec["parameters"] = list(parameters)
+    if body is not None:
+        spec["requestBody"] = body
+    spec["responses"] = responses
+
+    def declare(endpoint: _Endpoint) -> _Endpoint:
+        _OPERATIONS[endpoint] = spec
+        return endpoint
+
+    return declare
+
+
+def ref(model: type) -> dict[str, str]:
+    """A reference to the schema of `model`, one of the body types of `models` (or a type they use)."""
     return {"$ref": _TEMPLATE.format(name=model.__name__)}
 
 
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+def json_answer(model: type | dict[str, Any], description: str) -> dict[str, Any]:
+    """An answer whose body is a `model` (or fits a JSON Schema)."""
+    schema = model if isinstance(model, dict) else ref(model)
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _body(model: type, required: bool = False) -> dict[str, Any]:
-    return {"required": required, "content": {"application/json": {"schema": _ref(model)}}}
+def json_body(model: type, required: bool = False) -> dict[str, Any]:
+    """A request body that is a `model` (`convert` decodes it)."""
+    return {"required": required, "content": {"application/json": {"schema": ref(model)}}}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
-    text = {400: "malformed JSON or an invalid id", 401: "missing or wrong bearer token",
-            403: "not application/json, or sent from another web page's origin",
-            404: "unknown invocation, promise or limit", 409: "conflict with what is already recorded (or the record is damaged: CorruptEntry)",
-            413: "body over the limit", 421: "a Host the server does not answer to",
-            422: "the body or a parameter does not fit",
-            501: "this server lacks what the route needs (GET /metrics: the metrics extra)",
-            503: "the store's server cannot be reached right now (try again after Retry-After seconds)"}
+_ERRORS = {400: "malformed JSON or an invalid id", 401: "missing or wrong bearer token",
+           403: "not application/json, or sent from another web page's origin",
+           404: "unknown invocation, promise or limit",
+           409: "conflict with what is already recorded (or the record is damaged: CorruptEntry)",
+           413: "body over the limit", 421: "a Host the server does not answer to",
+           422: "the body or a parameter does not fit",
+           501: "this server lacks what the route needs (GET /metrics: the metrics extra)",
+           503: "the store's server cannot be reached right now (try again after Retry-After seconds)"}
+
+
+def errors(*codes: int) -> dict[str, Any]:
+    """The error answers of a route that may answer `codes`, and 503 (the store is away), which any may."""
     # Every request may meet the Host check, and every POST the Origin and Content-Type check.
     codes = (*codes, 421) if 401 in codes else codes
-    return {str(c): _json(_ref(Error), text[c]) for c in (*codes, 503)}
+    return {str(c): json_answer(Error, _ERRORS[c]) for c in (*codes, 503)}
 
 
-_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
-_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-_LIMIT_NAME = {**_NAME, "description": "a limit name, or PREFIX:* for every PREFIX:<anything>"}
-_TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
-_WAIT = {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 300}}
-_SCOPE = {"name": "scope", "in": "path", "required": True, "schema": {"type": "string"},
-          "description": "handler:NAME, key:KEY, tag:K=V or a limit name"}
-_, _SCHEMAS = msgspec.json.schema_components(REQUESTS + ANSWERS, ref_template=_TEMPLATE)
+def path_param(name: str, description: str | None = None) -> dict[str, Any]:
+    """A segment of the path (every one is a string the route checks)."""
+    param: dict[str, Any] = {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+    if description is not None:
+        param["description"] = description
+    return param
 
-OPENAPI: dict[str, Any] = {
-    "openapi": "3.1.0",
-    "info": {"title": "journal serve", "version": "1",
-             "description": "Start, inspect, resolve, cancel, resume, fork and retry durable invocations (docs/http.md)."},
-    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}, "schemas": _SCHEMAS},
-    "security": [{"bearer": []}],
-    "paths": {
-        "/invocations": {
-            "post": {"summary": "Start an invocation of a registered handler (idempotent by id)",
-                     "requestBody": _body(StartRequest, required=True),
-                     "responses": {"201": _json(_ref(Started), "created"),
-                                   "200": _json(_ref(Started), "the same id and input exist already"),
-                                   **_errors(400, 401, 403, 409, 413, 422)}},
-            "get": {"summary": "List invocations, newest first",
-                    "parameters": [
-                        {"name": "status", "in": "query", "schema": _ref(Status), "description": "repeat or comma-separate"},
-                        {"name": "key", "in": "query", "schema": {"type": "string"}},
-                        {"name": "handler", "in": "query", "schema": {"type": "string"}},
-                        {"name": "tag", "in": "query", "schema": {"type": "string"},
-                         "description": "KEY:VALUE; repeat for several (every one must hold)"},
-                        {"name": "q", "in": "query", "schema": {"type": "string"},
-                         "description": "text in the id, handler, key or error message (any case)"},
-                        {"name": "since", "in": "query", "schema": {"type": "string", "format": "date-time"}},
-                        {"name": "until", "in": "query", "schema": {"type": "string", "format": "date-time"}},
-                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
-                                                                    "maximum": 1000, "default": 100}},
-                        {"name": "cursor", "in": "query", "schema": {"type": "string"}}],
-                    "responses": {"200": _json(_ref(Page), "a page"), **_errors(400, 401, 422)}},
-        },
-        "/invocations/summary": {"get": {
-            "summary": "The queue at a glance: counts by handler and status, the oldest runnable's wait",
-            "responses": {"200": _json(_ref(QueueSummary), "the counts"), **_errors(401)}}},
-        "/invocations/{id}": {"get": {"summary": "One invocation, without its entries", "parameters": [_ID],
-                                      "responses": {"200": _json(_ref(Invocation), "the invocation"),
-                                                    **_errors(400, 401, 404, 409)}}},
-        "/invocations/{id}/entries": {"get": {
-            "summary": "Its journal entries after a seq", "parameters": [
-                _ID, {"name": "after", "in": "query", "schema": {"type": "integer", "default": -1}}],
-            "responses": {"200": _json(_ref(Entries), "entries"), **_errors(400, 401, 404, 409)}}},
-        "/invocations/{id}/result": {"get": {
-            "summary": "Its outcome, waiting up to `wait` seconds for it to finish", "parameters": [
-                _ID, {"name": "wait", "in": "query", "schema": {"type": "number", "minimum": 0, "maximum": 300}}],
-            "responses": {"200": _json(_ref(Result), "finished, or where it stands when the wait ended"),
-                          **_errors(400, 401, 404, 409, 422)}}},
-        "/invocations/{id}/events": {"get": {
-            "summary": "Server-Sent Events: status, entry, emitted, end", "parameters": [_ID],
-            "responses": {"200": {"description": "an event stream", "content": {"text/event-stream": {}}},
-                          **_errors(400, 401, 404)}}},
-        "/invocations/{id}/promises/{name}": {"post": {
-            "summary": "Resolve (value) or reject (reject) a promise", "parameters": [
-                _ID, {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "requestBody": _body(PromiseRequest),
-            "responses": {"200": _json(_ref(Started), "delivered (or already delivered the same way)"),
-                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
-        "/invocations/{id}/cancel": {"post": {
-            "summary": "Ask the invocation to cancel (with rollback: and undo its key's state changes); "
-                       "this server, or the worker that runs it, delivers it", "parameters": [_ID],
-            "requestBody": _body(CancelRequest),
-            "responses": {"202": _json(_ref(Started), "recorded"), **_errors(400, 401, 403, 404, 409, 413, 422)}}},
-        "/invocations/{id}/resume": {"post": {
-            "summary": "Run it in this server: a pending invocation, or a running one whose owner is gone",
-            "parameters": [_ID],
-            "responses": {"202": _json(_ref(Started), "this server runs it"),
-                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
-        "/invocations/{id}/fork": {"post": {
-            "summary": "Copy entries 0 to at-1 into a new pending invocation (as journal fork), with edited values",
-            "parameters": [_ID],
-            "requestBody": _body(ForkRequest, required=True),
-            "responses": {"201": _json(_ref(Forked), "the fork, pending"),
-                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
-        "/invocations/{id}/retry": {"post": {
-            "summary": "Fork a failed invocation just before its failing step, and run the fork here "
-                       "(409 if a retry of it is running or completed, unless force)",
-            "parameters": [_ID],
-            "requestBody": _body(RetryRequest),
-            "responses": {"201": _json(_ref(Forked), "the fork, started"),
-                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
-        "/invocations/{id}/messages/{topic}": {"post": {
-            "summary": "Send a message on a topic (the handler's ctx.receive(topic) gets it, in arrival order); "
-                       "the same id twice is delivered once", "parameters": [_ID, _TOPIC],
-            "requestBody": _body(MessageRequest),
-            "responses": {"202": _json(_ref(MessageSent), "in the invocation's inbox"),
-                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
-        "/invocations/{id}/requests/{topic}": {"post": {
-            "summary": "Send a message that asks for a reply, and wait up to `wait` seconds for it",
-            "parameters": [_ID, _TOPIC, _WAIT],
-            "requestBody": _body(MessageRequest),
-            "responses": {"200": _json(_ref(ReplyAnswer), "the handler replied"),
-                          "202": _json(_ref(MessageSent), "sent; the wait ended before the reply: read it later at "
-                                                          "/invocations/{id}/replies/{message_id}"),
-                          **_errors(400, 401, 403, 404, 409, 413, 422)}}},
-        "/invocations/{id}/replies/{message_id}": {"get": {
-            "summary": "The reply to a request, waiting up to `wait` seconds for it", "parameters": [
-                _ID, {"name": "message_id", "in": "path", "required": True, "schema": {"type": "string"}}, _WAIT],
-            "responses": {"200": _json(_ref(ReplyAnswer), "the handler replied"),
-                          "202": _json(_ref(MessageSent), "no reply yet"),
-                          **_errors(400, 401, 404, 409, 422)}}},
-        "/invocations/{id}/values": {"get": {
-            "summary": "Every value the invocation published (the latest under each name), from the store",
-            "parameters": [_ID],
-            "responses": {"200": _json(_ref(PublishedValues), "the values"), **_errors(400, 401, 404, 409)}}},
-        "/invocations/{id}/values/{name}": {"get": {
-            "summary": "The latest value published under a name, from the store (no worker needed); with `wait`, "
-                       "waiting for a newer one than `after` (a seq) or than the current one", "parameters": [
-                _ID, {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}, _WAIT,
-                {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}}],
-            "responses": {"200": _json(_ref(PublishedAnswer), "the value"), **_errors(400, 401, 404, 409, 422)}}},
-        "/keys/{key}/state": {"get": {
-            "summary": "A key's durable state and the queue of its unfinished invocations",
-            "parameters": [{"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "responses": {"200": _json(_ref(KeyState), "the state"), **_errors(400, 401)}}},
-        "/limits": {"get": {
-            "summary": "Every limit: its rule, units in use, waiters, tokens used, pauses (journal limit ls)",
-            "responses": {"200": _json(_ref(Limits), "the limits"), **_errors(401)}}},
-        "/limits/{name}": {
-            "put": {"summary": "Set the rule of a limit (journal limit set), replacing the one it had",
-                    "parameters": [_LIMIT_NAME], "requestBody": _body(LimitRequest, required=True),
-                    "responses": {"200": _json(_ref(Limit), "the limit as it is now"),
-                                  **_errors(400, 401, 403, 413, 422)}},
-            "delete": {"summary": "Remove the rule of a limit (journal limit rm): what waits on it goes on",
-                       "parameters": [_LIMIT_NAME],
-                       "responses": {"200": _json(_ref(Limit), "the limit removed"),
-                                     **_errors(400, 401, 403, 404)}}},
-        "/schedules": {"get": {"summary": "Every schedule", "responses": {
-            "200": _json(_ref(Schedules), "the schedules"), **_errors(401)}}},
-        "/schedules/{name}": {
-            "get": {"summary": "One schedule: its rule, next run, last runs and skipped ticks", "parameters": [_NAME],
-                    "responses": {"200": _json(_ref(Schedule), "the schedule"), **_errors(401, 404)}},
-            "put": {"summary": "Add a schedule, or change the one of that name", "parameters": [_NAME],
-                    "requestBody": _body(ScheduleRequest, required=True),
-                    "responses": {"201": _json(_ref(Schedule), "added"), "200": _json(_ref(Schedule), "changed"),
-                                  **_errors(400, 401, 403, 413, 422)}},
-            "delete": {"summary": "Remove a schedule (its invocations stay)", "parameters": [_NAME],
-                       "responses": {"204": {"description": "removed"}, **_errors(401, 403, 404)}}},
-        "/schedules/{name}/pause": {"post": {
-            "summary": "Stop firing it, with a note", "parameters": [_NAME], "requestBody": _body(PauseRequest),
-            "responses": {"200": _json(_ref(Schedule), "paused"), **_errors(400, 401, 403, 404, 413, 422)}}},
-        "/schedules/{name}/resume": {"post": {
-            "summary": "Fire it again", "parameters": [_NAME],
-            "responses": {"200": _json(_ref(Schedule), "resumed"), **_errors(400, 401, 403, 404, 413)}}},
-        "/schedules/{name}/trigger": {"post": {
-            "summary": "Start one run now", "parameters": [_NAME],
-            "responses": {"202": _json(_ref(Triggered), "started"), **_errors(400, 401, 403, 404, 413)}}},
-        "/schedules/{name}/backfill": {"post": {
-            "summary": "Start the ticks of [from, to) not started yet", "parameters": [_NAME],
-            "requestBody": _body(BackfillRequest, required=True),
-            "responses": {"202": _json(_ref(Backfilled), "the ticks"), **_errors(400, 401, 403, 404, 413, 422)}}},
-        "/budgets": {"get": {
-            "summary": "Every budget: its allowance and what was used in its window (journal budget ls)",
-            "responses": {"200": _json(_ref(Budgets), "the budgets"), **_errors(401)}}},
-        "/budgets/{scope}": {
-            "put": {"summary": "Set the budget of a scope (journal budget set), replacing the one it had; "
-                               "its waiters are woken",
-                    "parameters": [_SCOPE], "requestBody": _body(BudgetRequest, required=True),
-                    "responses": {"200": _json(_ref(Budget), "the budget as it is now"),
-                                  **_errors(400, 401, 403, 413, 422)}},
-            "delete": {"summary": "Remove the budget of a scope and its usage (journal budget rm): its waiters go on",
-                       "parameters": [_SCOPE],
-                       "responses": {"200": _json(_ref(Budget), "the budget removed"),
-                                     **_errors(400, 401, 403, 404)}}},
-        "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json(_ref(Health), "serving"),
-                                                                  **_errors()}}},
-        "/batches": {"post": {
-            "summary": "One action (cancel, resume, retry) over every invocation a filter matches, run here",
-            "requestBody": _body(BatchRequest, required=True),
-            "responses": {"202": _json(_ref(BatchStarted), "made; follow it at GET /batches/{id}"),
-                          **_errors(400, 401, 403, 413, 422)}}},
-        "/batches/{id}": {"get": {"summary": "How far a batch got", "parameters": [_ID],
-                                  "responses": {"200": _json(_ref(BatchProgress), "its progress"),
-                                                **_errors(400, 401, 404)}}},
-        "/metrics": {"get": {
-            "summary": "Prometheus metrics: this process's counters and the store's gauges (docs/observability.md)",
-            "responses": {"200": {"description": "the Prometheus text format", "content": {"text/plain": {}}},
-                          **_errors(401, 501)}}},
-        "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "")}}},
-    },
-}
+
+def query_param(name: str, schema: dict[str, Any] | None = None, description: str | None = None) -> dict[str, Any]:
+    """A parameter of the query string: a string unless `schema` says otherwise."""
+    param: dict[str, Any] = {"name": name, "in": "query", "schema": {"type": "string"} if schema is None else schema}
+    if description is not None:
+        param["description"] = description
+    return param
+
+
+ID = path_param("id")
+
+
+def document(routes: Iterable[BaseRoute]) -> dict[str, Any]:
+    """The OpenAPI document of `routes`: every `Route` in the schema (not the UI's pages) must
+    have its `operation`, so a route cannot be served without being documented."""
+    paths: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        if not isinstance(route, Route) or not route.include_in_schema:
+            continue
+        spec = _OPERATIONS.get(route.endpoint)
+        if spec is None:
+            raise LookupError(f"the route {route.path} has no OpenAPI operation: declare one beside its endpoint "
+                              "with runtime.http._openapi.operation")
+        for method in sorted((route.methods or {"GET"}) - {"HEAD"}):
+            paths.setdefault(route.path, {})[method.lower()] = spec
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "journal serve", "version": "1",
+                 "description": "Start, inspect, resolve, cancel, resume, fork and retry durable invocations "
+                                "(docs/http.md)."},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}, "schemas": _SCHEMAS},
+        "security": [{"bearer": []}],
+        "paths": paths,
+    }

@@ -69,6 +69,7 @@ class Service:
         self.stopping = anyio.Event()
         self.counts = StepCounts()  # an observer of `engine` (`create_app` adds it)
         self.metrics: Any = None  # runtime.metrics.Metrics, observing `engine`, with the metrics extra
+        self.openapi: dict[str, Any] = {}  # the document of the app's routes (`create_app` collects it)
 
     def steps_here(self, invocation_id: str) -> dict[str, int] | None:
         return self.counts.of(invocation_id)

@@ -1,11 +1,18 @@
-"""The check that keeps `/openapi.json` true (`openapi_check.py`) catches what it must."""
+"""The check that keeps `/openapi.json` true (`openapi_check.py`) catches what it must; the
+document is collected from the operations the routes declare, and stays as it was."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import msgspec
 import pytest
+from starlette.routing import Route
 
-from runtime.http import models
+from runtime.http import _openapi, models
+from runtime.http.routes import all_routes
 
 from .openapi_check import Document, Mismatch
 from .serving import Server
@@ -74,3 +81,37 @@ def test_every_field_of_an_answer_is_documented(document):
         assert set(schema["required"]) <= set(answer)
     listed = server.client.get("/invocations", params={"limit": 1}).json()["invocations"][0]
     assert set(listed) <= set(doc.doc["components"]["schemas"]["Summary"]["properties"])
+
+
+# The document served, kept in tests/golden/views/ (sorted, for a diff to review): each route
+# declares its own operation beside its endpoint, and this keeps what they add up to as it was.
+# A route added or changed on purpose: JOURNAL_WRITE_GOLDEN=1 writes it again.
+GOLDEN = Path(__file__).parents[1] / "golden" / "views" / "openapi.json"
+
+
+def test_the_document_is_as_it_was(document):
+    doc, _ = document
+    if os.environ.get("JOURNAL_WRITE_GOLDEN") == "1":
+        GOLDEN.write_text(json.dumps(doc.doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert doc.doc == json.loads(GOLDEN.read_text(encoding="utf-8"))  # key order aside
+
+
+async def _undocumented(request):
+    return None
+
+
+async def _page(request):
+    return None
+
+
+def test_the_document_is_collected_from_the_routes_and_refuses_one_without_its_operation():
+    paths = _openapi.document(all_routes())["paths"]
+    assert "/" not in paths and "/i/{id}" not in paths  # the console's pages are not the API
+    assert set(paths["/invocations"]) == {"get", "post"}  # a route's methods, HEAD aside
+    assert set(paths["/schedules/{name}"]) == {"get", "put", "delete"}
+    assert _openapi.document([Route("/page", _page, include_in_schema=False)])["paths"] == {}
+    with pytest.raises(LookupError, match="/undocumented has no OpenAPI operation"):
+        _openapi.document([Route("/undocumented", _undocumented)])
+    documented = _openapi.operation("Nothing", responses={"204": {"description": "nothing"}})(_undocumented)
+    assert _openapi.document([Route("/documented", documented, methods=["POST"])])["paths"] == {
+        "/documented": {"post": {"summary": "Nothing", "responses": {"204": {"description": "nothing"}}}}}

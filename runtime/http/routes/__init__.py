@@ -1,7 +1,10 @@
 """The routes of the API, one module per resource; each module's `routes` lists its own.
 
 Adding a route: a module-level endpoint in the module of its resource (or a new module),
-its request and answer types, and its `Route` in that module's `routes`.
+with its OpenAPI operation beside it (`@operation(...)` of `.._openapi`: summary,
+parameters, body, answers and errors), its request and answer types in `..models`, and its
+`Route` in that module's `routes`; `/openapi.json` collects the operations of these routes,
+and refuses a route of the API that has none.
 """
 
 from __future__ import annotations

@@ -12,12 +12,17 @@ from journal import batches
 from journal.errors import JournalError
 
 from .._errors import ApiError, JSONResponse
+from .._openapi import ID, errors, json_answer, json_body, operation
 from .._params import convert, param
 from .._request_checks import read_json
 from .._service import service
-from ..models import BatchRequest, BatchStarted
+from ..models import BatchProgress, BatchRequest, BatchStarted
 
 
+@operation("One action (cancel, resume, retry) over every invocation a filter matches, run here",
+           body=json_body(BatchRequest, required=True),
+           responses={"202": json_answer(BatchStarted, "made; follow it at GET /batches/{id}"),
+                      **errors(400, 401, 403, 413, 422)})
 async def start(request: Request) -> Response:
     s = service(request)
     body = convert(await read_json(request, s.max_body), BatchRequest)
@@ -29,6 +34,8 @@ async def start(request: Request) -> Response:
                         background=BackgroundTask(s.engine.run_batch, batch.id))
 
 
+@operation("How far a batch got", parameters=[ID],
+           responses={"200": json_answer(BatchProgress, "its progress"), **errors(400, 401, 404)})
 async def show(request: Request) -> Response:
     s = service(request)
     batch_id = param(request, "id")

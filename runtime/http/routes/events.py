@@ -31,6 +31,7 @@ from journal.errors import CorruptEntry
 from journal.views import corrupt_view, result_json, waiting_on
 from runtime import StreamPosition
 
+from .._openapi import ID, errors, operation
 from .._params import param
 from .._service import service
 
@@ -110,6 +111,9 @@ async def _stream(service: Service, invocation_id: str, feed: LiveFeed, cursor: 
                     yield event
 
 
+@operation("Server-Sent Events: status, entry, emitted, end", parameters=[ID],
+           responses={"200": {"description": "an event stream", "content": {"text/event-stream": {}}},
+                      **errors(400, 401, 404)})
 async def events(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))

@@ -17,15 +17,21 @@ from journal.views import detail, export, result_json, summary_json
 
 from .. import _views
 from .._errors import ApiError, JSONResponse, error_response
+from .._openapi import ID, errors, json_answer, json_body, operation, query_param, ref
 from .._params import convert, number, param
 from .._request_checks import checked_id, read_json
 from .._service import service
-from ..models import Error, ErrorDetail, Started, StartRequest
+from ..models import Entries, Error, ErrorDetail, Invocation, Page, QueueSummary, Result, Started, StartRequest
 
-_MAX_WAIT = 300.0
+_MAX_WAIT = 300  # seconds (an integer: /openapi.json says 300)
 _MAX_LIMIT = 1000
 
 
+@operation("Start an invocation of a registered handler (idempotent by id)",
+           body=json_body(StartRequest, required=True),
+           responses={"201": json_answer(Started, "created"),
+                      "200": json_answer(Started, "the same id and input exist already"),
+                      **errors(400, 401, 403, 409, 413, 422)})
 async def start(request: Request) -> Response:
     s = service(request)
     body = convert(await read_json(request, s.max_body), StartRequest)
@@ -79,6 +85,16 @@ def _start_at(text: str | None) -> datetime.datetime | None:
     return when
 
 
+@operation("List invocations, newest first",
+           parameters=[query_param("status", ref(Status), "repeat or comma-separate"), query_param("key"),
+                       query_param("handler"),
+                       query_param("tag", description="KEY:VALUE; repeat for several (every one must hold)"),
+                       query_param("q", description="text in the id, handler, key or error message (any case)"),
+                       query_param("since", {"type": "string", "format": "date-time"}),
+                       query_param("until", {"type": "string", "format": "date-time"}),
+                       query_param("limit", {"type": "integer", "minimum": 1, "maximum": _MAX_LIMIT, "default": 100}),
+                       query_param("cursor")],
+           responses={"200": json_answer(Page, "a page"), **errors(400, 401, 422)})
 async def listing(request: Request) -> Response:
     s = service(request)
     q = request.query_params
@@ -108,6 +124,8 @@ async def listing(request: Request) -> Response:
     return JSONResponse(await s.read(_views.page, s.store, query))
 
 
+@operation("The queue at a glance: counts by handler and status, the oldest runnable's wait",
+           responses={"200": json_answer(QueueSummary, "the counts"), **errors(401)})
 async def summary(request: Request) -> Response:
     """The queue at a glance, from the store's counts (no record is read)."""
     s = service(request)
@@ -128,6 +146,8 @@ def _instant(text: str | None, name: str) -> int | None:
     return int(when.timestamp() * 1_000_000)
 
 
+@operation("One invocation, without its entries", parameters=[ID],
+           responses={"200": json_answer(Invocation, "the invocation"), **errors(400, 401, 404, 409)})
 async def show(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
@@ -138,6 +158,9 @@ async def show(request: Request) -> Response:
     return JSONResponse({**await s.read(detail, s.store, record, runs), "steps_here": s.steps_here(record.id)})
 
 
+@operation("Its journal entries after a seq",
+           parameters=[ID, query_param("after", {"type": "integer", "default": -1})],
+           responses={"200": json_answer(Entries, "entries"), **errors(400, 401, 404, 409)})
 async def entries(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
@@ -145,6 +168,10 @@ async def entries(request: Request) -> Response:
     return JSONResponse({"entries": await s.read(lambda: list(export(s.store, record.id, int(after))))})
 
 
+@operation("Its outcome, waiting up to `wait` seconds for it to finish",
+           parameters=[ID, query_param("wait", {"type": "number", "minimum": 0, "maximum": _MAX_WAIT})],
+           responses={"200": json_answer(Result, "finished, or where it stands when the wait ended"),
+                      **errors(400, 401, 404, 409, 422)})
 async def result(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))

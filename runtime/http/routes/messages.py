@@ -15,13 +15,16 @@ from journal import iso_from_us
 
 from ... import Value
 from .._errors import JSONResponse
+from .._openapi import ID, errors, json_answer, json_body, operation, path_param, query_param
 from .._params import convert, number, param
 from .._request_checks import checked_id, read_json
 from .._service import Service, service
 from ..models import MessageRequest, MessageSent, PublishedAnswer, PublishedValues, ReplyAnswer
 
-_MAX_WAIT = 300.0
+_MAX_WAIT = 300  # seconds (an integer: /openapi.json says 300)
 T = TypeVar("T")
+_TOPIC = path_param("topic")
+_WAIT = query_param("wait", {"type": "number", "minimum": 0, "maximum": _MAX_WAIT})
 
 
 async def _sent(request: Request, *, wants_reply: bool) -> tuple[Service, str, str]:
@@ -40,18 +43,32 @@ async def _sent(request: Request, *, wants_reply: bool) -> tuple[Service, str, s
     return s, record.id, message_id
 
 
+@operation("Send a message on a topic (the handler's ctx.receive(topic) gets it, in arrival order); "
+           "the same id twice is delivered once", parameters=[ID, _TOPIC], body=json_body(MessageRequest),
+           responses={"202": json_answer(MessageSent, "in the invocation's inbox"),
+                      **errors(400, 401, 403, 404, 409, 413, 422)})
 async def send(request: Request) -> Response:
     s, invocation_id, message_id = await _sent(request, wants_reply=False)
     record = await s.require(invocation_id)
     return JSONResponse(MessageSent(message_id, record.status), status_code=202)
 
 
+@operation("Send a message that asks for a reply, and wait up to `wait` seconds for it",
+           parameters=[ID, _TOPIC, _WAIT], body=json_body(MessageRequest),
+           responses={"200": json_answer(ReplyAnswer, "the handler replied"),
+                      "202": json_answer(MessageSent, "sent; the wait ended before the reply: read it later at "
+                                                      "/invocations/{id}/replies/{message_id}"),
+                      **errors(400, 401, 403, 404, 409, 413, 422)})
 async def ask(request: Request) -> Response:
     wait = number(request.query_params.get("wait"), "wait", 0, _MAX_WAIT, default=0)
     s, invocation_id, message_id = await _sent(request, wants_reply=True)
     return await _answer(s, invocation_id, message_id, wait)
 
 
+@operation("The reply to a request, waiting up to `wait` seconds for it",
+           parameters=[ID, path_param("message_id"), _WAIT],
+           responses={"200": json_answer(ReplyAnswer, "the handler replied"),
+                      "202": json_answer(MessageSent, "no reply yet"), **errors(400, 401, 404, 409, 422)})
 async def reply(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
@@ -98,6 +115,11 @@ def _published(found: Value) -> PublishedAnswer:
     return PublishedAnswer(found.name, found.value, found.seq, iso_from_us(found.at) or "")
 
 
+@operation("The latest value published under a name, from the store (no worker needed); with `wait`, "
+           "waiting for a newer one than `after` (a seq) or than the current one",
+           parameters=[ID, path_param("name"), _WAIT,
+                       query_param("after", {"type": "integer", "minimum": 0})],
+           responses={"200": json_answer(PublishedAnswer, "the value"), **errors(400, 401, 404, 409, 422)})
 async def value(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
@@ -112,6 +134,8 @@ async def value(request: Request) -> Response:
     return JSONResponse(_published(found))
 
 
+@operation("Every value the invocation published (the latest under each name), from the store",
+           parameters=[ID], responses={"200": json_answer(PublishedValues, "the values"), **errors(400, 401, 404, 409)})
 async def values(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))

@@ -21,6 +21,7 @@ from ... import is_handler_name
 from ...errors import HandlerNotFound, NotResumable
 from .. import _service
 from .._errors import ApiError, JSONResponse
+from .._openapi import ID, errors, json_answer, json_body, operation
 from .._params import convert, param
 from .._request_checks import checked_id, read_json
 from .._service import service
@@ -41,6 +42,9 @@ def _runs_here(s: _service.Service, record: InvocationRecord) -> bool:
     return True
 
 
+@operation("Ask the invocation to cancel (with rollback: and undo its key's state changes); "
+           "this server, or the worker that runs it, delivers it", parameters=[ID], body=json_body(CancelRequest),
+           responses={"202": json_answer(Started, "recorded"), **errors(400, 401, 403, 404, 409, 413, 422)})
 async def cancel(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
@@ -54,6 +58,9 @@ async def cancel(request: Request) -> Response:
     return JSONResponse(Started(outcome.id, outcome.status), status_code=202, background=task)
 
 
+@operation("Run it in this server: a pending invocation, or a running one whose owner is gone",
+           parameters=[ID],
+           responses={"202": json_answer(Started, "this server runs it"), **errors(400, 401, 403, 404, 409, 413, 422)})
 async def resume(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
@@ -84,6 +91,9 @@ def _handler_hint(handler: str) -> str:
     return f"--handler {shlex.quote(handler)}"
 
 
+@operation("Copy entries 0 to at-1 into a new pending invocation (as journal fork), with edited values",
+           parameters=[ID], body=json_body(ForkRequest, required=True),
+           responses={"201": json_answer(Forked, "the fork, pending"), **errors(400, 401, 403, 404, 409, 413, 422)})
 async def fork_route(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))
@@ -104,6 +114,10 @@ async def fork_route(request: Request) -> Response:
     return JSONResponse(Forked(forked.id, forked.status, record.id, body.at), status_code=201)
 
 
+@operation("Fork a failed invocation just before its failing step, and run the fork here "
+           "(409 if a retry of it is running or completed, unless force)",
+           parameters=[ID], body=json_body(RetryRequest),
+           responses={"201": json_answer(Forked, "the fork, started"), **errors(400, 401, 403, 404, 409, 413, 422)})
 async def retry_route(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))

@@ -8,12 +8,17 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import ApiError, JSONResponse
+from .._openapi import ID, errors, json_answer, json_body, operation, path_param
 from .._params import convert, param
 from .._request_checks import checked_id, read_json
 from .._service import service
 from ..models import PromiseRequest, Started
 
 
+@operation("Resolve (value) or reject (reject) a promise", parameters=[ID, path_param("name")],
+           body=json_body(PromiseRequest),
+           responses={"200": json_answer(Started, "delivered (or already delivered the same way)"),
+                      **errors(400, 401, 403, 404, 409, 413, 422)})
 async def settle(request: Request) -> Response:
     s = service(request)
     record = await s.require(param(request, "id"))

@@ -13,10 +13,13 @@ from starlette.routing import Route
 from journal.views import schedule_json
 
 from .._errors import ApiError, JSONResponse
+from .._openapi import errors, json_answer, json_body, operation, path_param
 from .._params import convert, param
 from .._request_checks import read_json
 from .._service import service
-from ..models import Backfilled, BackfillRequest, PauseRequest, ScheduleRequest, Triggered
+from ..models import Backfilled, BackfillRequest, PauseRequest, Schedule, ScheduleRequest, Schedules, Triggered
+
+_NAME = path_param("name")
 
 
 def _instant(text: str | None, name: str) -> datetime.datetime | None:
@@ -50,16 +53,23 @@ async def _act(request: Request, work: Any) -> Any:
         raise ApiError(422, "InvalidInput", str(exc)) from None
 
 
+@operation("Every schedule", responses={"200": json_answer(Schedules, "the schedules"), **errors(401)})
 async def listing(request: Request) -> Response:
     s = service(request)
     records = await s.engine.schedules.list()
     return JSONResponse({"schedules": [await s.read(schedule_json, s.store, r) for r in records]})
 
 
+@operation("One schedule: its rule, next run, last runs and skipped ticks", parameters=[_NAME],
+           responses={"200": json_answer(Schedule, "the schedule"), **errors(401, 404)})
 async def show(request: Request) -> Response:
     return JSONResponse(await _doc(request, param(request, "name")))
 
 
+@operation("Add a schedule, or change the one of that name", parameters=[_NAME],
+           body=json_body(ScheduleRequest, required=True),
+           responses={"201": json_answer(Schedule, "added"), "200": json_answer(Schedule, "changed"),
+                      **errors(400, 401, 403, 413, 422)})
 async def put(request: Request) -> Response:
     s = service(request)
     name = param(request, "name")
@@ -73,12 +83,16 @@ async def put(request: Request) -> Response:
     return JSONResponse(await _doc(request, name), status_code=200 if existed else 201)
 
 
+@operation("Remove a schedule (its invocations stay)", parameters=[_NAME],
+           responses={"204": {"description": "removed"}, **errors(401, 403, 404)})
 async def delete(request: Request) -> Response:
     s = service(request)
     await _act(request, s.engine.schedules.remove(param(request, "name")))
     return Response(status_code=204)
 
 
+@operation("Stop firing it, with a note", parameters=[_NAME], body=json_body(PauseRequest),
+           responses={"200": json_answer(Schedule, "paused"), **errors(400, 401, 403, 404, 413, 422)})
 async def pause(request: Request) -> Response:
     s = service(request)
     data = await read_json(request, s.max_body)
@@ -88,6 +102,8 @@ async def pause(request: Request) -> Response:
     return JSONResponse(await _doc(request, name))
 
 
+@operation("Fire it again", parameters=[_NAME],
+           responses={"200": json_answer(Schedule, "resumed"), **errors(400, 401, 403, 404, 413)})
 async def resume(request: Request) -> Response:
     s = service(request)
     await read_json(request, s.max_body)
@@ -96,6 +112,8 @@ async def resume(request: Request) -> Response:
     return JSONResponse(await _doc(request, name))
 
 
+@operation("Start one run now", parameters=[_NAME],
+           responses={"202": json_answer(Triggered, "started"), **errors(400, 401, 403, 404, 413)})
 async def trigger(request: Request) -> Response:
     s = service(request)
     await read_json(request, s.max_body)
@@ -103,6 +121,9 @@ async def trigger(request: Request) -> Response:
                         status_code=202)
 
 
+@operation("Start the ticks of [from, to) not started yet", parameters=[_NAME],
+           body=json_body(BackfillRequest, required=True),
+           responses={"202": json_answer(Backfilled, "the ticks"), **errors(400, 401, 403, 404, 413, 422)})
 async def backfill(request: Request) -> Response:
     s = service(request)
     body = convert(await read_json(request, s.max_body), BackfillRequest)
