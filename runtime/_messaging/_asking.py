@@ -77,7 +77,7 @@ async def wait_for_reply(read: Read, message: Callable[[str, str], SentMessage |
             )
         if sent.replied or deadline is None or time_left(deadline) <= 0:
             return reply_of(message_id, sent)
-        await anyio.sleep(min(every, time_left(deadline)))
+        await anyio.sleep(max(0.0, min(every, time_left(deadline))))
 
 
 async def read_value(read: Read, published: Callable[..., dict[str, PublishedValue]],
@@ -94,7 +94,7 @@ async def read_value(read: Read, published: Callable[..., dict[str, PublishedVal
             record = await read(require, invocation_id)
             if record.finished:
                 break  # nothing more will be published
-            await anyio.sleep(min(every, time_left(deadline)))
+            await anyio.sleep(max(0.0, min(every, time_left(deadline))))  # the read may have used up the rest
             found = (await read(published, invocation_id, name)).get(name)
     if found is None:
         await read(require, invocation_id)  # an unknown invocation says so first
