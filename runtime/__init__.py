@@ -21,14 +21,16 @@ __all__ = (
 # a process that only opens a LangGraph checkpointer never imports the engine, anyio or asyncio.
 _LAZY: dict[str, str] = {
     "Chunk": "journal", "default_path": "journal", "Context": "._handler._context", "Engine": "._engine._engine",
-    "check_recorded": "._handler._handlers", "handler_path": "._handler._handlers", "is_handler_name": "._handler._handlers",
-    "load_handler": "._handler._handlers",
-    "Memory": "._handler._memory", "MemoryArgumentError": "._handler._memory_table", "MemoryItem": "._handler._memory_table",
-    "MemoryTable": "._handler._memory_table", "Outcome": "._engine._outcome", "RetryPolicy": "._handler._retry",
+    "check_recorded": "._handler._handlers", "handler_path": "._handler._handlers",
+    "is_handler_name": "._handler._handlers", "load_handler": "._handler._handlers",
+    "Memory": "._handler._memory", "MemoryArgumentError": "._handler._memory_table",
+    "MemoryItem": "._handler._memory_table", "MemoryTable": "._handler._memory_table",
+    "Outcome": "._engine._outcome", "RetryPolicy": "._handler._retry",
     "StepInfo": "._base._step_info", "current_context": "._base._step_info", "current_step": "._base._step_info",
     "handler_context": "._base._step_info", "idempotency_key": "._handler._steps", "pause": "._replay._suspend",
     "RateLimited": "._flow._limits",
-    "Message": "._handler._talk", "Reply": "._messaging._asking", "Value": "._messaging._asking", "StreamPosition": "._engine._position",
+    "Message": "._handler._talk", "Reply": "._messaging._asking", "Value": "._messaging._asking",
+    "StreamPosition": "._engine._position",
 }
 _LAZY.update(dict.fromkeys((
     "Cancelled", "DeterminismViolation", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
