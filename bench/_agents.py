@@ -43,7 +43,7 @@ _ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 
 async def steps_through_attempts(ctx: Context, n: int) -> int:
     """`steps`, each given a retry policy of one attempt: the same work through the general
-    attempts loop (`runtime/_steps.py::attempts`) instead of the first attempt inlined in
+    attempts loop (`runtime/_handler/_steps.py::attempts`) instead of the first attempt inlined in
     `ctx.run`, which is what that inlined copy saves."""
     for _ in range(n):
         await ctx.run("step", noop, inline=True, retry=_ONE_ATTEMPT)

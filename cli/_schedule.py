@@ -1,5 +1,5 @@
 """`journal schedule add|ls|show|pause|resume|rm|trigger|backfill`: schedules kept in the
-store and fired by every `journal worker` and `journal serve` (runtime/_schedules/)."""
+store and fired by every `journal worker` and `journal serve` (runtime/_flow/_schedules/)."""
 
 from __future__ import annotations
 

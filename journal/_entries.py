@@ -55,14 +55,14 @@ class Step(msgspec.Struct, tag="step", **_OPTS):
     value: msgspec.Raw = NIL
     error: ErrorInfo | None = None
     attempts: int = 1
-    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_replay/_branches.py)
 
 
 class Now(msgspec.Struct, tag="now", **_OPTS):
     """`ctx.now()` read the clock; `at` is the instant it returned."""
 
     at: int
-    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_replay/_branches.py)
 
 
 class Sleep(msgspec.Struct, tag="sleep", **_OPTS):
@@ -70,7 +70,7 @@ class Sleep(msgspec.Struct, tag="sleep", **_OPTS):
 
     at: int
     until: int
-    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_replay/_branches.py)
 
 
 class Promise(msgspec.Struct, tag="promise", **_OPTS):
@@ -80,7 +80,7 @@ class Promise(msgspec.Struct, tag="promise", **_OPTS):
     at: int
     value: msgspec.Raw = NIL
     error: str | None = None
-    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_replay/_branches.py)
     timed_out: bool = False
 
 
@@ -96,7 +96,7 @@ class Failed(msgspec.Struct, tag="failed", **_OPTS):
 
     at: int
     error: ErrorInfo
-    # The frames of the user's code that raised, outermost first (bounded: runtime/_frames.py).
+    # The frames of the user's code that raised, outermost first (bounded: runtime/_replay/_frames.py).
     traceback: list[Frame] = []
 
 
@@ -113,7 +113,7 @@ class Emitted(msgspec.Struct, tag="emitted", **_OPTS):
 
     at: int
     value: msgspec.Raw
-    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_replay/_branches.py)
 
 
 class Patched(msgspec.Struct, tag="patched", **_OPTS):
@@ -121,7 +121,7 @@ class Patched(msgspec.Struct, tag="patched", **_OPTS):
 
     name: str
     at: int
-    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_replay/_branches.py)
 
 
 class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
@@ -129,7 +129,7 @@ class CancelReceived(msgspec.Struct, tag="cancel_received", **_OPTS):
 
     at: int
     reason: str = ""
-    prev: int = 0  # the position of this operation's branch before it (see runtime/_branches.py)
+    prev: int = 0  # the position of this operation's branch before it (see runtime/_replay/_branches.py)
 
 
 class StateGot(msgspec.Struct, tag="state_get", **_OPTS):

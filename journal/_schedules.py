@@ -1,7 +1,7 @@
 """What the store keeps about a schedule: its definition and where its firing stands.
 
 A schedule is one record in the store (`Store.schedules`, `Store.schedule`), read by every
-worker; the runtime (`runtime/_schedules/`) decides from it which ticks are due and fires
+worker; the runtime (`runtime/_flow/_schedules/`) decides from it which ticks are due and fires
 them with `Store.advance_schedule`, one transaction that starts the ticks' invocations
 (idempotent by their ids, `NAME@<tick>`) and moves the schedule on, only if nobody moved it
 since it was read (`version`). So a tick is started once however many workers look.

@@ -20,15 +20,17 @@ __all__ = (
 # `runtime.testing` and each integration begin with) costs nothing until a name is needed:
 # a process that only opens a LangGraph checkpointer never imports the engine, anyio or asyncio.
 _LAZY: dict[str, str] = {
-    "Chunk": "journal", "default_path": "journal", "Context": "._context", "Engine": "._engine",
-    "check_recorded": "._handlers", "handler_path": "._handlers", "is_handler_name": "._handlers",
-    "load_handler": "._handlers",
-    "Memory": "._memory", "MemoryArgumentError": "._memory_table", "MemoryItem": "._memory_table",
-    "MemoryTable": "._memory_table", "Outcome": "._outcome", "RetryPolicy": "._retry",
-    "StepInfo": "._step_info", "current_context": "._step_info", "current_step": "._step_info",
-    "handler_context": "._step_info", "idempotency_key": "._steps", "pause": "._suspend",
-    "RateLimited": "._limits",
-    "Message": "._talk", "Reply": "._asking", "Value": "._asking", "StreamPosition": "._position",
+    "Chunk": "journal", "default_path": "journal", "Context": "._handler._context", "Engine": "._engine._engine",
+    "check_recorded": "._handler._handlers", "handler_path": "._handler._handlers",
+    "is_handler_name": "._handler._handlers", "load_handler": "._handler._handlers",
+    "Memory": "._handler._memory", "MemoryArgumentError": "._handler._memory_table",
+    "MemoryItem": "._handler._memory_table", "MemoryTable": "._handler._memory_table",
+    "Outcome": "._engine._outcome", "RetryPolicy": "._handler._retry",
+    "StepInfo": "._base._step_info", "current_context": "._base._step_info", "current_step": "._base._step_info",
+    "handler_context": "._base._step_info", "idempotency_key": "._handler._steps", "pause": "._replay._suspend",
+    "RateLimited": "._flow._limits",
+    "Message": "._handler._talk", "Reply": "._messaging._asking", "Value": "._messaging._asking",
+    "StreamPosition": "._engine._position",
 }
 _LAZY.update(dict.fromkeys((
     "Cancelled", "DeterminismViolation", "HandlerNotFound", "InvocationBusy", "InvocationConflict",
@@ -42,29 +44,29 @@ if typing.TYPE_CHECKING:  # a type checker sees them as ordinary exports
     from journal import Chunk as Chunk
     from journal import default_path as default_path
 
-    from ._asking import Reply as Reply
-    from ._asking import Value as Value
-    from ._context import Context as Context
-    from ._engine import Engine as Engine
-    from ._handlers import check_recorded as check_recorded
-    from ._handlers import handler_path as handler_path
-    from ._handlers import is_handler_name as is_handler_name
-    from ._handlers import load_handler as load_handler
-    from ._limits import RateLimited as RateLimited
-    from ._memory import Memory as Memory
-    from ._memory_table import MemoryArgumentError as MemoryArgumentError
-    from ._memory_table import MemoryItem as MemoryItem
-    from ._memory_table import MemoryTable as MemoryTable
-    from ._outcome import Outcome as Outcome
-    from ._position import StreamPosition as StreamPosition
-    from ._retry import RetryPolicy as RetryPolicy
-    from ._step_info import StepInfo as StepInfo
-    from ._step_info import current_context as current_context
-    from ._step_info import current_step as current_step
-    from ._step_info import handler_context as handler_context
-    from ._steps import idempotency_key as idempotency_key
-    from ._suspend import pause as pause
-    from ._talk import Message as Message
+    from ._base._step_info import StepInfo as StepInfo
+    from ._base._step_info import current_context as current_context
+    from ._base._step_info import current_step as current_step
+    from ._base._step_info import handler_context as handler_context
+    from ._engine._engine import Engine as Engine
+    from ._engine._outcome import Outcome as Outcome
+    from ._engine._position import StreamPosition as StreamPosition
+    from ._flow._limits import RateLimited as RateLimited
+    from ._handler._context import Context as Context
+    from ._handler._handlers import check_recorded as check_recorded
+    from ._handler._handlers import handler_path as handler_path
+    from ._handler._handlers import is_handler_name as is_handler_name
+    from ._handler._handlers import load_handler as load_handler
+    from ._handler._memory import Memory as Memory
+    from ._handler._memory_table import MemoryArgumentError as MemoryArgumentError
+    from ._handler._memory_table import MemoryItem as MemoryItem
+    from ._handler._memory_table import MemoryTable as MemoryTable
+    from ._handler._retry import RetryPolicy as RetryPolicy
+    from ._handler._steps import idempotency_key as idempotency_key
+    from ._handler._talk import Message as Message
+    from ._messaging._asking import Reply as Reply
+    from ._messaging._asking import Value as Value
+    from ._replay._suspend import pause as pause
     from .errors import Cancelled as Cancelled
     from .errors import DeterminismViolation as DeterminismViolation
     from .errors import HandlerNotFound as HandlerNotFound

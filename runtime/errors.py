@@ -10,7 +10,7 @@
     │   └── DeterminismViolation   the determinism guard caught handler code reading the clock or an
     │                              unseeded random source outside `ctx.run`
     ├── Cancelled              `cancel` reached the handler at its next context call
-    ├── RateLimited            a provider pushed back: the step's limits pause (runtime/_limits/)
+    ├── RateLimited            a provider pushed back: the step's limits pause (runtime/_flow/_limits/)
     ├── LeaseLost, InvocationBusy, InvocationNotFound, InvocationConflict, KeyBusy, PromiseConflict,
     │   PromiseNotFound, PromiseValueRefused, MessageRefused, MessageValueRefused,
     │   MessageNotFound, ValueNotPublished   (defined in journal.errors, re-exported here)

@@ -126,3 +126,98 @@ def test_integrations_use_only_the_runtimes_public_names(integration: str):
         for path in sorted(folder.rglob("*.py"))
     }
     assert {p: names for p, names in crossing.items() if names} == {}
+
+
+# The rooms of runtime/ (ARCHITECTURE.md), in order: a room imports only the rooms before it.
+ROOMS = ("_base", "_replay", "_flow", "_handler", "_messaging", "_engine")
+# Public modules every room may import: they import nothing of the runtime.
+_GROUND = {"runtime.errors", "runtime.hooks"}
+
+
+def _run_time_imports(path: Path, module: str) -> set[str]:
+    """The absolute names `path` (module `module`) imports when it runs: what an
+    `if TYPE_CHECKING:` block imports names a type and runs nothing."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(n) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for sub in node.body for n in ast.walk(sub)}
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            name = ".".join(base + ([node.module] if node.module else []))
+            found |= {f"{name}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _runtime_modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted((ROOT / "runtime").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _room(module: str) -> str:
+    """The room of a runtime module: its sub-package, or the module itself at the top."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "runtime"
+
+
+def _room_edges() -> dict[tuple[str, str], set[str]]:
+    """(importing room, imported room) -> the imports that make it, run-time imports only."""
+    modules = _runtime_modules()
+    edges: dict[tuple[str, str], set[str]] = {}
+    for module, path in modules.items():
+        for name in _run_time_imports(path, module):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != "runtime" and _room(name) != _room(module):
+                edges.setdefault((_room(module), _room(name)), set()).add(f"{module} -> {name}")
+    return edges
+
+
+def test_every_private_module_of_the_runtime_is_in_a_room():
+    rooms = sorted(p.parent.name for p in (ROOT / "runtime").glob("_*/__init__.py"))
+    assert rooms == sorted(ROOMS), "a room on disk and the list in this test (and ARCHITECTURE.md) disagree"
+    assert sorted(p.name for p in (ROOT / "runtime").glob("_*.py")) == ["__init__.py"]
+
+
+def test_rooms_import_only_the_rooms_before_them():
+    upward = {f"{a} -> {b}": sorted(why) for (a, b), why in _room_edges().items()
+              if a in ROOMS and f"runtime.{b}" not in _GROUND and not (b in ROOMS and ROOMS.index(b) < ROOMS.index(a))}
+    assert upward == {}
+
+
+def test_no_two_rooms_import_each_other():
+    """Of every part of the runtime (rooms, `testing/`, the integrations), by way of any others."""
+    graph: dict[str, set[str]] = {}
+    for a, b in _room_edges():
+        graph.setdefault(a, set()).add(b)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), ()):
+                if nxt == goal:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    assert sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if reaches(b, a)) == []
+
+
+def test_the_replay_room_does_no_io_and_runs_on_no_event_loop_library():
+    modules = _runtime_modules()
+    found = {module: sorted(n for n in _run_time_imports(path, module)
+                            if n.split(".")[0] in {"anyio", "lmdb", "psycopg", "socket", "subprocess"})
+             for module, path in modules.items() if _room(module) == "_replay"}
+    assert {m: names for m, names in found.items() if names} == {}
+    assert len(found) > 5

@@ -45,10 +45,10 @@ def test_a_checkpointer_does_not_load_the_engine_or_anyio():
 
 def test_an_export_is_the_same_object_however_it_is_reached():
     added = _new_modules(
-        "import runtime, runtime._engine, runtime.langgraph, runtime.langgraph._saver\n"
-        "assert runtime.Engine is runtime._engine.Engine\n"
+        "import runtime, runtime._engine._engine, runtime.langgraph, runtime.langgraph._saver\n"
+        "assert runtime.Engine is runtime._engine._engine.Engine\n"
         "from runtime import Engine\n"
-        "assert Engine is runtime._engine.Engine\n"
+        "assert Engine is runtime._engine._engine.Engine\n"
         "assert runtime.langgraph.JournalSaver is runtime.langgraph._saver.JournalSaver\n"
         "assert set(dir(runtime)) >= set(runtime.__all__)\n"
         "try:\n"
@@ -58,7 +58,7 @@ def test_an_export_is_the_same_object_however_it_is_reached():
         "else:\n"
         "    raise SystemExit('runtime.NoSuchName did not raise')\n"
     )
-    assert "runtime._engine" in added
+    assert "runtime._engine._engine" in added
 
 
 def test_an_lmdb_store_loads_no_postgresql_code(tmp_path):

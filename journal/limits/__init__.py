@@ -1,7 +1,7 @@
 """Limits kept in the store: rules (concurrency, requests and tokens per period, exact names
 and `PREFIX:*`), who holds and who waits for a unit, and pauses a provider asked for. Every
 process sharing the store obeys them together (`Store.limits()`); waiting and push-back are
-the runtime's (`runtime/_limits/`). Budgets (`BudgetBook`): allowances of tokens and cost
+the runtime's (`runtime/_flow/_limits/`). Budgets (`BudgetBook`): allowances of tokens and cost
 per scope, and the usage charged to them, in the store's durable tables."""
 
 from ._budgets import PROMISE_PREFIX as BUDGET_PROMISE_PREFIX

@@ -20,7 +20,8 @@
 import typing
 from typing import Any
 
-from .._guard import determinism_guard as determinism_guard
+from .._handler._guard import determinism_guard as determinism_guard
+from .._handler._replay_journal import replay_journal as replay_journal
 from ..errors import DeterminismViolation as DeterminismViolation
 from ._check import DeterminismCheckFailed as DeterminismCheckFailed
 from ._check import DeterminismReport as DeterminismReport
@@ -31,7 +32,6 @@ from ._crash import Failure as Failure
 from ._crash import InjectedFailure as InjectedFailure
 from ._crash import Reject as Reject
 from ._fake_provider import FakeProvider as FakeProvider
-from ._replay import replay_journal as replay_journal
 
 _STRATEGIES = ("crash_points", "crash_schedules", "promise_timings", "step_failures")
 

@@ -45,10 +45,10 @@ from journal import (
     decode_value,
 )
 
-from .._clock import now_us
-from .._engine import Engine
-from .._guard import determinism_guard
-from .._handlers import _by_path, handler_path, load_handler
+from .._base._clock import now_us
+from .._engine._engine import Engine
+from .._handler._guard import determinism_guard
+from .._handler._handlers import _by_path, handler_path, load_handler
 from ._compare import journal_difference, outcome_difference, step_problems
 from ._crash import CrashPoint, Failure, Session, _CheckedContext, is_crash
 

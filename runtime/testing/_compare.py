@@ -63,7 +63,7 @@ def journal_difference(reference: dict[int, Entry], entries: dict[int, Entry]) -
 
 def _paths(entries: dict[int, Entry]) -> dict[int, bytes]:
     """Each entry's identity: its canonical content and its `prev` token, which already names
-    the branch's path to it (a hash of the operations before it, see runtime/_invocation.py)."""
+    the branch's path to it (a hash of the operations before it, see runtime/_handler/_invocation.py)."""
     return {
         seq: hashlib.blake2b(_path_encoder.encode((getattr(entry, "prev", 0), _canonical(entry))), digest_size=16).digest()
         for seq, entry in entries.items()

@@ -36,10 +36,10 @@ from journal import (
 )
 from journal.errors import PromiseConflict
 
-from .._clock import now_us
-from .._context import Context
-from .._step_info import StepInfo, current_step
-from .._steps import return_type as _return_type
+from .._base._clock import now_us
+from .._base._step_info import StepInfo, current_step
+from .._handler._context import Context
+from .._handler._steps import return_type as _return_type
 from ..errors import TerminalError
 
 

@@ -28,8 +28,8 @@ import pytest
 
 from journal import LmdbStore
 
-from .._engine import Engine
-from .._guard import determinism_guard
+from .._engine._engine import Engine
+from .._handler._guard import determinism_guard
 
 
 @pytest.fixture

@@ -481,7 +481,7 @@ def _library_cases():
     from journal import LmdbStore, Status, UnencodableValue, compact, encode_value, fork
     from journal.errors import JournalError, StoreBusy, StoreError
     from runtime import Engine, TerminalError, load_handler
-    from runtime._handlers import load_recorded
+    from runtime._handler._handlers import load_recorded
     from runtime.errors import HandlerNotFound
 
     def engine_run(db, handler, value, invocation_id):

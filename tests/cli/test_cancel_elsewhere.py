@@ -1,5 +1,5 @@
 """`journal cancel` from one process reaches an invocation that another process is running:
-the running engine's lease watcher passes the request on (runtime/_leases.py)."""
+the running engine's lease watcher passes the request on (runtime/_engine/_leases.py)."""
 
 import json
 import os

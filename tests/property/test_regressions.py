@@ -117,7 +117,7 @@ async def test_identical_first_operations_of_sibling_branches_replay_each_on_its
     # Each spawned task starts from a position of its own (its parent's and its spawn index),
     # so a's emit can only replay seq 2, b's only seq 1, whatever order they run in now.
     from journal import Acquire, Append, Emitted, Renew, Step, digest, encode_entry, encode_value
-    from runtime._branches import position_after, spawn_token
+    from runtime._replay._branches import position_after, spawn_token
 
     store = MemoryStore()
     engine = Engine(store)
@@ -176,7 +176,7 @@ async def twin_branches_then_wait(ctx: Context, renamed: bool) -> dict:
 async def test_a_branch_that_no_longer_matches_its_recorded_path_diverges_before_its_step_runs(anyio_backend):
     # Decided from the journal alone: the entry recorded at a branch's position is another
     # step, so the invocation diverges at once, with nothing run and nothing written.
-    import runtime._handlers as runtime_handlers
+    import runtime._handler._handlers as runtime_handlers
 
     store = MemoryStore()
     engine = Engine(store)

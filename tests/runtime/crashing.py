@@ -25,7 +25,7 @@ async def crash_then_resume(open_engine, first, second, *, id="inv", input=None,
     async with open_engine() as engine:
         engine.register(second)
         # Resume runs whatever handler entry 0 names; point it at the new code.
-        from runtime._handlers import _by_path
+        from runtime._handler._handlers import _by_path
 
         _by_path[engine.store.get(id).handler] = second
         return await engine.resume(id), engine.store.entries(id)

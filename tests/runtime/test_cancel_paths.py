@@ -40,7 +40,7 @@ async def test_cancelling_a_diverged_invocation_abandons_it(open_engine):
     outcome, _ = await crash_then_resume(open_engine, program("plan", "search"), program("plan", "renamed"))
     assert outcome.status == Status.DIVERGED
     async with open_engine() as engine:
-        from runtime._handlers import _by_path
+        from runtime._handler._handlers import _by_path
 
         _by_path[engine.store.get("inv").handler] = program("plan", "renamed")
         out = await engine.cancel("inv")

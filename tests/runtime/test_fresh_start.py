@@ -6,7 +6,7 @@ import pytest
 
 from journal import Status, decode_entry, decode_value, kind_of
 from runtime import Context
-from runtime._clock import now_us
+from runtime._base._clock import now_us
 
 pytestmark = pytest.mark.anyio
 

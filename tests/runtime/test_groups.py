@@ -1,6 +1,6 @@
 """Finding the exceptions inside nested exception groups."""
 
-from runtime._groups import leaves
+from runtime._replay._groups import leaves
 
 
 def test_a_plain_exception_is_its_own_only_leaf():

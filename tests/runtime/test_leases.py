@@ -1,4 +1,4 @@
-"""The engine's one lease watcher (`runtime/_leases.py`): cancel requests made from another
+"""The engine's one lease watcher (`runtime/_engine/_leases.py`): cancel requests made from another
 process reach the executions it watches, including one it starts to watch mid-look; a
 lease is renewed on the store's clock, which starts at the claim."""
 

@@ -223,7 +223,7 @@ async def test_a_select_over_two_receives_takes_one_message_and_leaves_the_other
 async def test_a_wait_whose_deadline_passes_during_a_read_answers_what_it_has(open_engine):
     # A loaded store's read can outlast the rest of the wait: the look that follows must end
     # the wait, not sleep for a negative time.
-    from runtime import _asking
+    from runtime._messaging import _asking
 
     async def agent(ctx: Context) -> str:
         await ctx.publish("phase", "waiting")

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from journal import HOST, MemoryStore
 from journal.limits import LimitRule, Request
 from runtime import Context, Engine, current_step
-from runtime._schedules import tick_id
+from runtime._flow._schedules import tick_id
 from runtime.metrics import MAX_LIMIT_LABELS, Metrics
 
 from ..conftest import store_target

@@ -14,7 +14,7 @@ import pytest
 
 from journal import LmdbStore, Status
 from runtime import Context, Engine
-from runtime._clock import now_us
+from runtime._base._clock import now_us
 
 from ..waiting import DEADLINE, until
 

@@ -91,7 +91,7 @@ async def test_a_diverged_invocation_is_parked_until_resumed_with_fixed_code(ope
     assert outcome.status == Status.DIVERGED
     async with open_engine() as engine:
         assert engine.runnable() == []  # not retried in a loop
-        from runtime._handlers import _by_path
+        from runtime._handler._handlers import _by_path
 
         _by_path[engine.store.get("inv").handler] = old
         fixed = await engine.resume("inv")

@@ -175,7 +175,7 @@ async def test_two_workers_firing_one_tick_of_many_schedules_start_each_once(ope
     together share them; every tick has its one invocation, none is started twice."""
     import anyio
 
-    from runtime._schedules import Schedules
+    from runtime._flow._schedules import Schedules
 
     clock = Clock(T0)
     async with open_engine(clock=clock) as engine:

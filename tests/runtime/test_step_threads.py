@@ -135,7 +135,7 @@ _AT_ONCE = 40
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_thousands_of_plain_step_results_each_reach_their_waiting_task(monkeypatch):
-    from runtime import _step_threads
+    from runtime._handler import _step_threads
 
     monkeypatch.setattr(_step_threads, "_IDLE_EXIT", 0.0005)
     threads = _step_threads.StepThreads(limit=4)  # fewer threads than callers: some calls queue

@@ -145,7 +145,7 @@ async def test_a_keyed_diverged_invocation_is_forked_and_the_fork_runs_once_the_
                                           key="thread")
     assert outcome.status == Status.DIVERGED
     async with open_engine() as engine:
-        from runtime._handlers import _by_path
+        from runtime._handler._handlers import _by_path
 
         _by_path[engine.store.get("inv").handler] = program("plan", "renamed")
         forked = fork(engine.store, "inv", at=2, new_id="inv-fixed")

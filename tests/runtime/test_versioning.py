@@ -27,7 +27,7 @@ async def test_patched_keeps_old_journals_on_the_old_path(open_engine):
 
     async with open_engine() as engine:
         await engine.run(v1, id="old")
-        from runtime._handlers import _by_path
+        from runtime._handler._handlers import _by_path
 
         _by_path[engine.store.get("old").handler] = v2
         await engine.resolve("old", "go", 1)
@@ -58,7 +58,7 @@ async def test_patched_gives_one_answer_per_change_id_for_the_whole_invocation(o
 
     async with open_engine() as engine:
         await engine.run(v1, id="v1-run")
-        from runtime._handlers import _by_path
+        from runtime._handler._handlers import _by_path
 
         _by_path[engine.store.get("v1-run").handler] = v2
         await engine.resolve("v1-run", "go", 1)

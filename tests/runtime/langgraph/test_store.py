@@ -126,7 +126,7 @@ def test_a_deleted_items_namespace_disappears_from_listings(store):
 
 def _expire_soon(store, monkeypatch, minutes):
     """Move the store's clock forward by `minutes` (TTLs are minutes; tests cannot wait them)."""
-    import runtime._memory_table as table
+    import runtime._handler._memory_table as table
     real = table._now_us
     monkeypatch.setattr(table, "_now_us", lambda: real() + int(minutes * 60e6))
 
@@ -147,7 +147,7 @@ def test_ttl_hides_expired_items_and_sweeping_removes_them(tmp_path, monkeypatch
 
 
 def test_reading_refreshes_a_ttl_unless_told_not_to(tmp_path, monkeypatch):
-    import runtime._memory_table as table
+    import runtime._handler._memory_table as table
     real = table._now_us
     with JournalStore(MemoryStore(), ttl={"default_ttl": 1}) as store:
         store.put(("s",), "k", {"v": 1})
