@@ -131,7 +131,10 @@ async def test_after_a_crash_that_committed_seq_2_but_not_seq_1_only_seq_1_rerun
             tg.start_soon(b)
         return [out["a"], out["b"]]
 
-    async with open_engine(lease_ttl=0.05) as engine:
+    # A lease short enough that the crashed run's lapses soon, long enough that a loop starved
+    # by a loaded machine keeps it until the crash (at 50 ms it lapsed first: the run ended
+    # with its lease lost, and nothing was raised).
+    async with open_engine(lease_ttl=1.0) as engine:
         with pytest.raises(BaseException):  # noqa: B017 - the simulated crash, alone or in an exception group
             await engine.run(agent, id="gap")
         assert [s for s, _ in engine.store.entries("gap")] == [0, 2]
