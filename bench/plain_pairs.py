@@ -7,8 +7,9 @@ W1 is one invocation of `--steps` sequential no-op steps (µs a step); W2 is
 repetition runs every (checkout, workload, function) once, in a fresh process each and in
 an order that rotates from one repetition to the next, so a burst of load on this shared
 machine falls on all of them alike. It prints the medians and, for each repetition, the
-ratios plain / async within a checkout and checkout / `--base` for the same line, then
-their medians.
+ratios plain / async within a checkout and checkout / the first tree for the same line,
+then their medians, of the wall-clock time and of this process's CPU time per step (all
+threads; steadier than the wall clock when other work shares the machine).
 
 `--tree PATH` (repeatable) names the checkouts: each runs with PATH first on its
 PYTHONPATH, so `git worktree add /tmp/base COMMIT` then `--tree /tmp/base --tree .`
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     trees = [os.path.abspath(t) for t in args.tree] or [os.path.abspath(".")]
     lines = [(tree, workload, fn) for tree in trees for workload in args.only.split(",") for fn in ("plain", "async")]
     samples: dict[tuple[str, str, str], list[float]] = {line: [] for line in lines}
+    cpu: dict[tuple[str, str, str], list[float]] = {line: [] for line in lines}  # this process's CPU µs a step
     here = os.path.dirname(os.path.abspath(__file__))
     for rep in range(args.reps):
         shift = rep % len(lines)
@@ -110,18 +112,22 @@ def main(argv: list[str] | None = None) -> int:
             got = json.loads(out)
             assert got["runtime"].startswith(tree + os.sep), (got["runtime"], tree)  # the checkout asked for
             samples[(tree, workload, fn)].append(got["value"])
+            cpu[(tree, workload, fn)].append(got["cpu_us"])
         print(f"rep {rep + 1}/{args.reps} done", file=sys.stderr)
     report: dict[str, object] = {"load_average": os.getloadavg()}
     for (tree, workload, fn), values in samples.items():
         unit = "us_per_step" if workload == "W1" else "steps_per_s"
         report[f"{tree} {workload} {fn} {unit}"] = {"median": round(statistics.median(values), 1),
                                                       "samples": [round(v, 1) for v in values]}
+        report[f"{tree} {workload} {fn} cpu_us_per_step"] = round(statistics.median(cpu[(tree, workload, fn)]), 1)
     for tree in trees:
         for workload in args.only.split(","):
             # plain / async in time per step: W2's rates are inverted so that > 1 means plain is dearer
             ratios = [(p / a) if workload == "W1" else (a / p)
                       for p, a in zip(samples[(tree, workload, "plain")], samples[(tree, workload, "async")], strict=True)]
             report[f"{tree} {workload} plain/async (time per step)"] = round(statistics.median(ratios), 3)
+            ratios = [p / a for p, a in zip(cpu[(tree, workload, "plain")], cpu[(tree, workload, "async")], strict=True)]
+            report[f"{tree} {workload} plain/async (CPU per step)"] = round(statistics.median(ratios), 3)
     base = trees[0]
     for tree in trees[1:]:
         for workload in args.only.split(","):
@@ -129,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                 ratios = [(t / b) if workload == "W1" else (b / t)
                           for t, b in zip(samples[(tree, workload, fn)], samples[(base, workload, fn)], strict=True)]
                 report[f"{workload} {fn}: {tree} / {base} (time per step)"] = round(statistics.median(ratios), 3)
+                ratios = [t / b for t, b in zip(cpu[(tree, workload, fn)], cpu[(base, workload, fn)], strict=True)]
+                report[f"{workload} {fn}: {tree} / {base} (CPU per step)"] = round(statistics.median(ratios), 3)
     print(json.dumps(report, indent=1))
     return 0
 
