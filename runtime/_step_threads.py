@@ -136,9 +136,13 @@ class StepThreads:
         outgoing = self._outgoing.get(loop)
         if outgoing is None:
             self._outgoing[loop] = outgoing = []
-        if not outgoing:
+        if outgoing:
+            outgoing.append(call)
+        elif getattr(loop, "_ready", True):  # more callbacks in this turn: they may submit too
+            outgoing.append(call)
             loop.call_soon(self._send, outgoing)
-        outgoing.append(call)
+        else:  # the last callback of the turn (a lone step): no turn of the loop spent waiting
+            self._submit(call)
         try:
             return await waiter
         except BaseException:
