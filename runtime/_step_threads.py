@@ -16,7 +16,8 @@ What makes a hand-off cheap (`python -m bench.handoff`; figures in docs/performa
   at once are run one after another by the thread already awake, without a wake-up each;
   a call that blocks has made sure, before it began, that another thread takes the rest.
 - On asyncio the calls a turn of the loop submits are handed over together at the end of
-  it (one lock, one wake-up); a thread runs on through the queue before it wakes the loop
+  it (one lock, one wake-up; a call from the turn's last callback, a lone step's, goes at
+  once); a thread runs on through the queue before it wakes the loop
   for the results, so calls submitted together come back together and their steps'
   commits share one fsync (W2 made twice as many group commits without this).
 - Results go back through one mailbox per event loop: one wake-up for a batch, and the
