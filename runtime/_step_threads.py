@@ -68,14 +68,19 @@ class _Mailbox:
     def __init__(self, wake: Callable[[Callable[[], None]], Any], settle: Callable[[_Call], None]) -> None:
         self.done: collections.deque[_Call] = collections.deque()
         self.woken = False  # a wake-up is on its way: later results ride along
-        self.wake = wake  # the loop's thread-safe "call this soon"
+        # The loop's thread-safe "call this soon", held weakly: the mailboxes are kept by
+        # their loop (a weak key), which this must not keep alive once its run is over.
+        self.wake = weakref.WeakMethod(wake)
         self.settle = settle
 
     def announce(self) -> None:  # on a step thread, once results are in `done`
         if not self.woken:  # (two threads may both wake it: a second drain finds nothing, harmless)
             self.woken = True
+            wake = self.wake()
+            if wake is None:  # the loop is gone: nobody is waiting
+                return
             try:
-                self.wake(self.drain)
+                wake(self.drain)
             except RuntimeError:  # the loop closed while the step ran: nobody is waiting
                 pass
 

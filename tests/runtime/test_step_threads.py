@@ -316,3 +316,27 @@ async def test_calls_queued_behind_one_that_blocks_are_taken_by_another_thread()
             for i in range(5):
                 tg.start_soon(other, i)
     assert sorted(got) == list(range(5)) and others_done.is_set()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_event_loop_that_ran_plain_steps_is_not_kept_once_its_run_is_over(backend):
+    import gc
+    import weakref
+
+    from runtime._step_threads import StepThreads
+
+    threads = StepThreads(limit=2)
+
+    async def main() -> weakref.ref:
+        assert await threads.run(lambda: 1) == 1
+        if backend == "trio":
+            import trio
+
+            return weakref.ref(trio.lowlevel.current_trio_token())
+        import asyncio
+
+        return weakref.ref(asyncio.get_running_loop())
+
+    loop = anyio.run(main, backend=backend)
+    gc.collect()
+    assert loop() is None  # (the threads' mailbox for it held it: a loop kept for each run)
