@@ -4,11 +4,25 @@ the other invocations' steps, or the lease renewals.
 
 A pool of daemon threads, started on demand up to a limit and gone after a while without
 work, takes the calls from a queue; a call beyond the limit waits in the queue for a free
-thread. The waiting task is woken with one thread-safe call into its event loop. If the
-task is cancelled (a step's timeout, a stop from outside), it stops waiting at once: the
-function runs on to its end on its thread, and what it returns is dropped (a thread cannot
-be stopped; the step then counts as not done, and runs again if it is retried or resumed,
-as after a crash). Daemon threads: a process stopping never waits for a blocking call.
+thread. If the waiting task is cancelled (a step's timeout, a stop from outside), it stops
+waiting at once: the function runs on to its end on its thread, and what it returns is
+dropped (a thread cannot be stopped; the step then counts as not done, and runs again if
+it is retried or resumed, as after a crash). Daemon threads: a process stopping never
+waits for a blocking call.
+
+What makes a hand-off cheap (`python -m bench.handoff`; figures in docs/performance.md):
+- A call wakes a sleeping thread only when no thread is free to look at the queue; a
+  thread taking a call wakes the next one only if work is left behind it. Calls that end
+  at once are run one after another by the thread already awake, without a wake-up each;
+  a call that blocks has made sure, before it began, that another thread takes the rest.
+- On asyncio the calls a turn of the loop submits are handed over together at the end of
+  it (one lock, one wake-up; a call from the turn's last callback, a lone step's, goes at
+  once); a thread runs on through the queue before it wakes the loop
+  for the results, so calls submitted together come back together and their steps'
+  commits share one fsync (W2 made twice as many group commits without this).
+- Results go back through one mailbox per event loop: one wake-up for a batch, and the
+  loop hands every result waiting there to its task.
+- On trio the waiting task is parked and rescheduled directly (no event object).
 
 The call runs in a copy of the caller's context, so `current_step()` works inside it.
 """
@@ -16,10 +30,10 @@ The call runs in a copy of the caller's context, so `current_step()` works insid
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import functools
 import inspect
-import queue
 import threading
 import weakref
 from collections.abc import Callable
@@ -32,16 +46,64 @@ _IDLE_EXIT = 10.0  # seconds without work before a thread exits
 
 
 class _Call:
-    __slots__ = ("fn", "context", "reply", "failed", "value", "abandoned")
+    __slots__ = ("fn", "context", "mailbox", "waiter", "failed", "value", "abandoned")
 
-    def __init__(self, fn: Callable[[], Any], context: contextvars.Context,
-                 reply: Callable[[_Call], Any]) -> None:
+    def __init__(self, fn: Callable[[], Any], context: contextvars.Context, mailbox: _Mailbox, waiter: Any) -> None:
         self.fn = fn
         self.context = context
-        self.reply = reply  # called on the step's thread once `fn` has returned or raised
+        self.mailbox = mailbox  # where the result goes once `fn` has returned or raised
+        self.waiter = waiter  # what the loop settles: an asyncio future, or a parked trio task
         self.failed = False
         self.value: Any = None
         self.abandoned = False  # the caller stopped waiting: a call not begun is not run
+
+
+class _Mailbox:
+    """Finished calls on their way back to one event loop: put in `done` by the step
+    threads, then announced once for a batch, which wakes the loop; the loop takes every
+    call waiting by then."""
+
+    __slots__ = ("done", "woken", "wake", "settle")
+
+    def __init__(self, wake: Callable[[Callable[[], None]], Any], settle: Callable[[_Call], None]) -> None:
+        self.done: collections.deque[_Call] = collections.deque()
+        self.woken = False  # a wake-up is on its way: later results ride along
+        # The loop's thread-safe "call this soon", held weakly: the mailboxes are kept by
+        # their loop (a weak key), which this must not keep alive once its run is over.
+        self.wake = weakref.WeakMethod(wake)
+        self.settle = settle
+
+    def announce(self) -> None:  # on a step thread, once results are in `done`
+        if not self.woken:  # (two threads may both wake it: a second drain finds nothing, harmless)
+            self.woken = True
+            wake = self.wake()
+            if wake is None:  # the loop is gone: nobody is waiting
+                return
+            try:
+                wake(self.drain)
+            except RuntimeError:  # the loop closed while the step ran: nobody is waiting
+                pass
+
+    def drain(self) -> None:  # on the loop
+        # Cleared before taking: a result put after this is either taken below or wakes the loop again.
+        self.woken = False
+        done, settle = self.done, self.settle
+        while done:
+            call = done.popleft()
+            settle(call)
+
+
+# One mailbox per running event loop (asyncio loop, or trio run by its token).
+_mailboxes: weakref.WeakKeyDictionary[Any, _Mailbox] = weakref.WeakKeyDictionary()
+_mailboxes_lock = threading.Lock()
+
+
+def _asyncio_mailbox(loop: asyncio.AbstractEventLoop) -> _Mailbox:
+    try:
+        return _mailboxes[loop]
+    except KeyError:
+        with _mailboxes_lock:
+            return _mailboxes.setdefault(loop, _Mailbox(loop.call_soon_threadsafe, _settle_future))
 
 
 class StepThreads:
@@ -51,15 +113,19 @@ class StepThreads:
         if limit < 1:
             raise ValueError(f"step_threads must be at least 1, got {limit}")
         self.limit = limit
-        self._queue: queue.SimpleQueue[_Call] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._pending: collections.deque[_Call] = collections.deque()  # calls no thread has taken yet
+        self._sleepers: list[threading.Lock] = []  # idle threads, each waiting on its own lock
         self._threads = 0
-        self._idle = 0
+        self._free = 0  # threads awake and not in a call: each looks at the queue before it sleeps
+        # Mailboxes holding results whose loop has not been woken for them yet (see `_work`).
+        self._unannounced: dict[_Mailbox, None] = {}
+        self._outgoing: weakref.WeakKeyDictionary[Any, list[_Call]] = weakref.WeakKeyDictionary()
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`fn` as an async function whose calls run on one of these threads."""
         async def threaded(*args: Any, **kwargs: Any) -> Any:
-            return await self.run(functools.partial(fn, *args, **kwargs))
+            return await self.run(functools.partial(fn, *args, **kwargs) if args or kwargs else fn)
 
         return threaded
 
@@ -69,13 +135,20 @@ class StepThreads:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return await self._run_elsewhere(fn)
-        # On asyncio the waiting task awaits a bare future that the thread settles with one
-        # call into the loop: half the cost of an anyio.Event per call, which a server
-        # running thousands of plain steps a second pays on every one.
+        # The waiting task awaits a bare future that the loop settles from the mailbox.
         waiter = loop.create_future()
-        call = _Call(fn, contextvars.copy_context(),
-                     lambda done: loop.call_soon_threadsafe(_settle, waiter, done.failed, done.value))
-        self._submit(call)
+        call = _Call(fn, contextvars.copy_context(), _asyncio_mailbox(loop), waiter)
+        # Handed to the threads at the end of this turn of the loop, with the others made in it.
+        outgoing = self._outgoing.get(loop)
+        if outgoing is None:
+            self._outgoing[loop] = outgoing = []
+        if outgoing:
+            outgoing.append(call)
+        elif getattr(loop, "_ready", True):  # more callbacks in this turn: they may submit too
+            outgoing.append(call)
+            loop.call_soon(self._send, outgoing)
+        else:  # the last callback of the turn (a lone step): no turn of the loop spent waiting
+            self._submit(call)
         try:
             return await waiter
         except BaseException:
@@ -90,50 +163,115 @@ class StepThreads:
             token = trio.lowlevel.current_trio_token()
         except (ImportError, RuntimeError):
             return await anyio.to_thread.run_sync(contextvars.copy_context().run, fn, abandon_on_cancel=True)
-        event = anyio.Event()
-        call = _Call(fn, contextvars.copy_context(), lambda done: token.run_sync_soon(event.set))
+        mailbox = _mailboxes.get(token)
+        if mailbox is None:
+            with _mailboxes_lock:
+                mailbox = _mailboxes.setdefault(token, _Mailbox(token.run_sync_soon, _reschedule_task))
+        call = _Call(fn, contextvars.copy_context(), mailbox, trio.lowlevel.current_task())
         self._submit(call)
-        try:
-            await event.wait()
-        except BaseException:
+
+        def abort(_: Any) -> Any:  # cancelled while parked: the result, when it comes, is dropped
             call.abandoned = True
-            raise
-        if call.failed:
-            raise call.value
-        return call.value
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _send(self, outgoing: list[_Call]) -> None:  # on the loop
+        with self._lock:
+            self._pending.extend(outgoing)
+            if self._free == 0:  # every thread is in a call (perhaps a blocking one), or asleep
+                self._wake_one()
+        outgoing.clear()
 
     def _submit(self, call: _Call) -> None:
         with self._lock:
-            if self._idle == 0 and self._threads < self.limit:
-                threading.Thread(target=self._work, name="journal-step", daemon=True).start()
-                self._threads += 1
-            else:
-                self._idle -= 1  # this call takes an idle thread (or waits for the next free one)
-            self._queue.put(call)
+            self._pending.append(call)
+            if self._free == 0:  # every thread is in a call (perhaps a blocking one), or asleep
+                self._wake_one()
+
+    def _wake_one(self) -> None:
+        """A sleeping thread woken, or a new one started, to look at the queue (under the lock)."""
+        if self._sleepers:
+            self._sleepers.pop().release()  # the most recent: the others may time out and exit
+        elif self._threads < self.limit:
+            threading.Thread(target=self._work, name="journal-step", daemon=True).start()
+            self._threads += 1
+        else:
+            return  # every thread busy: the first to finish takes the call
+        self._free += 1
 
     def _work(self) -> None:
+        # A finished call's result waits in its mailbox, unannounced, while this thread goes
+        # straight on to the next queued call: the results of calls submitted together go
+        # back together, so their steps' commits share one fsync again (W2 made twice as
+        # many group commits when the first result of a round woke the loop on its own).
+        # The results are announced (the loop woken) once the queue is empty, and before
+        # taking a call when no other thread is free to announce them: a call that blocks
+        # never holds back results that came before it.
+        wake = threading.Lock()
+        wake.acquire()
+        pending, lock, unannounced = self._pending, self._lock, self._unannounced
+        finished: _Mailbox | None = None  # back from a call: free again, its result in this mailbox
         while True:
-            try:
-                call = self._queue.get(timeout=_IDLE_EXIT)
-            except queue.Empty:
-                with self._lock:
-                    if self._queue.empty() and self._idle > 0:
-                        self._idle -= 1
-                        self._threads -= 1
-                        return
+            with lock:
+                if finished is not None:
+                    self._free += 1
+                    unannounced[finished] = None
+                if pending:
+                    call = pending.popleft()
+                    self._free -= 1
+                    if pending and self._free == 0:  # this call may block: another thread takes the rest
+                        self._wake_one()
+                    announce = not pending or self._free == 0
+                else:
+                    call = None
+                    self._free -= 1
+                    self._sleepers.append(wake)
+                    announce = True
+                if announce and unannounced:
+                    mailboxes = list(unannounced)
+                    unannounced.clear()
+                else:
+                    mailboxes = None
+            if mailboxes is not None:
+                for mailbox in mailboxes:
+                    mailbox.announce()
+            if call is None:
+                if not wake.acquire(timeout=_IDLE_EXIT):
+                    with lock:
+                        if wake in self._sleepers:  # not woken meanwhile: this thread exits
+                            self._sleepers.remove(wake)
+                            self._threads -= 1
+                            return
+                    wake.acquire()  # woken just as the wait ran out: the release is there already
+                finished = None  # (woken: counted free by whoever woke it)
                 continue
-            if not call.abandoned:
-                try:
-                    call.value = call.context.run(call.fn)
-                except BaseException as exc:  # handed to the waiting task, which raises it
-                    call.failed, call.value = True, exc
-                try:
-                    call.reply(call)
-                except RuntimeError:  # the loop closed while the step ran: nobody is waiting
-                    pass
-            call.fn = call.context = None  # type: ignore[assignment]  # nothing kept while idle
-            with self._lock:
-                self._idle += 1
+            finished = call.mailbox
+            if call.abandoned:  # the caller stopped waiting before the call began: not run
+                finished = None
+                with lock:
+                    self._free += 1
+                continue
+            try:
+                call.value = call.context.run(call.fn)
+            except BaseException as exc:  # handed to the waiting task, which raises it
+                call.failed, call.value = True, exc
+            call.fn = call.context = None  # type: ignore[assignment]  # nothing kept once run
+            finished.done.append(call)
+            del call
+
+
+def _settle_future(call: _Call) -> None:
+    _settle(call.waiter, call.failed, call.value)
+
+
+def _reschedule_task(call: _Call) -> None:
+    if call.abandoned:  # the task was cancelled while its call ran
+        return
+    import outcome
+    import trio
+
+    trio.lowlevel.reschedule(call.waiter, outcome.Error(call.value) if call.failed else outcome.Value(call.value))
 
 
 def _settle(waiter: asyncio.Future[Any], failed: bool, value: Any) -> None:

@@ -203,3 +203,142 @@ async def test_hundreds_of_short_invocations_each_finish_while_the_watcher_comes
                         tg.start_soon(run, i)
     assert {i: (o.status, o.result) for i, o in outcomes.items()} == {
         i: (Status.COMPLETED, i + 1) for i in range(300)}
+
+
+async def test_plain_steps_beyond_the_thread_limit_all_complete_and_none_waits_behind_a_blocking_one(open_engine):
+    # Two threads: one held by a blocking call for the whole run, the other running forty
+    # invocations' plain steps one after another. A queued step never waits behind the
+    # blocking one while a thread is free.
+    others_done = threading.Event()
+
+    async def slow(ctx: Context) -> bool:
+        return await ctx.run("llm", lambda: others_done.wait(timeout=DEADLINE))
+
+    async def quick(ctx: Context, i: int) -> int:
+        a = await ctx.run("a", lambda: i)
+        return await ctx.run("b", lambda: a * 2)
+
+    async with open_engine(step_threads=2) as engine:
+        await engine.start(slow, id="slow")
+        outcomes = {}
+
+        async def run(i: int) -> None:
+            outcomes[i] = await engine.run(quick, i, id=f"q{i}")
+
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as tg:
+                for i in range(40):
+                    tg.start_soon(run, i)
+        others_done.set()
+        slow_outcome = await engine.run(slow, id="slow")
+    assert {i: o.result for i, o in outcomes.items()} == {i: i * 2 for i in range(40)}
+    assert slow_outcome.result is True
+
+
+async def test_async_steps_go_on_while_every_step_thread_is_blocked(open_engine):
+    release = threading.Event()
+    running = threading.Event()
+
+    def hold() -> str:
+        running.set()
+        release.wait(timeout=DEADLINE)
+        return "held"
+
+    async def blocked(ctx: Context) -> str:
+        return await ctx.run("hold", hold)
+
+    async def count(ctx: Context) -> int:
+        async def one(i: int) -> int:
+            return i
+
+        return sum([await ctx.run(f"s{i}", one, i) for i in range(10)])
+
+    async with open_engine(step_threads=1) as engine:
+        held = []
+
+        async def run_blocked() -> None:
+            held.append(await engine.run(blocked, id="blocked"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_blocked)
+            await until(running.is_set, "the blocking step to run")
+            counted = await engine.run(count, id="count")  # the only step thread is held meanwhile
+            release.set()
+    assert counted.status == Status.COMPLETED and counted.result == 45
+    assert held[0].result == "held"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_call_cancelled_while_queued_never_runs():
+    from runtime._step_threads import StepThreads
+
+    threads = StepThreads(limit=1)
+    release, running = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def hold() -> str:
+        running.set()
+        release.wait(timeout=DEADLINE)
+        return "held"
+
+    async def first() -> None:
+        assert await threads.run(hold) == "held"
+
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first)
+            await until(running.is_set, "the only thread to be taken")
+            with anyio.CancelScope() as scope:
+                scope.cancel()  # cancelled as it waits: the call is still in the queue
+                await threads.run(lambda: ran.append("queued"))
+            release.set()
+        assert await threads.run(lambda: "after") == "after"  # the thread is free again and took nothing else
+    assert ran == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_calls_queued_behind_one_that_blocks_are_taken_by_another_thread():
+    # Submitted in one turn of the loop, so one thread is woken for all of them; the one that
+    # takes the blocking call has another thread take the rest before it begins.
+    from runtime._step_threads import StepThreads
+
+    threads = StepThreads(limit=2)
+    assert await threads.run(lambda: "warm") == "warm"  # a thread asleep, to be woken
+    others_done = threading.Event()
+    got: list[int] = []
+
+    async def other(i: int) -> None:
+        got.append(await threads.run(lambda: i))
+        if len(got) == 5:
+            others_done.set()
+
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(threads.run, lambda: others_done.wait(timeout=DEADLINE))
+            for i in range(5):
+                tg.start_soon(other, i)
+    assert sorted(got) == list(range(5)) and others_done.is_set()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_event_loop_that_ran_plain_steps_is_not_kept_once_its_run_is_over(backend):
+    import gc
+    import weakref
+
+    from runtime._step_threads import StepThreads
+
+    threads = StepThreads(limit=2)
+
+    async def main() -> weakref.ref:
+        assert await threads.run(lambda: 1) == 1
+        if backend == "trio":
+            import trio
+
+            return weakref.ref(trio.lowlevel.current_trio_token())
+        import asyncio
+
+        return weakref.ref(asyncio.get_running_loop())
+
+    loop = anyio.run(main, backend=backend)
+    gc.collect()
+    assert loop() is None  # (the threads' mailbox for it held it: a loop kept for each run)
