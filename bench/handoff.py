@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from runtime._step_threads import StepThreads
+from runtime._handler._step_threads import StepThreads
 
 
 def _noop() -> int:

@@ -270,7 +270,7 @@ async def test_async_steps_go_on_while_every_step_thread_is_blocked(open_engine)
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_a_call_cancelled_while_queued_never_runs():
-    from runtime._step_threads import StepThreads
+    from runtime._handler._step_threads import StepThreads
 
     threads = StepThreads(limit=1)
     release, running = threading.Event(), threading.Event()
@@ -300,7 +300,7 @@ async def test_a_call_cancelled_while_queued_never_runs():
 async def test_calls_queued_behind_one_that_blocks_are_taken_by_another_thread():
     # Submitted in one turn of the loop, so one thread is woken for all of them; the one that
     # takes the blocking call has another thread take the rest before it begins.
-    from runtime._step_threads import StepThreads
+    from runtime._handler._step_threads import StepThreads
 
     threads = StepThreads(limit=2)
     assert await threads.run(lambda: "warm") == "warm"  # a thread asleep, to be woken
@@ -325,7 +325,7 @@ def test_an_event_loop_that_ran_plain_steps_is_not_kept_once_its_run_is_over(bac
     import gc
     import weakref
 
-    from runtime._step_threads import StepThreads
+    from runtime._handler._step_threads import StepThreads
 
     threads = StepThreads(limit=2)
 
