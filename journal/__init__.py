@@ -102,6 +102,7 @@ from ._tags import check_tags as check_tags
 from ._tags import parse_tag as parse_tag
 from ._time import from_us as from_us
 from ._time import iso_from_us as iso_from_us
+from ._time import now_us as now_us
 from .backends import FORMAT_VERSIONS as FORMAT_VERSIONS
 from .backends import Migration as Migration
 from .backends import open_store as open_store
@@ -131,7 +132,7 @@ __all__ = (
     "Promise", "Renew", "RequestCancel", "Resolution", "Resolve", "SetStatus", "Sleep", "Started",
     "Status", "Step", "Store", "Transition", "UnencodableValue", "ForkError", "fork", "retry_fork", "finish_retry_copy", "retry_point", "AlreadyRetried", "retries", "retry_lineage",
     "Problem", "check", "compact", "entry_view", "export", "trim", "trim_due", "parse_retention",
-    "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of",
+    "decode_entry", "decode_value", "digest", "encode_entry", "encode_value", "from_us", "iso_from_us", "kind_of", "now_us",
     "lease_is_live", "name_of", "validate_id", "expand_id", "check_store_dir", "default_path", "PRIOR_SET", "PRIOR_UNSET",
     "TableDelete", "TableDeletePrefix", "TablePut", "Tables", "Frame", "PromiseType", "check_schema",
     "schema_example", "promise_type",

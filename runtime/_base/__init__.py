@@ -1,2 +1,2 @@
-"""The ground every room stands on: the runtime's clock, and where code runs (the `ContextVar`s
+"""The ground every room stands on: where code runs (the `ContextVar`s
 behind `current_context()` and `current_step()`). Imports nothing of the runtime's other rooms."""

@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from journal import FINISHED, InvocationRecord, Status, Store, UnencodableValue, encode_value, fork, retry_fork
+from journal import FINISHED, InvocationRecord, Status, Store, UnencodableValue, encode_value, fork, now_us, retry_fork
 from journal.errors import InvocationBusy
 from journal.views import owner_json
 
-from .._base._clock import now_us
 from ..errors import NotResumable
 
 

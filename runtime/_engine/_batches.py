@@ -23,13 +23,13 @@ from journal import (
     Transition,
     batches,
     finish_retry_copy,
+    now_us,
     retries,
     retry_fork,
     retry_point,
 )
 from journal.errors import JournalError
 
-from .._base._clock import now_us
 from ..errors import NondeterminismError
 
 if TYPE_CHECKING:

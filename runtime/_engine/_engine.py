@@ -33,13 +33,13 @@ from journal import (
     digest,
     encode_entry,
     encode_value,
+    now_us,
     open_store,
     trim_due,
 )
 from journal.batches import Batch
 from journal.errors import InvocationBusy, JournalError
 
-from .._base._clock import now_us
 from .._flow import _start_options
 from .._flow._limits._budget import Budgets
 from .._flow._limits._limiter import Limiter

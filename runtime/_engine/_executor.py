@@ -41,6 +41,7 @@ from journal import (
     digest,
     encode_entry,
     encode_value,
+    now_us,
     retry_lineage,
 )
 from journal.errors import (
@@ -53,7 +54,6 @@ from journal.errors import (
     StoreError,
 )
 
-from .._base._clock import now_us
 from .._base._step_info import _context, _current
 from .._flow._limits._budget import budget_scopes
 from .._handler._children import Children

@@ -37,10 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from journal import Capability, Committer, Renew
+from journal import Capability, Committer, Renew, now_us
 from journal.errors import LeaseLost
-
-from .._base._clock import now_us
 
 if TYPE_CHECKING:
     from .._handler._invocation import InvocationContext

@@ -20,11 +20,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from journal import Capability, InvocationRecord, Status, WorkBell
+from journal import Capability, InvocationRecord, Status, WorkBell, now_us
 from journal.errors import CorruptEntry, DiskFull, InvocationBusy, LeaseLost
 from journal.limits import Blocked
 
-from .._base._clock import now_us
 from .._handler._handlers import is_handler_name
 from ._executor import Executor, run_hold
 from ._first_of import first_of

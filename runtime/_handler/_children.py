@@ -13,10 +13,19 @@ from typing import Any
 
 import anyio
 
-from journal import Committer, InvocationRecord, Started, Status, UnencodableValue, digest, encode_entry, encode_value
+from journal import (
+    Committer,
+    InvocationRecord,
+    Started,
+    Status,
+    UnencodableValue,
+    digest,
+    encode_entry,
+    encode_value,
+    now_us,
+)
 from journal.errors import InvocationBusy
 
-from .._base._clock import now_us
 from .._replay._branches import _ORIGIN, _branch
 from ..errors import TerminalError
 from ..hooks import Observers

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
-from journal import Called, Selected, digest
+from journal import Called, Selected, digest, now_us
 
-from .._base._clock import now_us
 from .._replay._groups import leaves
 from .._replay._suspend import ContinueAsNew, Suspend
 

@@ -38,10 +38,11 @@ from journal import (
     UnencodableValue,
     check_tag,
     encode_value,
+    from_us,
+    now_us,
 )
 from journal.errors import JournalError, LeaseLost, StoreError
 
-from .._base._clock import from_us, now_us
 from .._base._step_info import Running, _current
 from .._replay._machine import EndOfJournal, Machine
 from .._replay._replayer import R, Replayer
@@ -189,7 +190,7 @@ class InvocationContext(Composition, Talking, Context):
         if limit is not None:  # acquired around each attempt, after the replay check: a replayed step takes nothing
             fn = self._limited(name, fn, limit, tokens)
         budgets = self.budgets
-        if budgets is not None and (budgets.stale() or budgets.any):  # after the replay check too
+        if budgets is not None and (budgets.any or time.monotonic() >= budgets.reread_at):  # after the replay check too
             fn = await self._budgeted(seq, fn, limit)
         if self.wrap_step is not None:
             fn = self.wrap_step(fn)

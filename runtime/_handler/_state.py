@@ -22,9 +22,9 @@ from journal import (
     UnencodableValue,
     decode_value,
     encode_value,
+    now_us,
 )
 
-from .._base._clock import now_us
 from ..errors import TerminalError
 
 T = TypeVar("T")

@@ -14,11 +14,10 @@ from typing import Any
 import anyio
 import msgspec
 
-from journal import ErrorInfo, Step, UnencodableValue, decode_value, digest, encode_value
+from journal import ErrorInfo, Step, UnencodableValue, decode_value, digest, encode_value, now_us
 
-from .._base._clock import now_us
 from .._base._step_info import Running, _current
-from .._replay._branches import position_after
+from .._replay._machine import position_after
 from ..errors import PromiseRejected, StepTimeout, TerminalError
 from ._handlers import type_text
 from ._retry import RetryPolicy

@@ -24,11 +24,11 @@ from journal import (
     Talk,
     UnencodableValue,
     encode_value,
+    now_us,
     validate_id,
 )
 from journal.errors import InvalidId
 
-from .._base._clock import now_us
 from .._replay._suspend import Suspend
 from ..errors import StepTimeout, TerminalError
 from ._composition import race

@@ -11,10 +11,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import anyio
 
-from journal import InvocationRecord, PublishedValue, Send, SentMessage, decode_value, encode_value
+from journal import InvocationRecord, PublishedValue, Send, SentMessage, decode_value, encode_value, now_us
 from journal.errors import MessageNotFound, ValueNotPublished
 
-from .._base._clock import now_us
 from ..errors import TerminalError
 
 T = TypeVar("T")

@@ -49,11 +49,6 @@ _ORIGIN: Position = (0, 0, 0, None, 0)
 _branch: ContextVar[Position] = ContextVar("journal_branch", default=_ORIGIN)
 
 
-def position_after(prev: int, tag: str | int | None, name: str | None, call_digest: int | None) -> int:
-    text = f"{prev}\x00{tag}\x00{name}\x00{call_digest}"
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 2
-
-
 def branch_token(parent: int, index: int) -> int:
     """The starting token of branch `index` of a ctx.gather/ctx.select called at `parent`."""
     raw = hashlib.blake2b(f"{parent}/{index}".encode(), digest_size=6).digest()

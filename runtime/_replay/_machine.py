@@ -36,13 +36,13 @@ from journal import (
     UnencodableValue,
     encode_entry,
     encode_value,
+    now_us,
 )
 from journal import Cancelled as CancelledEntry
 from journal.errors import LeaseLost
 
-from .._base._clock import now_us
 from ..errors import Cancelled, NondeterminismError, TerminalError
-from ._branches import _branch, branch_token, position_after, spawn_token
+from ._branches import _branch, branch_token, spawn_token
 from ._frames import user_frames
 from ._groups import leaves as _leaves
 from ._mistakes import unjournalable
@@ -51,6 +51,14 @@ from ._suspend import ContinueAsNew, Restart, Suspend
 
 _serials = itertools.count(1)
 
+
+
+def position_after(prev: int, tag: str | int | None, name: str | None, call_digest: int | None) -> int:
+    """The position a branch moves to from `prev` by an operation (its entry kind's tag, name
+    and argument digest): `_branches.py` says why positions are hashed so. Here, beside the
+    one place that moves a branch, because every live step computes it."""
+    text = f"{prev}\x00{tag}\x00{name}\x00{call_digest}"
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 2
 
 class EndOfJournal(BaseException):
     """Replay-only mode: the operation has nothing recorded, so a resumed run would go live

@@ -43,9 +43,9 @@ from journal import (
     Store,
     decode_entry,
     decode_value,
+    now_us,
 )
 
-from .._base._clock import now_us
 from .._engine._engine import Engine
 from .._handler._guard import determinism_guard
 from .._handler._handlers import _by_path, handler_path, load_handler

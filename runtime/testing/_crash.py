@@ -33,10 +33,10 @@ from journal import (
     encode_value,
     kind_of,
     name_of,
+    now_us,
 )
 from journal.errors import PromiseConflict
 
-from .._base._clock import now_us
 from .._base._step_info import StepInfo, current_step
 from .._handler._context import Context
 from .._handler._steps import return_type as _return_type

@@ -117,7 +117,8 @@ async def test_identical_first_operations_of_sibling_branches_replay_each_on_its
     # Each spawned task starts from a position of its own (its parent's and its spawn index),
     # so a's emit can only replay seq 2, b's only seq 1, whatever order they run in now.
     from journal import Acquire, Append, Emitted, Renew, Step, digest, encode_entry, encode_value
-    from runtime._replay._branches import position_after, spawn_token
+    from runtime._replay._branches import spawn_token
+    from runtime._replay._machine import position_after
 
     store = MemoryStore()
     engine = Engine(store)

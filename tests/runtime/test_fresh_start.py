@@ -4,9 +4,8 @@ journal back; on one that existed it reads and replays the journal as always."""
 import anyio
 import pytest
 
-from journal import Status, decode_entry, decode_value, kind_of
+from journal import Status, decode_entry, decode_value, kind_of, now_us
 from runtime import Context
-from runtime._base._clock import now_us
 
 pytestmark = pytest.mark.anyio
 

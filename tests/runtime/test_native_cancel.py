@@ -12,9 +12,8 @@ import threading
 import anyio
 import pytest
 
-from journal import LmdbStore, Status
+from journal import LmdbStore, Status, now_us
 from runtime import Context, Engine
-from runtime._base._clock import now_us
 
 from ..waiting import DEADLINE, until
 

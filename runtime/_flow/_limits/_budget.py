@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 
 import anyio
 
-from journal import Store, decode_value
+from journal import Store, decode_value, now_us
 from journal.limits import (
     BUDGET_PROMISE_PREFIX,
     BudgetBook,
@@ -32,7 +32,6 @@ from journal.limits import (
     wake_budget_waiters,
 )
 
-from ..._base._clock import now_us
 from ..._base._step_info import Usage, _usage
 
 _REREAD = 1.0  # seconds a process uses the rules it read (a change elsewhere is obeyed within that)
@@ -63,21 +62,20 @@ class Budgets:
         self.book = BudgetBook(store)
         self._rules: dict[str, BudgetRule] = {}
         self.any = False  # whether the store had a budget when last read (a step then looks)
-        self._read_at = -_REREAD
+        # When the rules are next read (time.monotonic()): an attribute a live step compares
+        # itself, so a store with no budget costs the step path no call into this module.
+        self.reread_at = 0.0
 
     async def _call(self, fn: Any, *args: Any) -> Any:
         if self._store.blocking:
             return await anyio.to_thread.run_sync(functools.partial(fn, *args))
         return fn(*args)
 
-    def stale(self) -> bool:
-        return time.monotonic() - self._read_at >= _REREAD
-
     async def rules(self) -> dict[str, BudgetRule]:
-        if self.stale():
+        if time.monotonic() >= self.reread_at:
             self._rules = await self._call(self.book.rules)
             self.any = bool(self._rules)
-            self._read_at = time.monotonic()
+            self.reread_at = time.monotonic() + _REREAD
         return self._rules
 
     def covering(self, scopes: Sequence[str]) -> list[tuple[str, BudgetRule]]:
@@ -138,7 +136,7 @@ class Budgets:
         rule = check_budget(BudgetRule(tokens, float(cost) if isinstance(cost, int) and not isinstance(cost, bool)
                                      else cost, per))
         await self._call(self.book.set, scope, rule)
-        self._read_at = -_REREAD
+        self.reread_at = 0.0
         await self._call(self._wake, scope)
         found = await self.get(scope)
         assert found is not None
@@ -153,7 +151,7 @@ class Budgets:
     async def remove(self, scope: str) -> bool:
         """Remove the budget of `scope` (and its usage); whether there was one. Its waiters go on."""
         removed = bool(await self._call(self.book.remove, scope))
-        self._read_at = -_REREAD
+        self.reread_at = 0.0
         await self._call(self._wake, scope)
         return removed
 
