@@ -71,6 +71,11 @@ def _where(db) -> str:
         store.close()
 
 
+def _logged(log, pid: int) -> bool:
+    """Whether the process `pid` has logged a message it saw (`drain` writes `pid index id`)."""
+    return log.exists() and any(line.startswith(f"{pid} ") for line in log.read_text().split("\n"))
+
+
 def _received(db, invocation_id="inbox") -> int:
     store = open_store(db)
     try:
@@ -101,8 +106,11 @@ def test_every_message_of_four_senders_is_received_once_in_one_order_through_fiv
         for kill in range(KILLS):
             # Killed once this process received a message itself (past its replay), while the
             # next phase of messages is still held back: five kills, each mid-stream.
+            # And once it wrote what it saw: a message is journaled before the handler logs it,
+            # and a process killed in between would leave no line to count below.
             goal = at_start + 1
-            wait_until(lambda: _received(db) >= goal or receiver.poll() is not None,  # noqa: B023
+            wait_until(lambda: (_received(db) >= goal and _logged(log, receiver.pid))  # noqa: B023
+                       or receiver.poll() is not None,  # noqa: B023
                        f"{goal} messages received before kill {kill + 1} ({_where(db)})", timeout=120)
             assert receiver.poll() is None, "the receiver exited by itself"
             receiver.send_signal(signal.SIGKILL)
