@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import click
 
-from journal import decode_value, encode_value, expand_id
+from journal import expand_id
 from journal import fork as fork_invocation
 from journal.errors import JournalError
 from runtime import is_handler_name
@@ -168,8 +168,8 @@ def replay(invocation_ids: tuple[str, ...], every: bool, handler_specs: tuple[Sp
 # -- fork ---------------------------------------------------------------------------------------
 
 
-def _parse_sets(sets: tuple[str, ...]) -> dict[int, bytes]:
-    values: dict[int, bytes] = {}
+def _parse_sets(sets: tuple[str, ...]) -> dict[int, Any]:
+    values: dict[int, Any] = {}
     for item in sets:
         seq_text, sep, text = item.partition("=")
         try:
@@ -179,7 +179,7 @@ def _parse_sets(sets: tuple[str, ...]) -> dict[int, bytes]:
         if not sep or seq < 0:
             raise fail(f"--set {item!r} is not SEQ=JSON (for example --set 3='{{\"approved\": true}}')")
         try:
-            values[seq] = bytes(encode_value(json.loads(text)))
+            values[seq] = json.loads(text)
         except json.JSONDecodeError as exc:
             raise fail(f"--set {seq}: the value is not valid JSON: {exc.msg} at line {exc.lineno}, "
                        f"column {exc.colno}") from None
@@ -226,8 +226,7 @@ def fork(invocation_id: str, at: int, new_id: str | None, sets: tuple[str, ...],
         if values:
             # Through the engine, which replays the copy against the recorded handler's code
             # (when this host can import it) and refuses a value that does not fit its type.
-            record = anyio.run(_checked_fork, store, invocation_id, at, new_id,
-                               {seq: decode_value(raw) for seq, raw in values.items()})
+            record = anyio.run(_checked_fork, store, invocation_id, at, new_id, values)
         else:
             record = fork_invocation(store, invocation_id, at=at, new_id=new_id)
         store.sync()

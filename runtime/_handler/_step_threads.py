@@ -177,15 +177,15 @@ class StepThreads:
         return await trio.lowlevel.wait_task_rescheduled(abort)
 
     def _send(self, outgoing: list[_Call]) -> None:  # on the loop
-        with self._lock:
-            self._pending.extend(outgoing)
-            if self._free == 0:  # every thread is in a call (perhaps a blocking one), or asleep
-                self._wake_one()
+        self._enqueue(outgoing)
         outgoing.clear()
 
     def _submit(self, call: _Call) -> None:
+        self._enqueue((call,))
+
+    def _enqueue(self, calls: list[_Call] | tuple[_Call, ...]) -> None:
         with self._lock:
-            self._pending.append(call)
+            self._pending.extend(calls)
             if self._free == 0:  # every thread is in a call (perhaps a blocking one), or asleep
                 self._wake_one()
 
