@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from journal import Chunk, Status, decode_entry, kind_of, open_store
+from journal import Chunk, Status, Step, decode_entry, kind_of, open_store
 from journal.errors import JournalError
 from runtime import Engine
 from runtime.langchain import JournalMiddleware
@@ -269,3 +271,76 @@ def test_chat_openai_against_an_openai_compatible_endpoint_replays_without_reque
         anyio.run(replay)
         assert len(endpoint.requests) == before
         assert check_determinism(forecast, "Weather in Oslo?").crash_points
+
+
+def _step_entries(db: str, inv: str) -> list[tuple[Any, ...]]:
+    """What a step entry says, but its time."""
+    with open_store(db) as store:
+        entries = [decode_entry(data) for _, data in store.entries(inv)]
+    return [(e.name, e.digest, e.prev, bytes(e.value or b""), e.error, e.attempts) for e in entries
+            if isinstance(e, Step)]
+
+
+def test_the_journal_is_the_same_with_the_hooks_traced_by_langsmith_or_not(tmp_path, log):
+    from langchain.agents import create_agent
+    from langsmith.run_helpers import tracing_context
+
+    # Built with LangSmith tracing on, the hooks stay coroutine functions, which LangSmith runs
+    # in a task of its own (and, untraced at run time, reports nowhere); built without, the
+    # middleware starts that task itself. Journals recorded either way replay under the other.
+    with tracing_context(enabled=True):
+        traced = JournalMiddleware()
+    untraced = JournalMiddleware()
+    assert inspect.iscoroutinefunction(traced.awrap_model_call)
+    assert not inspect.iscoroutinefunction(untraced.awrap_model_call)
+    journals = []
+    for n, middleware in enumerate((traced, untraced)):
+        agent = create_agent(agents.ScriptedModel(agents.TRIP), [agents.flights, agents.weather, agents.hotels],
+                             middleware=[middleware])
+
+        async def trip(ctx: Any, question: str) -> str:
+            state = await agent.ainvoke(agents._ask(question))  # noqa: B023 - run before the next agent
+            return str(state["messages"][-1].content)
+
+        async def main() -> str:
+            async with Engine.open(str(tmp_path / f"db{n}")) as engine:  # noqa: B023
+                return (await engine.run(trip, "Plan a trip to Oslo", id="t")).result
+
+        assert anyio.run(main).startswith("Trip:")
+        journals.append(_step_entries(str(tmp_path / f"db{n}"), "t"))
+    assert journals[0] == journals[1] and len(journals[0]) == 6
+
+
+def test_replayed_messages_equal_the_live_ones(tmp_path, log):
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, BaseMessage
+    from langchain_openai import ChatOpenAI
+
+    from .fake_openai import FakeOpenAI
+
+    seen: list[list[BaseMessage]] = []
+    with FakeOpenAI() as endpoint:
+        model = ChatOpenAI(model="fake", base_url=endpoint.base_url, api_key="sk-test", max_retries=0)
+        agent = create_agent(model, [agents.weather], middleware=[JournalMiddleware()])
+
+        async def forecast(ctx: Any, question: str) -> str:
+            state = await agent.ainvoke(agents._ask(question))
+            seen.append(state["messages"])
+            return str(state["messages"][-1].content)
+
+        async def main() -> None:
+            async with Engine.open(str(tmp_path / "db")) as engine:
+                await engine.run(forecast, "Weather in Oslo?", id="f")
+            with open_store(str(tmp_path / "db")) as store:
+                await replay_journal(forecast, store, "f")
+
+        anyio.run(main)
+    # LangGraph gives a message without an id (the question, a tool's answer) a new one each run.
+    live, replayed = ([m.model_copy(update={"id": None}) if not isinstance(m, AIMessage) else m for m in messages[1:]]
+                      for messages in seen)
+    # The model's messages carry OpenAI's metadata, tool calls and token usage.
+    assert [type(m).__name__ for m in live] == ["AIMessage", "ToolMessage", "AIMessage"]
+    assert live[0].tool_calls and live[2].usage_metadata and live[2].response_metadata
+    assert replayed == live
+    assert [m.model_fields_set for m in replayed] == [m.model_fields_set for m in live]
+    assert [m.model_dump() for m in replayed] == [m.model_dump() for m in live]
