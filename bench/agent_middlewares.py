@@ -9,7 +9,10 @@ then durably inside a handler (LMDB, `sync` durability), and plain again, back t
 process. "Added per operation" is the durable run's time less the mean of its plain
 neighbours, over its durable operations (`3 * turns + 1`). The synced commit is a raw LMDB
 put, commit and fsync (`bench/_raw.py::fsynced_commit_us`), taken before and after.
-Medians over the repetitions; the machine is shared, so read the figures as noisy.
+Medians over the repetitions; the machine is shared, so read the figures as noisy. Two
+columns hold up better under load, as they count work rather than time: the CPU time the
+durable run adds per operation (the process's, every thread), and the turns of the event
+loop it adds per operation (each a hand-off: a task started or woken, a thread's reply).
 Restate's and Temporal's integrations of the same frameworks need their servers, which do
 not install here: not measured.
 """
@@ -17,6 +20,7 @@ not install here: not measured.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import statistics
 import sys
@@ -128,23 +132,41 @@ def _adk(turns: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[Any], Awai
     return run_plain, handler
 
 
-async def _one(build: Callable[[int], Any], turns: int, db: str) -> tuple[float, float]:
+_turns = [0]  # turns of the event loop so far
+
+
+def _count_turns() -> None:
+    """Count the event loop's turns (asyncio's `_run_once`, one per pass over what is ready)."""
+    loop_class: Any = asyncio.base_events.BaseEventLoop
+    run_once = loop_class._run_once
+
+    def counted(self: Any) -> None:
+        _turns[0] += 1
+        run_once(self)
+
+    loop_class._run_once = counted
+
+
+async def _timed(run: Callable[[], Awaitable[Any]]) -> tuple[Any, tuple[float, float, int]]:
+    """What `run()` returned, and the wall time, CPU time and loop turns it took."""
+    turns, cpu, started = _turns[0], time.process_time(), time.perf_counter()
+    out = await run()
+    return out, (time.perf_counter() - started, time.process_time() - cpu, _turns[0] - turns)
+
+
+async def _one(build: Callable[[int], Any], turns: int, db: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(wall, CPU, loop turns) of the plain run (the mean of the two around the durable one)
+    and of the durable run."""
     from runtime import Engine
 
     run_plain, handler = build(turns)
     await run_plain()  # warm: imports, first-call caches
-    started = time.perf_counter()
-    await run_plain()
-    before = time.perf_counter() - started
+    _, before = await _timed(run_plain)
     async with Engine.open(db, durability="sync") as engine:
-        started = time.perf_counter()
-        out = await engine.run(handler, id="turns")
-        durable = time.perf_counter() - started
+        out, durable = await _timed(lambda: engine.run(handler, id="turns"))
     assert out.status == "completed" and out.result == f"done after {turns} turns", out
-    started = time.perf_counter()
-    await run_plain()
-    after = time.perf_counter() - started
-    return (before + after) / 2, durable
+    _, after = await _timed(run_plain)
+    return tuple((b + a) / 2 for b, a in zip(before, after, strict=True)), durable
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -153,25 +175,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args(argv)
     logging.getLogger("google_adk").setLevel(logging.ERROR)  # a line per model call without usage
+    _count_turns()
     operations = 3 * args.turns + 1
     rows = []
     for name, build in (("LangChain JournalMiddleware", _langchain), ("ADK JournalPlugin", _adk)):
-        added, commits, plains = [], [], []
+        added, commits, plains, cpus, turns = [], [], [], [], []
         for _ in range(args.reps):
             parent = tempfile.mkdtemp(prefix="bench-mw-")
             before = _raw.fsynced_commit_us(parent=parent)
             plain, durable = anyio.run(_one, build, args.turns, parent + "/db")
             after = _raw.fsynced_commit_us(parent=parent)
             commits.append((before + after) / 2)
-            added.append((durable - plain) / operations * 1e6)
-            plains.append(plain / operations * 1e6)
+            added.append((durable[0] - plain[0]) / operations * 1e6)
+            plains.append(plain[0] / operations * 1e6)
+            cpus.append((durable[1] - plain[1]) / operations * 1e6)
+            turns.append((durable[2] - plain[2]) / operations)
         ratios = [a / c for a, c in zip(added, commits, strict=True)]
         rows.append((name, statistics.median(plains), statistics.median(added), statistics.median(commits),
-                     statistics.median(ratios)))
+                     statistics.median(ratios), statistics.median(cpus), statistics.median(turns)))
     print(f"{args.turns} turns ({operations} durable operations a run), {args.reps} repetitions, medians:")
-    print(f"{'integration':<28} {'plain/op':>10} {'added/op':>10} {'synced commit':>14} {'added/commit':>13}")
-    for name, plain, add, commit, ratio in rows:
-        print(f"{name:<28} {plain:>8.0f}us {add:>8.0f}us {commit:>12.0f}us {ratio:>12.2f}x")
+    print(f"{'integration':<28} {'plain/op':>10} {'added/op':>10} {'synced commit':>14} {'added/commit':>13} "
+          f"{'added CPU/op':>13} {'added turns/op':>15}")
+    for name, plain, add, commit, ratio, cpu, turn in rows:
+        print(f"{name:<28} {plain:>8.0f}us {add:>8.0f}us {commit:>12.0f}us {ratio:>12.2f}x {cpu:>11.0f}us "
+              f"{turn:>15.1f}")
     sys.stdout.flush()
 
 
