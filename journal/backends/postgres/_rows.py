@@ -25,7 +25,7 @@ key splits at its first NUL.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ...kv._rules import TABLES, Txn, entry_key, prefix_end
@@ -35,6 +35,7 @@ SCHEMA = "journal"
 LOCK_CLASS = 0x6A6F  # high half of the advisory lock keys of owners ("jo")
 _LOCKED = {"invocations": 1, "leases": 2}  # tables whose rows a write transaction locks when it reads them
 _PREFIX_LOCK = 3  # the advisory lock class of a prefix that `last` reads in a write transaction
+_MANY = 1000  # keys in one statement of `get_many` and `put_many` (a statement takes 65,535 parameters)
 
 
 def owner_lock_key(owner: str) -> tuple[int, int]:
@@ -65,11 +66,25 @@ class _Layout:
                     f"ON CONFLICT ({conflict}) DO UPDATE SET v = EXCLUDED.v")
         self.insert = f"INSERT INTO {self.table} ({names}) VALUES ({values}) ON CONFLICT ({conflict}) DO NOTHING"
         self.delete = f"DELETE FROM {self.table} WHERE {where}"
+        self._row = "(" + ", ".join([f"%s::{t}" for t in types] + ["%s::bytea"]) + ")"
+        self._key = "(" + ", ".join(f"%s::{t}" for t in types) + ")"
+        self._columns, self._conflict = ", ".join(columns), conflict
+        self._upsert = f"INSERT INTO {self.table} ({names}) VALUES "
         self.select = f"SELECT {', '.join(columns)}, v FROM {self.table}"
         cols = ", ".join(f"{c} {t} NOT NULL" for c, t in zip(columns, types, strict=True))
         self.ddl = [f"CREATE TABLE IF NOT EXISTS {self.table} ({cols}, v bytea NOT NULL, PRIMARY KEY ({conflict}))"]
         if index is not None:
             self.ddl.append(f"CREATE INDEX IF NOT EXISTS {table}_by_{index[0]} ON {self.table} ({', '.join(index)})")
+
+    def get_many(self, rows: int) -> str:
+        """The rows of `rows` keys (each its columns' parameters), with their key columns."""
+        return (f"SELECT {self._columns}, v FROM {self.table} WHERE ({self._columns}) IN "
+                f"(VALUES {', '.join([self._key] * rows)})")
+
+    def put_many(self, rows: int) -> str:
+        """`put` of `rows` distinct keys, each its columns' parameters and then its value."""
+        return (f"{self._upsert}{', '.join([self._row] * rows)} "
+                f"ON CONFLICT ({self._conflict}) DO UPDATE SET v = EXCLUDED.v")
 
     def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
         """The query for the rules' `scan(prefix, start)`, in key order."""
@@ -311,6 +326,32 @@ class PgTxn(Txn):
             self.leases[key] = value
         if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
             self.notify = True
+
+    def get_many(self, table: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """One statement for every key (a locked table's rows are read one by one, as `get` locks them)."""
+        if not keys or (self._write and table in _LOCKED):
+            return super().get_many(table, keys)
+        layout = LAYOUTS[table]
+        found: dict[bytes, bytes] = {}
+        for start in range(0, len(keys), _MANY):
+            part = keys[start:start + _MANY]
+            args = [column for key in part for column in layout.split(key)]
+            for row in self.cursor.execute(layout.get_many(len(part)), args).fetchall():
+                found[layout.join(row[:-1])] = row[-1]
+        return [found.get(key) for key in keys]
+
+    def put_many(self, table: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        """One statement for every item (an upsert may not meet one row twice: a key given
+        twice keeps its last value, as one `put` after another would)."""
+        if table == "leases" or table == "timers" or table == "status":  # what `put` remembers: one by one
+            super().put_many(table, items)
+            return
+        layout = LAYOUTS[table]
+        rows = list(dict(items).items())
+        for start in range(0, len(rows), _MANY):
+            part = rows[start:start + _MANY]
+            self.cursor.execute(layout.put_many(len(part)),
+                                [column for key, value in part for column in (*layout.split(key), value)])
 
     def insert(self, table: str, key: bytes, value: bytes) -> bool:
         layout = LAYOUTS[table]
