@@ -61,10 +61,15 @@ def apply_sends(txn: Txn, ops: Sequence[Send]) -> list[InvocationRecord | BaseEx
             records[id_bytes] = _require_record(txn, id_bytes, invocation_id)
         except JournalError as exc:
             records[id_bytes] = exc
-    asked = list(dict.fromkeys(c[4] for c in checked if not isinstance(records[c[2]], JournalError)))
+    # The message ids and each topic's last number given, in one read.
+    live = [c for c in checked if not isinstance(records[c[2]], JournalError)]
+    counters = {(c[2], c[3]): _counter_key(c[2], c[3]) for c in live}
+    asked = list(dict.fromkeys([c[4] for c in live] + list(counters.values())))
+    got = dict(zip(asked, txn.get_many("messages", asked), strict=True))
     known: dict[bytes, str] = {}  # message key -> its topic, sent before or earlier in this run
-    for key, raw in zip(asked, txn.get_many("messages", asked), strict=True):
-        if raw is not None:
+    for _, _, _, _, key in live:
+        raw = got[key]
+        if raw is not None and key not in known:
             known[key] = _sent_dec.decode(raw).topic
     types: dict[tuple[bytes, str], PromiseType | None] = {}
     numbers: dict[tuple[bytes, str], int] = {}  # the last number given on a topic
@@ -102,11 +107,15 @@ def apply_sends(txn: Txn, ops: Sequence[Send]) -> list[InvocationRecord | BaseEx
                 results[n] = refused
                 continue
         if at not in numbers:
-            prefix = inbox_prefix(id_bytes, topic)
-            last = txn.last("inbox", prefix)
             # Numbers never go back, even once the inbox is empty: the last one given is kept
-            # beside the topic's message ids, and the inbox's own last key is read first.
-            numbers[at] = _last_number(txn, id_bytes, topic) if last is None else int.from_bytes(last[-8:], "big")
+            # beside the topic's message ids (written with every send since the inbox has
+            # been, so never behind its last key); without it, the inbox's last key.
+            counter = got[counters[at]]
+            if counter is not None:
+                numbers[at] = int.from_bytes(counter, "big")
+            else:
+                last = txn.last("inbox", inbox_prefix(id_bytes, topic))
+                numbers[at] = 0 if last is None else int.from_bytes(last[-8:], "big")
         number = numbers[at] = numbers[at] + 1
         given.add(at)
         inbox.append((inbox_prefix(id_bytes, topic) + number.to_bytes(8, "big"),
@@ -129,11 +138,6 @@ def _counter_key(id_bytes: bytes, topic: str) -> bytes:
     """Where the last number given on a topic is kept, among the invocation's message ids
     (a message id has no control character, so none begins with 0x01)."""
     return id_bytes + b"\x00\x01" + topic.encode()
-
-
-def _last_number(txn: Txn, id_bytes: bytes, topic: str) -> int:
-    raw = txn.get("messages", _counter_key(id_bytes, topic))
-    return 0 if raw is None else int.from_bytes(raw, "big")
 
 
 def apply_talk(txn: Txn, id_bytes: bytes, talk: Talk) -> None:
