@@ -39,9 +39,9 @@ def apply_send(txn: Txn, op: Send) -> InvocationRecord:
 def apply_sends(txn: Txn, ops: Sequence[Send]) -> list[InvocationRecord | BaseException]:
     """The send rule for consecutive sends of one transaction, each as if it came alone after
     the one before it (its result: the record, or the error that refused it). What they
-    share is read once, not once a send: each invocation's record, each topic's type and last
-    number, and the message ids in one `get_many`; their rows go in one `put_many` per
-    table. On a database that is a few statements for a batch of a hundred sends instead
+    share is read once, not once a send: each invocation's record and each topic's type, and
+    the message ids with each topic's last number in one `get_many`; their rows go in one
+    `put_many` per table. On a database that is a few statements for a batch of a hundred sends instead
     of eight a send (what the group commit gathers from many concurrent senders)."""
     results: list[InvocationRecord | BaseException | None] = [None] * len(ops)
     checked: list[tuple[int, Send, bytes, str, bytes]] = []
