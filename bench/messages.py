@@ -1,4 +1,5 @@
-"""`python -m bench.messages [--postgres] [--rounds N] [--n N]`: talking to a running invocation.
+"""`python -m bench.messages [--postgres] [--rounds N] [--n N] [--processes 2,4] [--only-rate]`:
+talking to a running invocation.
 
 - send -> receive: the time from `Engine.send_message` returning to the handler's
   `ctx.receive` returning, with a worker running in this process (which a send wakes at
@@ -10,7 +11,9 @@
 - messages per second into one store: 10,000 `Engine.send_message` calls to one invocation
   from 100 concurrent senders (the engine's group commit puts many sends in one
   transaction), beside one sender sending 1,000 one after another (each its own commit),
-  the baseline of the same run; the median of three runs each;
+  the baseline of the same run; the median of three runs each; and 20,000 sends to one
+  invocation from several processes (`--processes`, 2 and 4 by default) of 100 concurrent
+  senders each, started together (`--only-rate`: these alone);
 - `get_value` on a journal of N entries (default 100,000), from the store's index, beside
   a scan of the journal for the latest `published` entry (what reading it without the
   index costs), measured in the same run.
@@ -151,11 +154,69 @@ async def _throughput(db: str, total: int, senders: int) -> float:
         return each * senders / (time.perf_counter() - t)
 
 
-def _throughputs(db: str) -> None:
+SENDER = textwrap.dedent("""
+    import sys, time, anyio
+    sys.path.insert(0, sys.argv[2])
+    from runtime import Engine
+    async def main(db, invocation_id, tag, total, senders):
+        async with Engine.open(db) as engine:
+            async def send(k):
+                for i in range(total // senders):
+                    await engine.send_message(invocation_id, "m", i, message_id=f"{tag}-{k}-{i}")
+            print("ready", flush=True)
+            sys.stdin.readline()  # go
+            began = time.time()
+            async with anyio.create_task_group() as tg:
+                for k in range(senders):
+                    tg.start_soon(send, k)
+            print(began, time.time(), flush=True)
+    anyio.run(main, sys.argv[1], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+""")
+
+
+def _throughput_processes(db: str, total: int, processes: int, senders: int) -> float:
+    """Messages per second: `total` sends to one invocation from `processes` processes of
+    `senders` concurrent tasks each, all started at once once every one has opened the store;
+    from the first one's start to the last one's end."""
+    invocation_id = f"sink-{time.monotonic_ns()}"
+
+    async def start() -> None:
+        async with Engine.open(db) as engine:
+            await engine.start(echo, None, id=invocation_id)
+
+    anyio.run(start)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    children = [subprocess.Popen([sys.executable, "-c", SENDER, db, root, invocation_id, f"p{p}",
+                                  str(total // processes), str(senders)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, PYTHONPATH=root)) for p in range(processes)]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        spans = []
+        for child in children:
+            assert child.stdout is not None
+            began, ended = child.stdout.readline().split()
+            spans.append((float(began), float(ended)))
+            child.wait()
+    finally:
+        for child in children:
+            child.kill()
+    return total // processes * processes / (max(e for _, e in spans) - min(b for b, _ in spans))
+
+
+def _throughputs(db: str, processes: list[int]) -> None:
     many = statistics.median(anyio.run(_throughput, db, 10_000, 100) for _ in range(3))
     one = statistics.median(anyio.run(_throughput, db, 1_000, 1) for _ in range(3))
     print(f"  messages into one store: {many:,.0f}/s from 100 concurrent senders, {one:,.0f}/s from one sender "
           f"({many / one:.1f}x)")
+    for count in processes:
+        rate = statistics.median(_throughput_processes(db, 20_000, count, 100) for _ in range(3))
+        print(f"  messages into one store: {rate:,.0f}/s from {count} processes of 100 concurrent senders each")
 
 
 def _get_value(store: Store, n: int) -> None:
@@ -202,10 +263,30 @@ def _median_ms(fn, rounds: int) -> float:
     return statistics.median(times)
 
 
+def _rates(postgres: bool, processes: list[int]) -> None:
+    if postgres:
+        from .pgserver import PgServer
+
+        server = PgServer().start()
+        try:
+            print("PostgreSQL:")
+            _throughputs(server.new_database(), processes)
+        finally:
+            server.stop()
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        print("LMDB:")
+        _throughputs(os.path.join(tmp, "db"), processes)
+
+
 def main() -> None:
     args = sys.argv[1:]
     n = int(args[args.index("--n") + 1]) if "--n" in args else 100_000
     rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else _ROUNDS
+    processes = [int(p) for p in args[args.index("--processes") + 1].split(",")] if "--processes" in args else [2, 4]
+    if "--only-rate" in args:  # the messages per second alone
+        _rates("--postgres" in args, processes)
+        return
     if "--postgres" in args:
         from .pgserver import PgServer
 
@@ -215,7 +296,7 @@ def main() -> None:
             print(f"PostgreSQL ({rounds} rounds):")
             for where in ("this process", "another process"):
                 anyio.run(_send_receive, db, rounds, where)
-            _throughputs(server.new_database())
+            _throughputs(server.new_database(), processes)
             store = open_store(server.new_database())
             try:
                 _get_value(store, n)
@@ -228,7 +309,7 @@ def main() -> None:
         print(f"LMDB ({rounds} rounds):")
         for where in ("this process", "another process", "another process, polling only"):
             anyio.run(_send_receive, os.path.join(tmp, "db"), rounds, where)
-        _throughputs(os.path.join(tmp, "db-many"))
+        _throughputs(os.path.join(tmp, "db-many"), processes)
         store = open_store(os.path.join(tmp, "db-long"))
         try:
             _get_value(store, n)

@@ -97,6 +97,7 @@ class Committer:
         # Told the seconds of each commit made here (a group's transaction with its fsync, or
         # one `commit_now`): the metric `journal_store_commit_seconds`. Empty, a commit pays one test.
         self.timers: list[Callable[[float], None]] = []
+        self._replied: anyio.Event | None = None  # see `replies`
 
     # The result of each kind of operation, as `Store.apply_one` gives it.
     @overload
@@ -182,6 +183,20 @@ class Committer:
             return self.store.apply_one(op)
         finally:
             self._timed(time.perf_counter() - began)
+
+    def replies(self) -> anyio.Event:
+        """An event set by the next `replied`: what a caller of this process that waits for a
+        reply to a message waits on between its looks at the store, so that a reply its own
+        worker commits is read at once."""
+        if self._replied is None:
+            self._replied = anyio.Event()
+        return self._replied
+
+    def replied(self) -> None:
+        """A reply to a message was committed here (`replies`)."""
+        if self._replied is not None:
+            self._replied.set()
+            self._replied = None
 
     def _timed(self, seconds: float) -> None:
         for timer in self.timers:

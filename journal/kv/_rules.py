@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TypeGuard
 
 import msgspec
@@ -86,6 +86,17 @@ class Txn(abc.ABC):
             if n == limit:
                 return
             yield item
+
+    def get_many(self, table: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """`get` of each key, in order: a backend that answers over the network reads them
+        in one statement."""
+        return [self.get(table, key) for key in keys]
+
+    def put_many(self, table: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        """`put` of each item, in order (a later one of the same key wins): a backend that
+        answers over the network writes them in one statement."""
+        for key, value in items:
+            self.put(table, key, value)
 
     def lease_row(self, id_bytes: bytes) -> bytes | None:
         """The invocation's lease row as stored: what the append path's fence reads and

@@ -489,11 +489,23 @@ class KVStore(abc.ABC):
 
     def _apply_all(self, txn: Txn, ops: Sequence[Op]) -> builtins.list[OpResult | BaseException]:
         results: list[OpResult | BaseException] = []
-        for op in ops:
+        n, count = 0, len(ops)
+        while n < count:
+            op = ops[n]
+            if op.__class__ is Send and n + 1 < count and ops[n + 1].__class__ is Send:
+                # Consecutive sends (many senders' messages gathered by the group commit) share
+                # their reads and writes; each still lands as if after the one before it.
+                end = n + 2
+                while end < count and ops[end].__class__ is Send:
+                    end += 1
+                results += _talk.apply_sends(txn, ops[n:end])  # type: ignore[arg-type]  # all Sends
+                n = end
+                continue
             try:
                 results.append(self._apply_op(txn, op))
             except JournalError as exc:
                 results.append(exc)
+            n += 1
         return results
 
     def _apply_op(self, txn: Txn, op: Op) -> OpResult:

@@ -12,6 +12,8 @@ that entry is committed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from .._ids import validate_id
@@ -28,54 +30,114 @@ _type_dec = msgspec.msgpack.Decoder(PromiseType)
 
 
 def apply_send(txn: Txn, op: Send) -> InvocationRecord:
-    id_bytes = validate_id(op.id)
-    topic = validate_id(op.topic, "topic").decode()
-    message_key = id_bytes + b"\x00" + validate_id(op.message_id, "message id")
-    record = _require_record(txn, id_bytes, op.id)
-    known = txn.get("messages", message_key)
-    if known is not None:
-        sent = _sent_dec.decode(known)
-        if sent.topic != topic:
-            raise JournalError(
-                f"message id {op.message_id!r} was already sent to invocation {op.id!r} on topic {sent.topic!r}; "
-                "a message id names one message: give this one another id"
+    (result,) = apply_sends(txn, [op])
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def apply_sends(txn: Txn, ops: Sequence[Send]) -> list[InvocationRecord | BaseException]:
+    """The send rule for consecutive sends of one transaction, each as if it came alone after
+    the one before it (its result: the record, or the error that refused it). What they
+    share is read once, not once a send: each invocation's record and each topic's type, and
+    the message ids with each topic's last number in one `get_many`; their rows go in one
+    `put_many` per table. On a database that is a few statements for a batch of a hundred sends instead
+    of eight a send (what the group commit gathers from many concurrent senders)."""
+    results: list[InvocationRecord | BaseException | None] = [None] * len(ops)
+    checked: list[tuple[int, Send, bytes, str, bytes]] = []
+    for n, op in enumerate(ops):
+        try:
+            id_bytes = validate_id(op.id)
+            topic = validate_id(op.topic, "topic").decode()
+            checked.append((n, op, id_bytes, topic, id_bytes + b"\x00" + validate_id(op.message_id, "message id")))
+        except JournalError as exc:
+            results[n] = exc
+    # Each record first (on PostgreSQL this locks its row: concurrent sends to one
+    # invocation take turns from here), in id order so that two batches never wait on each
+    # other; then the ids already sent, which nobody can add meanwhile.
+    records: dict[bytes, InvocationRecord | JournalError] = {}
+    for id_bytes, invocation_id in sorted({(c[2], c[1].id) for c in checked}):
+        try:
+            records[id_bytes] = _require_record(txn, id_bytes, invocation_id)
+        except JournalError as exc:
+            records[id_bytes] = exc
+    # The message ids and each topic's last number given, in one read.
+    live = [c for c in checked if not isinstance(records[c[2]], JournalError)]
+    counters = {(c[2], c[3]): _counter_key(c[2], c[3]) for c in live}
+    asked = list(dict.fromkeys([c[4] for c in live] + list(counters.values())))
+    got = dict(zip(asked, txn.get_many("messages", asked), strict=True))
+    known: dict[bytes, str] = {}  # message key -> its topic, sent before or earlier in this run
+    for _, _, _, _, key in live:
+        raw = got[key]
+        if raw is not None and key not in known:
+            known[key] = _sent_dec.decode(raw).topic
+    types: dict[tuple[bytes, str], PromiseType | None] = {}
+    numbers: dict[tuple[bytes, str], int] = {}  # the last number given on a topic
+    given: set[tuple[bytes, str]] = set()  # the topics this run gave a number on
+    inbox: list[tuple[bytes, bytes]] = []
+    sent: list[tuple[bytes, bytes]] = []
+    for n, op, id_bytes, topic, message_key in checked:
+        record = records[id_bytes]
+        if isinstance(record, JournalError):
+            results[n] = record
+            continue
+        if message_key in known:
+            if known[message_key] != topic:
+                results[n] = JournalError(
+                    f"message id {op.message_id!r} was already sent to invocation {op.id!r} on topic "
+                    f"{known[message_key]!r}; a message id names one message: give this one another id"
+                )
+            else:
+                results[n] = record  # the same message sent again: delivered once
+            continue
+        if record.finished:
+            results[n] = MessageRefused(
+                f"invocation {op.id!r} is already {record.status}: it receives no more messages, so the message on "
+                f"topic {topic!r} was not sent; start a new invocation (or the next turn of its key) to talk to"
             )
-        return record  # the same message sent again: delivered once
-    if record.finished:
-        raise MessageRefused(
-            f"invocation {op.id!r} is already {record.status}: it receives no more messages, so the message on "
-            f"topic {topic!r} was not sent; start a new invocation (or the next turn of its key) to talk to"
-        )
-    raw_type = txn.get("topics", id_bytes + b"\x00" + topic.encode())
-    if raw_type is not None:
-        refused = message_refusal(op.id, topic, _type_dec.decode(raw_type), op.value)
-        if refused is not None:
-            raise refused
-    prefix = inbox_prefix(id_bytes, topic)
-    last = txn.last("inbox", prefix)
-    # Numbers never go back, even once the inbox is empty: the last one given is kept beside
-    # the topic's message ids, and the inbox's own last key is read first.
-    number = _last_number(txn, id_bytes, topic) if last is None else int.from_bytes(last[-8:], "big")
-    number += 1
-    txn.put("inbox", prefix + number.to_bytes(8, "big"),
-            _enc.encode(InboxMessage(op.message_id, op.at, msgspec.Raw(op.value), op.wants_reply)))
-    txn.put("messages", message_key, _enc.encode(SentMessage(topic, number, op.at, op.wants_reply)))
-    txn.put("messages", _counter_key(id_bytes, topic), number.to_bytes(8, "big"))
-    wait = MESSAGE_WAIT + topic
-    if record.status == Status.SUSPENDED and (record.waiting == wait or wait in record.waiting_any):
-        record = _transition(txn, id_bytes, op.id, Transition(Status.PENDING, op.at), record)
-    return record
+            continue
+        at = (id_bytes, topic)
+        if at not in types:
+            raw_type = txn.get("topics", id_bytes + b"\x00" + topic.encode())
+            types[at] = None if raw_type is None else _type_dec.decode(raw_type)
+        typed = types[at]
+        if typed is not None:
+            refused = message_refusal(op.id, topic, typed, op.value)
+            if refused is not None:
+                results[n] = refused
+                continue
+        if at not in numbers:
+            # Numbers never go back, even once the inbox is empty: the last one given is kept
+            # beside the topic's message ids (written with every send since the inbox has
+            # been, so never behind its last key); without it, the inbox's last key.
+            counter = got[counters[at]]
+            if counter is not None:
+                numbers[at] = int.from_bytes(counter, "big")
+            else:
+                last = txn.last("inbox", inbox_prefix(id_bytes, topic))
+                numbers[at] = 0 if last is None else int.from_bytes(last[-8:], "big")
+        number = numbers[at] = numbers[at] + 1
+        given.add(at)
+        inbox.append((inbox_prefix(id_bytes, topic) + number.to_bytes(8, "big"),
+                      _enc.encode(InboxMessage(op.message_id, op.at, msgspec.Raw(op.value), op.wants_reply))))
+        sent.append((message_key, _enc.encode(SentMessage(topic, number, op.at, op.wants_reply))))
+        known[message_key] = topic
+        wait = MESSAGE_WAIT + topic
+        if record.status == Status.SUSPENDED and (record.waiting == wait or wait in record.waiting_any):
+            # A copy changes: the sends before this one answered the record as it was then.
+            record = records[id_bytes] = _transition(
+                txn, id_bytes, op.id, Transition(Status.PENDING, op.at), msgspec.structs.replace(record))
+        results[n] = record
+    if inbox:
+        txn.put_many("inbox", inbox)
+        txn.put_many("messages", sent + [(_counter_key(*at), numbers[at].to_bytes(8, "big")) for at in given])
+    return results  # type: ignore[return-value]  # every position was filled above
 
 
 def _counter_key(id_bytes: bytes, topic: str) -> bytes:
     """Where the last number given on a topic is kept, among the invocation's message ids
     (a message id has no control character, so none begins with 0x01)."""
     return id_bytes + b"\x00\x01" + topic.encode()
-
-
-def _last_number(txn: Txn, id_bytes: bytes, topic: str) -> int:
-    raw = txn.get("messages", _counter_key(id_bytes, topic))
-    return 0 if raw is None else int.from_bytes(raw, "big")
 
 
 def apply_talk(txn: Txn, id_bytes: bytes, talk: Talk) -> None:

@@ -10,6 +10,7 @@ import pytest
 from .. import (
     MESSAGE_WAIT,
     Append,
+    InvocationRecord,
     PromiseType,
     Published,
     Received,
@@ -23,7 +24,7 @@ from .. import (
     encode_entry,
     encode_value,
 )
-from ..errors import InvalidId, LeaseLost, MessageRefused, MessageValueRefused
+from ..errors import InvalidId, InvocationNotFound, LeaseLost, MessageRefused, MessageValueRefused
 from ._builders import T0, acquire, create
 
 
@@ -137,6 +138,43 @@ class TalkRules:
         create(store)
         with pytest.raises(InvalidId, match="topic"):
             _send(store, "bad\x00topic", "x", "m")
+
+    def test_sends_committed_together_land_as_if_one_after_another(self, store: Any) -> None:
+        # What the group commit makes of many senders at once: one `apply` of many sends.
+        create(store)
+        create(store, "inv-2")
+        epoch, _ = acquire(store)
+        typed = PromiseType(MESSAGE_WAIT + "n", "int", '{"type": "integer"}')
+        store.apply_one(SetStatus("inv-1", Transition(Status.SUSPENDED, T0, waiting=MESSAGE_WAIT + "chat",
+                                                      release=True, promise_types=[typed]), epoch))
+
+        def send(topic: str, value: Any, message_id: str, invocation_id: str = "inv-1") -> Send:
+            return Send(invocation_id, topic, message_id, T0, bytes(encode_value(value)))
+
+        results = store.apply([
+            send("other", "o", "m-0"),  # not what it waits for
+            send("chat", "a", "m-1"),  # wakes it
+            send("chat", "a again", "m-1"),  # the same message: nothing new
+            send("other", "x", "m-1"),  # that id names the message on `chat`
+            send("n", "seven", "m-2"),  # does not fit the topic's type
+            send("n", 7, "m-3"),
+            send("chat", "x", "m-9", "ghost"),
+            send("bad\x00topic", "x", "m-8"),
+            send("chat", "to the other", "m-1", "inv-2"),  # message ids are per invocation
+            send("chat", "b", "m-4"),
+        ])
+        assert [r.status if isinstance(r, InvocationRecord) else None for r in results] == [
+            Status.SUSPENDED, Status.PENDING, Status.PENDING, None, None, Status.PENDING, None, None,
+            Status.PENDING, Status.PENDING]
+        assert "already sent" in str(results[3]) and isinstance(results[4], MessageValueRefused)
+        assert isinstance(results[6], InvocationNotFound) and isinstance(results[7], InvalidId)
+        assert _inbox(store, "chat") == [(1, "m-1", "a"), (2, "m-4", "b")]
+        assert _inbox(store, "other") == [(1, "m-0", "o")] and _inbox(store, "n") == [(1, "m-3", 7)]
+        assert _inbox(store, "chat", "inv-2") == [(1, "m-1", "to the other")]
+        assert store.require("inv-1").status == Status.PENDING
+        _send(store, "chat", "c", "m-5")  # numbers go on from the batch's
+        assert _inbox(store, "chat")[-1] == (3, "m-5", "c")
+        assert store.message("inv-1", "m-4") is not None and store.message("inv-1", "m-2") is None
 
     def test_a_reply_is_read_once_its_entry_is_committed(self, store: Any) -> None:
         create(store)

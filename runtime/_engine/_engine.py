@@ -474,7 +474,7 @@ class Engine:
     async def reply(self, invocation_id: str, message_id: str, *, wait: float | None = None) -> _asking.Reply:
         """The reply to message `message_id`, waiting up to `wait` seconds for it."""
         return await _asking.wait_for_reply(self._read, self.store.message, invocation_id, message_id, wait,
-                                            self._look_every)
+                                            self._look_every, self.committer.replies)
 
     async def get_value(self, invocation_id: str, name: str, *, wait: float | None = None,
                         after: int | None = None) -> _asking.Value:

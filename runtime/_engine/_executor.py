@@ -393,10 +393,13 @@ class Executor:
 
     # -- invocations that do not run here ----------------------------------------------------------
 
-    async def loadable(self, invocation_id: str) -> bool:
+    async def loadable(self, invocation_id: str, record: InvocationRecord | None = None) -> bool:
         """True if the invocation's handler loads here; else park it, tell the observers, and
-        return False. The lease is taken first: an invocation another process runs is left alone."""
-        record = await self._read(self.store.get, invocation_id)
+        return False. The lease is taken first: an invocation another process runs is left alone.
+        `record`: its record as a worker's look just read it (an invocation's handler never
+        changes, and a finished one is found so by the execution), not read again."""
+        if record is None:
+            record = await self._read(self.store.get, invocation_id)
         if record is None or record.finished:
             return True
         try:

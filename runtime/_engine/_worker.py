@@ -62,6 +62,7 @@ class Worker:
         self._nudged: anyio.Event | None = None  # set when this process made something runnable
         self._bell: WorkBell | None = None  # rung when any process made something runnable (`serve`)
         self._missed: set[str] = set()  # found pending while running here (`runnable`)
+        self.found: dict[str, InvocationRecord] = {}  # the records the last look (`runnable`) read
 
     def nudge(self) -> None:
         """Something this process did made an invocation runnable (a message sent to it): a
@@ -113,10 +114,12 @@ class Worker:
         ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]  # type: ignore[func-returns-value]
         out = []
         in_line: list[InvocationRecord] = []
+        read: dict[str, InvocationRecord] = {}
         for invocation_id in ids:
             record = self._record(invocation_id)
             if record is None:
                 continue
+            read[invocation_id] = record
             if self.handlers is not None:
                 if record.handler not in self.handlers:  # left for a worker given its handler
                     continue
@@ -132,6 +135,7 @@ class Worker:
             else:
                 out.append(invocation_id)
                 self._order[invocation_id] = (-record.priority, record.created_at)
+        self.found = read
         return out + self._free_of_line(in_line)
 
     def _free_of_line(self, records: list[InvocationRecord]) -> list[str]:
@@ -218,11 +222,12 @@ class Worker:
         window = self._window = max(64, 4 * concurrency)
         more = False  # the last look left pending ones in the store for want of room
 
-        async def one(invocation_id: str, ticket: Any) -> None:
+        async def one(invocation_id: str, ticket: Any, record: InvocationRecord | None = None) -> None:
             again = False
             try:
                 async with gate.turn(ticket):
-                    if await executor.loadable(invocation_id):
+                    if await executor.loadable(invocation_id, record):
+                        record = None  # (not held while it runs)
                         await executor.execute(invocation_id)
             except (InvocationBusy, LeaseLost):
                 pass
@@ -269,9 +274,11 @@ class Worker:
                         await before_look()
                     ids = await self._read(self.runnable)
                     more = not self._took_all
+                    found, self.found = self.found, {}
                     for invocation_id in ids:
                         self.active.add(invocation_id)
-                        tg.start_soon(one, invocation_id, gate.enter(self._order.get(invocation_id, (0, 0))))
+                        tg.start_soon(one, invocation_id, gate.enter(self._order.get(invocation_id, (0, 0))),
+                                      found.get(invocation_id))
                     gate.dispatch()
                     if idle_exit and not ids and not self.active:
                         return

@@ -199,6 +199,7 @@ class Talking:
             raise TerminalError(f"reply to message {message_id!r} at seq {seq}: {exc}") from None
         at = now_us()
         await self._commit(seq, Replied(message_id, at, raw, prev), Talk(replies=[(message_id, at, bytes(raw))]))
+        self._committer.replied()  # a caller of this process waiting for it looks now
 
     async def publish(self, name: str, value: Any) -> None:
         name = _checked(name, "value name", "ctx.publish")

@@ -241,3 +241,43 @@ async def test_a_wait_whose_deadline_passes_during_a_read_answers_what_it_has(op
         value = await _asking.read_value(slow_read, engine.store.published, engine.store.require, "slow-read",
                                          "phase", wait=0.01, after=None)
         assert value.value == "waiting"
+
+
+async def test_concurrent_senders_share_commits_and_every_message_arrives_once_in_each_senders_order(open_engine):
+    # Sends made at once go through the group commit together (`apply_sends`): each still
+    # lands once, after the one its sender made before it, and retried ids add nothing.
+    senders, each = 10, 5
+    async with open_engine() as engine:
+        await engine.start(collect, senders * each, id="many")
+
+        async def send(k: int) -> None:
+            for i in range(each):
+                await engine.send_message("many", "chat", [k, i], message_id=f"{k}-{i}")
+                await engine.send_message("many", "chat", "again", message_id=f"{k}-{i}")  # a retried send
+
+        async with anyio.create_task_group() as tg:
+            for k in range(senders):
+                tg.start_soon(send, k)
+        outcome = await engine.resume("many")
+        assert outcome.status == Status.COMPLETED
+        got = [value for _, value in outcome.result]
+        assert sorted(map(tuple, got)) == [(k, i) for k in range(senders) for i in range(each)]
+        for k in range(senders):
+            assert [i for sender, i in got if sender == k] == list(range(each))
+        assert engine.store.next_message("many", "chat") is None
+
+
+async def test_a_request_to_a_handler_this_process_runs_is_answered_while_the_caller_waits(open_engine):
+    async def echo(ctx: Context) -> None:
+        while True:
+            message = await ctx.receive("ask")
+            await message.reply(message.value)
+
+    async with open_engine() as engine:
+        await engine.start(echo, id="e")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.serve)
+            for i in range(3):
+                answer = await engine.request("e", "ask", i, wait=30)
+                assert answer.replied and answer.value == i
+            tg.cancel_scope.cancel()

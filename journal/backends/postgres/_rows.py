@@ -25,7 +25,7 @@ key splits at its first NUL.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ...kv._rules import TABLES, Txn, entry_key, prefix_end
@@ -65,6 +65,21 @@ class _Layout:
                     f"ON CONFLICT ({conflict}) DO UPDATE SET v = EXCLUDED.v")
         self.insert = f"INSERT INTO {self.table} ({names}) VALUES ({values}) ON CONFLICT ({conflict}) DO NOTHING"
         self.delete = f"DELETE FROM {self.table} WHERE {where}"
+        # Many rows in one statement whose text does not depend on how many: arrays, one per
+        # column (psycopg parses a long query's text again at each call, and prepares it
+        # only once it has seen the same text a few times), sent in binary (as text every
+        # element is escaped). The client's CPU for a batch of 100 sends: 38-61 µs a send
+        # with a VALUES list of the rows, 17 µs with these.
+        arrays = ", ".join(f"%b::{t}[]" for t in (*types, "bytea"))
+        # Each key looked up by the primary key, whatever the planner thinks of the table's
+        # size (a join of the keys would scan a small table whole, and a generic plan does
+        # not know how many keys come): a subquery per key, kept one by its LIMIT.
+        on = " AND ".join(f"t.{c} = k.{c}" for c in columns)
+        self.get_many = (f"SELECT {', '.join(f'k.{c}' for c in columns)}, x.v "
+                         f"FROM unnest({arrays.rsplit(', ', 1)[0]}) AS k ({', '.join(columns)}) "
+                         f"CROSS JOIN LATERAL (SELECT t.v FROM {self.table} t WHERE {on} LIMIT 1) x")
+        self.put_many = (f"INSERT INTO {self.table} ({names}) SELECT * FROM unnest({arrays}) "
+                         f"ON CONFLICT ({conflict}) DO UPDATE SET v = EXCLUDED.v")
         self.select = f"SELECT {', '.join(columns)}, v FROM {self.table}"
         cols = ", ".join(f"{c} {t} NOT NULL" for c, t in zip(columns, types, strict=True))
         self.ddl = [f"CREATE TABLE IF NOT EXISTS {self.table} ({cols}, v bytea NOT NULL, PRIMARY KEY ({conflict}))"]
@@ -311,6 +326,28 @@ class PgTxn(Txn):
             self.leases[key] = value
         if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
             self.notify = True
+
+    def get_many(self, table: str, keys: Sequence[bytes]) -> list[bytes | None]:
+        """One statement for every key (a locked table's rows are read one by one, as `get` locks them)."""
+        if not keys or (self._write and table in _LOCKED):
+            return super().get_many(table, keys)
+        layout = LAYOUTS[table]
+        columns = [list(column) for column in zip(*(layout.split(key) for key in keys), strict=True)]
+        found = {layout.join(row[:-1]): row[-1] for row in self.cursor.execute(layout.get_many, columns).fetchall()}
+        return [found.get(key) for key in keys]
+
+    def put_many(self, table: str, items: Sequence[tuple[bytes, bytes]]) -> None:
+        """One statement for every item (an upsert may not meet one row twice: a key given
+        twice keeps its last value, as one `put` after another would)."""
+        if table == "leases" or table == "timers" or table == "status":  # what `put` remembers: one by one
+            super().put_many(table, items)
+            return
+        if not items:
+            return
+        layout = LAYOUTS[table]
+        rows = dict(items)  # (the last value of a key given twice)
+        columns = [list(column) for column in zip(*(layout.split(key) for key in rows), strict=True)]
+        self.cursor.execute(layout.put_many, [*columns, list(rows.values())])
 
     def insert(self, table: str, key: bytes, value: bytes) -> bool:
         layout = LAYOUTS[table]
