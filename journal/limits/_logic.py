@@ -114,6 +114,11 @@ def rules(txn: Txn) -> dict[str, LimitRule]:
 # -- state -----------------------------------------------------------------------------------
 
 
+def has_waiters(raw: bytes | None) -> bool:
+    """Whether a name's state record (as stored) has anyone waiting in line."""
+    return raw is not None and bool(_state_dec.decode(raw).waiters)
+
+
 def _state(txn: Txn, name: str) -> LimitState:
     raw = txn.get("limit_state", name.encode())
     return LimitState() if raw is None else _state_dec.decode(raw)
