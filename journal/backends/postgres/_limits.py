@@ -357,7 +357,7 @@ class PostgresLimits(LimitTable):
         if outage.down or self._store._closed:
             return None
         try:
-            writer = await open_writer(conninfo(self._store.path, "limits"), outage.generation)
+            writer = await open_writer(conninfo(self._store.path, "limits"), outage.generation, not self._ready)
         except self._psycopg.Error as exc:
             if not self._store._connector.is_fault(exc):
                 raise StoreError(f"cannot connect to the journal store at {redact_url(self._store.path)}: {exc}") \

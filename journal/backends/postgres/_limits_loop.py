@@ -190,12 +190,16 @@ class LimitWriter(LoopWriter):
     `synchronous_commit` off (a unit acquired or released waits for no disk: a crash of the
     server frees what the processes it cut off held)."""
 
-    async def ready(self) -> None:
+    async def ready(self, ddl: bool) -> None:
+        """Settings and the prepared call; with `ddl`, the tables and the function first (unless
+        this process made sure of them already)."""
         from ...limits import LIMIT_TABLES
 
-        ddl = "; ".join([f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{t} (k bytea PRIMARY KEY, v bytea NOT NULL)"
-                         for t in LIMIT_TABLES] + [CREATE_FUNCTION])
-        self._pg.send_query(f"SET synchronous_commit = off; BEGIN; {ddl}; COMMIT".encode())
+        statements = ["SET synchronous_commit = off"]
+        if ddl:
+            statements += ["BEGIN", *(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{t} (k bytea PRIMARY KEY, v bytea NOT NULL)"
+                                      for t in LIMIT_TABLES), CREATE_FUNCTION, "COMMIT"]
+        self._pg.send_query("; ".join(statements).encode())
         await self._result(None)
         self._pg.send_prepare(b"journal_limits_apply", _CALL, [_INT4_ARRAY, _BYTEA_ARRAY, _BYTEA_ARRAY, _INT4_ARRAY,
                                                                _INT4_ARRAY, _BYTEA_ARRAY, _BYTEA_ARRAY])
@@ -209,11 +213,11 @@ class LimitWriter(LoopWriter):
         return None if value is None else parse_bytea_array(value)
 
 
-async def open_writer(conninfo: str, generation: int) -> LimitWriter:
+async def open_writer(conninfo: str, generation: int, ddl: bool) -> LimitWriter:
     writer = await LimitWriter.open(conninfo, generation)
     assert isinstance(writer, LimitWriter)
     try:
-        await writer.ready()
+        await writer.ready(ddl)
     except BaseException:
         writer.close()
         raise
