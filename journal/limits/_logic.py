@@ -114,9 +114,8 @@ def rules(txn: Txn) -> dict[str, LimitRule]:
 # -- state -----------------------------------------------------------------------------------
 
 
-def has_waiters(raw: bytes | None) -> bool:
-    """Whether a name's state record (as stored) has anyone waiting in line."""
-    return raw is not None and bool(_state_dec.decode(raw).waiters)
+def decode_state(raw: bytes) -> LimitState:
+    return _state_dec.decode(raw)
 
 
 def _state(txn: Txn, name: str) -> LimitState:

@@ -121,8 +121,10 @@ class LimitTable(abc.ABC):
         cannot this time, call `acquire`)."""
         return None
 
-    async def release_async(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> bool:
-        """`release` from the event loop without blocking it, where the backend can (whether it did)."""
+    async def release_async(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
+                            awaited: bool = False) -> bool:
+        """`release` from the event loop without blocking it, where the backend can (whether it did).
+        `awaited`: someone in this process waits for a unit (a backend that delays releases does not)."""
         return False
 
     async def settle(self) -> None:

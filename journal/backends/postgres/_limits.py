@@ -217,7 +217,8 @@ class PostgresLimits(LimitTable):
         answer = await self._apply_async(lambda txn, now: _logic.acquire(txn, request, now, no_alive, known))
         return None if answer is None or answer is True else answer  # type: ignore[return-value]
 
-    async def release_async(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> bool:
+    async def release_async(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
+                            awaited: bool = False) -> bool:
         known = self._fresh_rules() if used_tokens is not None else None
         if used_tokens is not None and known is None:
             return False
@@ -229,17 +230,33 @@ class PostgresLimits(LimitTable):
             return await self._apply_async(lambda txn, now: _release(txn, release)) is not None
         # Kept a moment: the next acquisition of this process carries it in its own call (a
         # step under a limit then costs one round trip, not two), else it goes alone after
-        # `_DEFER`; at once if someone waits in line (as last seen here). A process that has
-        # not stood in line yet finds the unit held a little longer: it looks again within a
+        # `_DEFER`; at once when the unit may be wanted (`_wanted`, or `awaited`). A process that
+        # has not stood in line yet finds the unit held a little longer: it looks again within a
         # few tens of milliseconds anyway. Any call of this process on a thread sends it first (`_run`).
         with self._deferred_lock:
             self._deferred.append(release)
-        waited = any(_logic.has_waiters(self._seen.get(("limit_state", name.encode()))) for name in names)
+        waited = awaited or self._wanted(names)
         if waited or self._flush is None:
             if self._flush is not None:
                 self._flush.cancel()
             self._flush = loop.call_later(0 if waited else _DEFER, self._flush_now, loop)
         return True
+
+    def _wanted(self, names: tuple[str, ...]) -> bool:
+        """Whether a unit of `names` given back may be wanted now, as this process last saw them:
+        someone waits in line, the concurrency was full (those waiting may not stand in line:
+        a worker keeps most of a long queue in the store's run queue), a tokens window (what is
+        given back settles it), or a name not seen here at all."""
+        known = self._known[1] if self._known is not None else {}
+        for name in names:
+            raw = self._seen.get(("limit_state", name.encode()))
+            rule = _logic.rule_in(known, name)
+            if raw is None or rule is None or rule.tokens is not None:
+                return True
+            state = _logic.decode_state(raw)
+            if state.waiters or (rule.concurrency is not None and len(state.holds) >= rule.concurrency):
+                return True
+        return False
 
     def _deferred_now(self) -> list[_Release]:
         with self._deferred_lock:

@@ -119,7 +119,7 @@ class Limiter:
         self._ring()
 
     async def _release(self, hid: str, names: tuple[str, ...], used_tokens: int | None) -> None:
-        if not await self.table.release_async(hid, names, used_tokens):
+        if not await self.table.release_async(hid, names, used_tokens, awaited=self._bell is not None):
             await self._call(self.table.release, hid, names, used_tokens)
 
     async def settle(self) -> None:
