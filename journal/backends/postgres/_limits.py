@@ -214,6 +214,8 @@ class PostgresLimits(LimitTable):
         known = self._fresh_rules()
         if known is None:
             return None
+        if any(self._in_line(name) for name in request.names):
+            return None  # a line: whether its first waiters live is the thread's question (no call to find out)
         answer = await self._apply_async(lambda txn, now: _logic.acquire(txn, request, now, no_alive, known))
         return None if answer is None or answer is True else answer  # type: ignore[return-value]
 
@@ -241,6 +243,11 @@ class PostgresLimits(LimitTable):
                 self._flush.cancel()
             self._flush = loop.call_later(0 if waited else _DEFER, self._flush_now, loop)
         return True
+
+    def _in_line(self, name: str) -> bool:
+        """Whether someone waited for `name` when this process last saw it."""
+        raw = self._seen.get(("limit_state", name.encode()))
+        return raw is not None and bool(_logic.decode_state(raw).waiters)
 
     def _wanted(self, names: tuple[str, ...]) -> bool:
         """Whether a unit of `names` given back may be wanted now, as this process last saw them:
