@@ -108,15 +108,18 @@ async def test_a_release_kept_for_the_next_acquisition_comes_before_anything_on_
     assert isinstance(b.limits().acquire(_req("them", "llm", owner="them")), Blocked)
 
 
-async def test_a_release_nobody_carries_goes_alone(stores, anyio_backend):
+@pytest.mark.parametrize("concurrency", [1, 5])
+async def test_a_release_nobody_carries_goes_alone(stores, anyio_backend, concurrency):
+    """At once from a full limit (someone may want the unit), after a moment from one with room."""
     a, b = stores
     table = a.limits()
-    table.set("llm", LimitRule(concurrency=1))
+    table.set("llm", LimitRule(concurrency=concurrency))
     await _warm(table)
     assert isinstance(await table.acquire_async(_req("h", "llm")), Granted)
     assert _in_use(b, "llm") == 1
     assert await table.release_async("h", ("llm",))
     await until(lambda: _in_use(b, "llm") == 0, "the release to reach the store")
+    assert not table._deferred
 
 
 async def test_a_line_with_a_waiter_goes_to_the_thread_which_serves_it_first(stores, anyio_backend):
