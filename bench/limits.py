@@ -7,9 +7,13 @@
   by default: 200 x 5 then takes about 17 minutes; `--period 5` scales the window down):
   tokens served in every window, their share of the limit while work waited, 429s.
 - Hand-over: WAITERS invocations waiting on one concurrency-10 limit: how long a released unit
-  takes to reach the next waiter (p50), and whether they were served by priority then arrival.
+  takes to reach the next waiter (p50), and whether they were served by priority then arrival;
+  on LMDB, and with `--pg` on PostgreSQL too.
 
-    python -m bench.limits [--reps 5] [--only w1,fleet,handover] [--period 60] [--pg]
+- `w1-engine` (not run by default): W1 and W1 under the limit alternately in one engine,
+  REPS pairs of STEPS-step runs, in steady state (nothing opened inside the timing).
+
+    python -m bench.limits [--reps 5] [--only w1,w1-engine,fleet,handover] [--period 60] [--pg] [--steps 500]
 """
 
 from __future__ import annotations
@@ -46,6 +50,22 @@ def w1_pairs(reps: int, target: Any, steps: int) -> dict[str, list[float]]:
         order = [(_agents.steps, plain), (_agents.limited_steps, limited)]
         for handler, out in order if rep % 2 == 0 else reversed(order):
             out.append(anyio.run(_w1, target(), handler, steps))
+    return {"plain": plain, "limited": limited, "ratio": [b / a for a, b in zip(plain, limited, strict=True)]}
+
+
+async def _w1_one_engine(path: str, steps: int, pairs: int) -> dict[str, list[float]]:
+    """W1 and W1 under the limit alternately in one engine (its connections open, the rules
+    read): what a step under a limit costs in steady state, apart from opening anything."""
+    plain: list[float] = []
+    limited: list[float] = []
+    async with Engine.open(path, durability="sync") as engine:
+        await engine.limits.set("bench", concurrency=1000, rate="100000000/m")
+        await engine.run(_agents.limited_steps, 20)
+        for rep in range(pairs):
+            order = [(_agents.steps, plain), (_agents.limited_steps, limited)]
+            for handler, out in order if rep % 2 == 0 else reversed(order):
+                outcome = await engine.run(handler, steps)
+                out.append(_agents.loop_seconds.pop(outcome.id) / steps * 1e6)
     return {"plain": plain, "limited": limited, "ratio": [b / a for a, b in zip(plain, limited, strict=True)]}
 
 
@@ -132,7 +152,9 @@ async def _handover(path: str, waiters: int) -> dict[str, Any]:
             for wid, priority in priorities.items():
                 await engine.start(waiter, 0, id=wid, limit="ten", priority=priority)
             tg.start_soon(engine.serve)
-            while (await engine.limits.get("ten")).waiting < waiters:
+            # A serving worker takes at most a window of 64 invocations into the process (the
+            # rest wait in the run queue, in claim order), so at most that many stand in line.
+            while (await engine.limits.get("ten")).waiting < min(waiters, 64):
                 await anyio.sleep(0.05)
             # Free the ten units one at a time, as an invocation ending in this process does (the
             # engine's limiter rings its worker), then let every grant free its own unit as it ends.
@@ -160,7 +182,8 @@ def main() -> None:
     parser.add_argument("--period", type=float, default=60.0, help="the provider's window, seconds (60: a minute)")
     parser.add_argument("--invocations", type=int, default=200)
     parser.add_argument("--waiters", type=int, default=1000)
-    parser.add_argument("--pg", action="store_true", help="W1 on PostgreSQL too (a throwaway server)")
+    parser.add_argument("--steps", type=int, default=500, help="steps of each run of w1-engine")
+    parser.add_argument("--pg", action="store_true", help="W1 and the hand-over on PostgreSQL too (a throwaway server)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     parent = tempfile.mkdtemp(prefix="bench-limits-")
@@ -185,6 +208,24 @@ def main() -> None:
             print(f"W1 sync PostgreSQL: {statistics.median(pg['plain']):.1f} us/step, with limit= "
                   f"{statistics.median(pg['limited']):.1f} us/step, paired ratio median "
                   f"{statistics.median(pg['ratio']):.3f}x (target <= 1.3x); ratios {[round(r, 3) for r in pg['ratio']]}")
+    if "w1-engine" in only:
+        targets = [("LMDB", lmdb)]
+        server = None
+        if args.pg:
+            from .pgserver import PgServer
+
+            server = PgServer(fsync=True).start()
+            targets.append(("PostgreSQL", server.new_database))
+        try:
+            for label, target in targets:
+                out = anyio.run(_w1_one_engine, target(), args.steps, args.reps)
+                print(f"W1 sync {label}, one engine, {args.reps} pairs of {args.steps} steps: "
+                      f"{statistics.median(out['plain']):.1f} us/step, with limit= "
+                      f"{statistics.median(out['limited']):.1f} us/step, paired ratio median "
+                      f"{statistics.median(out['ratio']):.3f}x; ratios {[round(r, 3) for r in out['ratio']]}")
+        finally:
+            if server is not None:
+                server.stop()
     if "fleet" in only:
         out = anyio.run(_fleet, lmdb(), args.invocations, args.period)
         print(f"fleet {out['invocations']}x5 at 60 requests, 40000 tokens / {args.period:g}s: "
@@ -197,6 +238,17 @@ def main() -> None:
         print(f"hand-over, {out['waiters']} waiters on concurrency 10 (LMDB, one process): p50 "
               f"{out['handover_ms_p50']:.2f} ms (target <= 5 ms); first ten by priority then arrival: "
               f"{out['in_order']}; positions out of that order: {out['order_mismatches']}")
+        if args.pg:
+            from .pgserver import PgServer
+
+            server = PgServer(fsync=True).start()
+            try:
+                out = anyio.run(_handover, server.new_database(), args.waiters)
+            finally:
+                server.stop()
+            print(f"hand-over, {out['waiters']} waiters on concurrency 10 (PostgreSQL, one process): p50 "
+                  f"{out['handover_ms_p50']:.2f} ms (target <= 20 ms); first ten by priority then arrival: "
+                  f"{out['in_order']}; positions out of that order: {out['order_mismatches']}")
 
 
 if __name__ == "__main__":

@@ -114,6 +114,10 @@ def rules(txn: Txn) -> dict[str, LimitRule]:
 # -- state -----------------------------------------------------------------------------------
 
 
+def decode_state(raw: bytes) -> LimitState:
+    return _state_dec.decode(raw)
+
+
 def _state(txn: Txn, name: str) -> LimitState:
     raw = txn.get("limit_state", name.encode())
     return LimitState() if raw is None else _state_dec.decode(raw)

@@ -116,6 +116,21 @@ class LimitTable(abc.ABC):
         """A waiter stops waiting (cancelled): it leaves every line it stood in."""
         self.release(hid, names, None)
 
+    async def acquire_async(self, request: Request) -> Granted | Blocked | None:
+        """`acquire` from the event loop without blocking it, where the backend can (None: it
+        cannot this time, call `acquire`)."""
+        return None
+
+    async def release_async(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
+                            awaited: bool = False) -> bool:
+        """`release` from the event loop without blocking it, where the backend can (whether it did).
+        `awaited`: someone in this process waits for a unit (a backend that delays releases does not)."""
+        return False
+
+    async def settle(self) -> None:
+        """Until the releases `release_async` left on their way are done."""
+        return None
+
     def pause(self, names: tuple[str, ...], until_us: int) -> list[str]:
         return self._transact(lambda txn: _logic.pause(txn, names, until_us))
 

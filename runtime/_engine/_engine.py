@@ -166,9 +166,13 @@ class Engine:
         own = store is None
         if store is None:
             store = await anyio.to_thread.run_sync(lambda: open_store(path or default_path()))
+        engine = None
         try:
-            yield cls(store, **options)
+            engine = cls(store, **options)
+            yield engine
         finally:
+            if engine is not None:
+                await engine._limiter.settle()
             if own:
                 store.close()
 

@@ -7,20 +7,41 @@ Row locks keep every process's transactions on one limited name in line: a trans
 the state rows of its names in name order (the runtime sorts them), so two never wait on each
 other. A holder or a waiter is dead once no session holds its owner's advisory lock
 (`_owners.py`): the server ended the session of its process.
+
+On asyncio, `acquire_async` and `release_async` do the same in one round trip from the event
+loop (`_limits_loop.py`), and hand what they cannot decide alone to the transaction here.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
+
 from ...errors import StoreError
 from ...kv._rules import Txn, prefix_end
-from ...limits import LIMIT_TABLES, LimitTable, Request, _logic
+from ...limits import LIMIT_TABLES, LimitRule, LimitTable, Request, _logic
 from ...limits._model import Blocked, Granted
-from ...limits._table import now_us
+from ...limits._table import RULES_FOR, now_us
+from ._connect import conninfo
+from ._limits_loop import (
+    CREATE_FUNCTION,
+    LOCK_CLASS_NEW_STATE,
+    Fallback,
+    Guess,
+    LimitWriter,
+    Row,
+    call_params,
+    no_alive,
+    open_writer,
+    running_loop,
+)
 from ._rows import SCHEMA, owner_lock_key
 from ._urls import redact_url
 
@@ -29,9 +50,13 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_LOCK_CLASS = 5  # advisory lock class of a state row that does not exist yet
-_DDL = [f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} (k bytea PRIMARY KEY, v bytea NOT NULL)"
-        for table in LIMIT_TABLES]
+_LOCK_CLASS = LOCK_CLASS_NEW_STATE  # advisory lock class of a state row that does not exist yet
+_DDL = [*(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} (k bytea PRIMARY KEY, v bytea NOT NULL)"
+          for table in LIMIT_TABLES), CREATE_FUNCTION]
+_log = logging.getLogger("journal.limits")
+_DEFER = 0.02  # seconds a release waits for the next acquisition to carry it, when nobody waits
+_TRIES = 3  # calls of the loop's path, each after another process changed a row it read
+_SEEN_MOST = 10_000  # rows remembered for the loop's path (beyond: forgotten, read again)
 _ALIVE = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
           "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
           "AND classid = %s::int::oid AND objid = %s::int::oid AND objsubid = 2)")
@@ -92,6 +117,16 @@ class _LimitTxn(Txn):
         return known
 
 
+class _Release(msgspec.Struct, frozen=True, gc=False):
+    """A release not sent yet: `_logic.release`'s arguments."""
+
+    hid: str
+    names: tuple[str, ...]
+    used_tokens: int | None
+    known: dict[str, LimitRule] | None
+    at: int
+
+
 class PostgresLimits(LimitTable):
     """`LimitTable` of a PostgreSQL store."""
 
@@ -105,6 +140,12 @@ class PostgresLimits(LimitTable):
         self._lock = threading.Lock()
         self._session: Any = None
         self._ready = False
+        self._writer: LimitWriter | None = None  # the loop's connection (`_limits_loop.py`)
+        self._seen: dict[Row, bytes | None] = {}  # the rows as the loop's path last saw them
+        self._deferred: list[_Release] = []  # releases not sent yet (`release_async`), in order
+        self._deferred_lock = threading.Lock()
+        self._flush: asyncio.TimerHandle | None = None  # sends them alone when no acquisition took them
+        self._flushing: set[asyncio.Task[None]] = set()
 
     def _run(self, work: Callable[[_LimitTxn], T], *, write: bool, durable: bool = False) -> T:
         connector = self._store._connector
@@ -125,8 +166,16 @@ class PostgresLimits(LimitTable):
                         cur.execute("BEGIN")
                         if durable:
                             cur.execute("SET LOCAL synchronous_commit = on")
+                        # The releases the loop has not sent go first: whatever this process
+                        # does next on a thread comes after them.
+                        releases = self._deferred_now()
+                        if releases:
+                            txn = _LimitTxn(cur, True)
+                            for release in releases:
+                                _release(txn, release)
                         result = work(_LimitTxn(cur, write))
                         cur.execute("COMMIT")
+                        self._sent(releases)
                         return result
                 except self._psycopg.errors.DeadlockDetected:
                     _rollback(conn)
@@ -157,11 +206,219 @@ class PostgresLimits(LimitTable):
         now = now_us()
         return self._run(lambda txn: _logic.acquire(txn, request, now, txn.owner_alive, known), write=True)
 
+    # -- from the event loop, in one round trip ------------------------------------------------
+
+    async def acquire_async(self, request: Request) -> Granted | Blocked | None:
+        if not self._store._lives.held(request.owner):
+            return None  # taking the owner's lock is a round trip: the thread's
+        known = self._fresh_rules()
+        if known is None:
+            return None
+        if any(self._in_line(name) for name in request.names):
+            return None  # a line: whether its first waiters live is the thread's question (no call to find out)
+        answer = await self._apply_async(lambda txn, now: _logic.acquire(txn, request, now, no_alive, known))
+        return None if answer is None or answer is True else answer  # type: ignore[return-value]
+
+    async def release_async(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
+                            awaited: bool = False) -> bool:
+        known = self._fresh_rules() if used_tokens is not None else None
+        if used_tokens is not None and known is None:
+            return False
+        loop = running_loop()
+        if loop is None:
+            return False
+        release = _Release(hid, names, used_tokens, known, now_us())
+        if self._writer is None or self._writer.loop is not loop:  # the loop's first: sent now
+            return await self._apply_async(lambda txn, now: _release(txn, release)) is not None
+        # Kept a moment: the next acquisition of this process carries it in its own call (a
+        # step under a limit then costs one round trip, not two), else it goes alone after
+        # `_DEFER`; at once when the unit may be wanted (`_wanted`, or `awaited`). A process that
+        # has not stood in line yet finds the unit held a little longer: it looks again within a
+        # few tens of milliseconds anyway. Any call of this process on a thread sends it first (`_run`).
+        with self._deferred_lock:
+            self._deferred.append(release)
+        waited = awaited or self._wanted(names)
+        if waited or self._flush is None:
+            if self._flush is not None:
+                self._flush.cancel()
+            self._flush = loop.call_later(0 if waited else _DEFER, self._flush_now, loop)
+        return True
+
+    def _in_line(self, name: str) -> bool:
+        """Whether someone waited for `name` when this process last saw it."""
+        raw = self._seen.get(("limit_state", name.encode()))
+        return raw is not None and bool(_logic.decode_state(raw).waiters)
+
+    def _wanted(self, names: tuple[str, ...]) -> bool:
+        """Whether a unit of `names` given back may be wanted now, as this process last saw them:
+        someone waits in line, the concurrency was full (those waiting may not stand in line:
+        a worker keeps most of a long queue in the store's run queue), a tokens window (what is
+        given back settles it), or a name not seen here at all."""
+        known = self._known[1] if self._known is not None else {}
+        for name in names:
+            raw = self._seen.get(("limit_state", name.encode()))
+            rule = _logic.rule_in(known, name)
+            if raw is None or rule is None or rule.tokens is not None:
+                return True
+            state = _logic.decode_state(raw)
+            if state.waiters or (rule.concurrency is not None and len(state.holds) >= rule.concurrency):
+                return True
+        return False
+
+    def _deferred_now(self) -> list[_Release]:
+        with self._deferred_lock:
+            return list(self._deferred)
+
+    def _sent(self, releases: list[_Release]) -> None:
+        """`releases` are done (by whichever path took them first)."""
+        if releases:
+            with self._deferred_lock:
+                self._deferred = [r for r in self._deferred if not any(r is done for done in releases)]
+
+    def _flush_now(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._flush = None
+        if self._deferred:
+            task = loop.create_task(self._send_deferred())
+            self._flushing.add(task)
+            task.add_done_callback(self._flushing.discard)
+
+    async def _send_deferred(self) -> None:
+        try:
+            if await self._apply_async(None) is None and self._deferred:
+                await asyncio.get_running_loop().run_in_executor(None, self._release_deferred)
+        except Exception as exc:  # nobody awaits it: said, and the units go back when this process ends
+            _log.warning("could not give back units of limits: %s", exc)
+
+    def _release_deferred(self) -> None:
+        if self._deferred:
+            self._run(lambda txn: None, write=True)  # (`_run` sends them first)
+
+    async def settle(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        if self._deferred and running_loop() is not None:
+            self._flush_now(asyncio.get_running_loop())
+        while self._flushing:
+            await asyncio.wait(list(self._flushing))
+
+    def _fresh_rules(self) -> dict[str, LimitRule] | None:
+        """The rules kept, if still fresh (reading them again is the thread's)."""
+        known = self._known
+        if known is None or time.monotonic() - known[0] > RULES_FOR:
+            return None
+        return known[1]
+
+    async def _apply_async(self, work: Callable[[Guess, int], T] | None) -> T | bool | None:
+        """The deferred releases, then `work`, over the rows as last seen; then one call that
+        writes what they wrote if the rows they read are unchanged. What `work` returned
+        (True without one); None when the transaction on a thread must do `work`."""
+        writer = await self._loop_writer()
+        if writer is None:
+            return None
+        async with writer.lock:
+            if writer is not self._writer:
+                return None
+            for _ in range(_TRIES):
+                guess = Guess(self._seen)
+                now = now_us()
+                releases = self._deferred_now()
+                for release in releases:  # (never a fallback: a release reads no scan and asks nobody's life)
+                    _release(guess, release)
+                result: T | bool | None = True
+                fell_back = False
+                if work is not None:
+                    try:
+                        result = work(guess, now)
+                    except Fallback:
+                        # Maybe only as far as this process knows (a line that has moved since):
+                        # the call sends the releases alone and checks what `work` read.
+                        checked = Guess(self._seen)
+                        for release in releases:
+                            _release(checked, release)
+                        for row, value in guess.reads.items():
+                            checked.reads.setdefault(row, value)
+                        guess, fell_back = checked, True
+                if guess.reads:
+                    try:
+                        current = await writer.apply(call_params(guess))
+                    except self._psycopg.errors.DeadlockDetected:
+                        continue
+                    except self._psycopg.Error as exc:
+                        self._drop_writer(writer)
+                        if self._store._connector.is_fault(exc, writer.conn):
+                            self._store._connector.outage.failed(writer.generation, exc)
+                            return None  # in doubt: done again on a thread (acquiring and releasing are idempotent)
+                        raise StoreError(f"PostgreSQL error in {redact_url(self._store.path)}: {exc}") from None
+                    except BaseException:  # cancelled: the reply would meet the next call
+                        self._drop_writer(writer)
+                        raise
+                    if len(self._seen) > _SEEN_MOST:
+                        self._seen.clear()
+                    if current is not None:
+                        self._seen.update(zip(guess.reads, current, strict=True))
+                        continue
+                    self._seen.update(guess.reads)
+                    self._seen.update(guess.writes)
+                self._sent(releases)
+                return None if fell_back else result  # (fell back on rows as they are: the thread's)
+        return None
+
+    async def _loop_writer(self) -> LimitWriter | None:
+        """This table's connection for the running event loop, opened on first use; None off
+        asyncio, under another loop than the one it was opened on, or while the server cannot
+        be reached (the thread's path waits for it: the loop never does)."""
+        loop = running_loop()
+        if loop is None:
+            return None
+        writer = self._writer
+        if writer is not None and writer.loop.is_closed():
+            self._drop_writer(writer)
+            writer = None
+        if writer is not None:
+            return writer if writer.loop is loop else None
+        outage = self._store._connector.outage
+        if outage.down or self._store._closed:
+            return None
+        try:
+            writer = await open_writer(conninfo(self._store.path, "limits"), outage.generation, not self._ready)
+        except self._psycopg.Error as exc:
+            if not self._store._connector.is_fault(exc):
+                raise StoreError(f"cannot connect to the journal store at {redact_url(self._store.path)}: {exc}") \
+                    from None
+            outage.failed(None, exc)
+            return None
+        if self._writer is not None or self._store._closed:  # another task connected meanwhile
+            writer.close()
+            return self._writer if self._writer is not None and self._writer.loop is loop else None
+        self._writer = writer
+        return writer
+
+    def _drop_writer(self, writer: LimitWriter) -> None:
+        if writer is self._writer:
+            self._writer = None
+        self._seen.clear()
+        writer.close()
+        if writer.identity is not None:  # its session may live on at the server: ended by the next `settle`
+            self._store._connector.forget_identity(writer.identity)
+
     def close(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+        try:
+            self._release_deferred()
+        except StoreError as exc:
+            _log.warning("could not give back units of limits: %s", exc)
         with self._lock:
             if self._session is not None:
                 self._store._connector.forget(self._session)
                 self._session = None
+        if self._writer is not None:
+            self._drop_writer(self._writer)
+
+
+def _release(txn: Txn, release: _Release) -> None:
+    _logic.release(txn, release.hid, release.names, release.used_tokens, release.at, release.known)
 
 
 def _rollback(conn: Any) -> None:

@@ -55,7 +55,7 @@ class OwnerSession:
     def hold(self, owner: str) -> None:
         """Before a claim for `owner`: its lock is held, from now on, by a session that was
         standing a moment ago."""
-        if owner in self._owners and self._standing():
+        if self.held(owner):
             return
         with self._lock:
             if not self._standing():
@@ -72,6 +72,10 @@ class OwnerSession:
                     self._lost(exc)
                     self._relock()
             self._owners.add(owner)
+
+    def held(self, owner: str) -> bool:
+        """Whether `hold(owner)` has nothing to do (no round trip, nothing to wait for)."""
+        return owner in self._owners and self._standing()
 
     def keep(self) -> None:
         """Before renewing: one round trip says that the session still stands (the server

@@ -60,6 +60,11 @@ class Limiter:
             return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
         return fn(*args)
 
+    async def _acquire(self, request: Request) -> Any:
+        """One look at the line: from the event loop where the store can, else on a thread."""
+        answer = await self.table.acquire_async(request)
+        return answer if answer is not None else await self._call(self.table.acquire, request)
+
     def _ring(self) -> None:
         bell, self._bell = self._bell, None
         if bell is not None:
@@ -84,7 +89,7 @@ class Limiter:
         poll = _REMOTE_POLL if table.blocking else _LOCAL_POLL
         try:
             if table.blocking:
-                answer = await self._call(table.acquire, request)
+                answer = await self._acquire(request)
             while isinstance(answer, Blocked):
                 wait = min(_FARTHEST, poll * (1 + answer.ahead))
                 if answer.retry_at is not None:
@@ -93,10 +98,10 @@ class Limiter:
                     self._bell = anyio.Event()
                 with anyio.move_on_after(wait):
                     await self._bell.wait()
-                answer = await self._call(table.acquire, request)
+                answer = await self._acquire(request)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._call(table.withdraw, hid, names)
+                await self._release(hid, names, None)
                 self._ring()  # whoever stood behind it may go now
             raise
         return hid
@@ -110,8 +115,18 @@ class Limiter:
 
     async def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> None:
         with anyio.CancelScope(shield=True):  # a unit is given back even by a cancelled step
-            await self._call(self.table.release, hid, names, used_tokens)
+            await self._release(hid, names, used_tokens)
         self._ring()
+
+    async def _release(self, hid: str, names: tuple[str, ...], used_tokens: int | None) -> None:
+        if not await self.table.release_async(hid, names, used_tokens, awaited=self._bell is not None):
+            await self._call(self.table.release, hid, names, used_tokens)
+
+    async def settle(self) -> None:
+        """Until the releases on their way are done (before the store closes)."""
+        if self._table is not None:
+            with anyio.CancelScope(shield=True):
+                await self._table.settle()
 
     async def pause(self, names: tuple[str, ...], seconds: float) -> list[str]:
         until = int((time.time() + seconds) * 1e6)

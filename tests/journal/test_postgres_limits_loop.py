@@ -1,0 +1,162 @@
+"""Limits on PostgreSQL from the event loop (`journal/backends/postgres/_limits_loop.py`): one
+call that writes only if the rows it read are unchanged, releases carried by the next
+acquisition, and the transaction on a thread for whatever the loop's path cannot decide."""
+
+import os
+
+import pytest
+
+from journal import HOST, PostgresStore
+from journal.limits import Blocked, Granted, LimitRule, Request
+
+from ..waiting import until
+
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
+
+
+@pytest.fixture(autouse=True)
+def rules_kept(monkeypatch):
+    """The rules read once stay fresh for the test (they are read again every half second,
+    on the thread: a slow machine would otherwise send calls there that a test expects on the loop)."""
+    monkeypatch.setattr("journal.backends.postgres._limits.RULES_FOR", 3600.0)
+
+
+def _req(hid, *names, owner="me", priority=0):
+    return Request(hid, names, owner, HOST, os.getpid(), priority=priority)
+
+
+@pytest.fixture
+def stores(postgres_url):
+    """Two stores on one database: two processes sharing its limits, as far as the limits know."""
+    a, b = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _in_use(store, name):
+    return next(v.in_use for v in store.limits().ls() if v.name == name)
+
+
+def _no_thread_path(table):
+    def refuse(*args, **kwargs):
+        raise AssertionError("went to the thread's transaction")
+    table._run = refuse
+
+
+async def _warm(table, owner="me"):
+    """The first acquisition is the thread's (the owner's lock, the rules); the loop's connection opens on the next."""
+    table.acquire(_req("warm", "llm", owner=owner))
+    table.release("warm", ("llm",))
+    assert await table.acquire_async(_req("warm2", "llm", owner=owner)) is not None
+    await table.release_async("warm2", ("llm",))
+    await table.settle()
+
+
+async def test_the_loop_takes_and_gives_back_units_without_the_thread(stores, anyio_backend):
+    a, _ = stores
+    table = a.limits()
+    table.set("llm", LimitRule(concurrency=2))
+    await _warm(table)
+    run = table._run
+    _no_thread_path(table)
+    assert isinstance(await table.acquire_async(_req("h1", "llm")), Granted)
+    assert isinstance(await table.acquire_async(_req("h2", "llm")), Granted)
+    assert isinstance(await table.acquire_async(_req("h1", "llm")), Granted)  # granted already: granted again
+    assert await table.release_async("h1", ("llm",))
+    assert isinstance(await table.acquire_async(_req("h3", "llm")), Granted)  # carries h1's release
+    # Full: whether the holders live is the thread's question.
+    assert await table.acquire_async(_req("h4", "llm")) is None
+    table._run = run
+    assert isinstance(table.acquire(_req("h4", "llm")), Blocked)
+    assert _in_use(a, "llm") == 2
+
+
+async def test_a_change_made_elsewhere_is_seen_and_kept(stores, anyio_backend):
+    a, b = stores
+    table, other = a.limits(), b.limits()
+    table.set("llm", LimitRule(concurrency=3))
+    await _warm(table)
+    assert isinstance(await table.acquire_async(_req("mine", "llm")), Granted)
+    # Another process takes a unit: this one's view of the row is stale now, and a write made
+    # from that view would drop the other's hold.
+    assert isinstance(other.acquire(_req("theirs", "llm", owner="them")), Granted)
+    assert isinstance(await table.acquire_async(_req("third", "llm")), Granted)
+    assert _in_use(b, "llm") == 3
+    assert await table.acquire_async(_req("fourth", "llm")) is None  # full: the thread's
+    assert isinstance(table.acquire(_req("fourth", "llm")), Blocked)
+    other.release("theirs", ("llm",))
+    assert await table.release_async("fourth", ("llm",))  # (leaves the line)
+    assert isinstance(await table.acquire_async(_req("fifth", "llm")), Granted)
+    assert _in_use(b, "llm") == 3
+
+
+async def test_a_release_kept_for_the_next_acquisition_comes_before_anything_on_the_thread(stores, anyio_backend):
+    a, b = stores
+    table = a.limits()
+    table.set("llm", LimitRule(concurrency=1))
+    await _warm(table)
+    assert isinstance(await table.acquire_async(_req("run", "llm")), Granted)
+    assert await table.release_async("run", ("llm",))
+    assert table._deferred  # not sent yet
+    # The same hold taken again on the thread (a worker claiming the invocation again): the
+    # release goes first, so the hold it takes is not given back after it.
+    assert isinstance(table.acquire(_req("run", "llm")), Granted)
+    assert not table._deferred
+    await table.settle()
+    assert _in_use(b, "llm") == 1
+    assert isinstance(b.limits().acquire(_req("them", "llm", owner="them")), Blocked)
+
+
+@pytest.mark.parametrize("concurrency", [1, 5])
+async def test_a_release_nobody_carries_goes_alone(stores, anyio_backend, concurrency):
+    """At once from a full limit (someone may want the unit), after a moment from one with room."""
+    a, b = stores
+    table = a.limits()
+    table.set("llm", LimitRule(concurrency=concurrency))
+    await _warm(table)
+    assert isinstance(await table.acquire_async(_req("h", "llm")), Granted)
+    assert _in_use(b, "llm") == 1
+    assert await table.release_async("h", ("llm",))
+    await until(lambda: _in_use(b, "llm") == 0, "the release to reach the store")
+    assert not table._deferred
+
+
+async def test_a_line_with_a_waiter_goes_to_the_thread_which_serves_it_first(stores, anyio_backend):
+    a, b = stores
+    table, other = a.limits(), b.limits()
+    table.set("llm", LimitRule(concurrency=1))
+    await _warm(table)
+    assert isinstance(await table.acquire_async(_req("h", "llm")), Granted)
+    assert isinstance(other.acquire(_req("first", "llm", owner="them", priority=5)), Blocked)
+    assert await table.release_async("h", ("llm",))
+    # Whether the waiter lives is the thread's question: the loop hands the acquisition over.
+    assert await table.acquire_async(_req("later", "llm")) is None
+    assert isinstance(table.acquire(_req("later", "llm")), Blocked)
+    assert isinstance(other.acquire(_req("first", "llm", owner="them", priority=5)), Granted)
+
+
+async def test_a_closing_store_gives_back_the_releases_it_kept(postgres_url, anyio_backend):
+    a = PostgresStore(postgres_url)
+    with PostgresStore(postgres_url) as b:
+        table = a.limits()
+        table.set("llm", LimitRule(concurrency=1))
+        await _warm(table)
+        assert isinstance(await table.acquire_async(_req("h", "llm")), Granted)
+        assert await table.release_async("h", ("llm",))
+        a.close()
+        assert _in_use(b, "llm") == 0
+
+
+async def test_the_function_is_created_once_by_any_number_of_stores(postgres_url, anyio_backend):
+    stores = [PostgresStore(postgres_url) for _ in range(3)]
+    try:
+        for store in stores:
+            store.limits().set("llm", LimitRule(concurrency=3))
+        for n, store in enumerate(stores):
+            await _warm(store.limits(), owner=f"o{n}")
+            assert isinstance(await store.limits().acquire_async(_req(f"h{n}", "llm", owner=f"o{n}")), Granted)
+        assert _in_use(stores[0], "llm") == 3
+    finally:
+        for store in stores:
+            store.close()
