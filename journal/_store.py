@@ -359,10 +359,12 @@ class Store(Protocol):
         other moved as they now stand."""
         ...
 
-    def ready(self, limit: int | None = None) -> builtins.list[str]:
+    def ready(self, limit: int | None = None, after: tuple[int, int, str] | None = None) -> builtins.list[str]:
         """Pending invocations that may start now (a delayed start is not among them until
         it is due: `due_timers` has it), highest priority first, then oldest, read from an
-        index; at most `limit`."""
+        index; at most `limit`; with `after`, those that come after that place in this
+        order: `(priority, created_at, id)` of an invocation (a worker reads on past those
+        it cannot start yet)."""
         ...
 
     def next_message(self, invocation_id: str, topic: str, after: int = 0) -> tuple[int, InboxMessage] | None:

@@ -247,13 +247,16 @@ class KVStore(abc.ABC):
         with self._read() as txn:  # the records' table is keyed by id: a range of keys, no value decoded
             return [key.decode(errors="replace") for key, _ in txn.scan_some("invocations", raw, raw, limit)]
 
-    def ready(self, limit: int | None = None) -> builtins.list[str]:
+    def ready(self, limit: int | None = None, after: tuple[int, int, str] | None = None) -> builtins.list[str]:
         """Pending invocations that may start now (not delayed), in the order workers claim
         them: highest priority first, then oldest; read from the run queue (`_runnable.py`)."""
         if not self._ensure_ready():
-            return self.ids(Status.PENDING)[:limit]
+            pending = self.ids(Status.PENDING)
+            if after is not None:
+                pending = pending[pending.index(after[2]) + 1:] if after[2] in pending else []
+            return pending[:limit]
         with self._read() as txn:
-            return _runnable.ids(txn, limit)
+            return _runnable.ids(txn, limit, after)
 
     def _ensure_ready(self) -> bool:
         """Whether the run queue covers every pending record, building it if it does not yet
