@@ -138,7 +138,8 @@ def _dbos(url: str, *what: object) -> str:
                           text=True, check=False)
     if done.returncode:
         raise SystemExit(f"DBOS failed: {done.stderr[-2000:]}")
-    return done.stdout.strip().splitlines()[-1]
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def dbos_claims(new_database, queued: int, rounds: int) -> None:
