@@ -1,5 +1,5 @@
-"""`python -m bench.starts [--postgres] [--queued N] [--rounds R] [--schedules N]`: what
-start options and schedules cost, measured in one run.
+"""`python -m bench.starts [--postgres [--dbos]] [--queued N] [--rounds R] [--schedules N]`:
+what start options and schedules cost, measured in one run.
 
 - Claims: one worker (concurrency 16) completes 1,000 trivial invocations of priority 1
   while N others of priority 0 wait in the queue, against the same with 100 waiting. Both
@@ -7,6 +7,11 @@ start options and schedules cost, measured in one run.
   each, tops its waiting ones up to their count, and times their completion, the two
   stores in turn (which goes first alternates). Prints each round, the median invocations
   per second of each, and the ratio of the medians (the issue asks >= 0.9).
+- With `--dbos` (PostgreSQL; needs `pip install 'dbos>=1.0'`): then the same claims by
+  DBOS Transact's queue on the same server (`bench/_dbos_queue.py`): one executor with
+  worker concurrency 16 completing 1,000 workflows of priority 1 while N of priority 10
+  wait on the queue, against 100 waiting; each round's workflows are enqueued one by one
+  and timed from the first enqueue, as journal's are started by one process.
 - Schedules: N schedules each due at the same instant, fired by one `fire_due` pass with a
   fixed clock: the pass's wall time is the lag of the last tick for one worker (a worker
   looks at least once a second, so the worst lag is about a second more).
@@ -125,6 +130,45 @@ def run(open_store, queued: int, rounds: int, schedules: int) -> None:
         print(f"{schedules:,} schedules due at once, one fire_due pass (the last tick's lag, one worker): {took:.2f} s")
 
 
+def _dbos(url: str, *what: object) -> str:
+    """`bench._dbos_queue` in a process of its own (DBOS is a singleton): its output."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "bench._dbos_queue", url, *map(str, what)], capture_output=True,
+                          text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"DBOS failed: {done.stderr[-2000:]}")
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def dbos_claims(new_database, queued: int, rounds: int) -> None:
+    """DBOS's queue doing the claims above, on the same server: 1,000 workflows of a higher
+    priority completed by one executor (worker concurrency 16) while 100 or `queued` others
+    wait on the queue, the two databases in turn."""
+    import json
+
+    urls = {waiting: new_database() for waiting in (100, queued)}
+    for waiting, url in urls.items():
+        began = time.perf_counter()
+        _dbos(url, "fill", waiting)
+        print(f"DBOS: filled {waiting:,} waiting in {time.perf_counter() - began:.1f} s")
+    rates: dict[int, list[float]] = {waiting: [] for waiting in urls}
+    for r in range(rounds):
+        for waiting in (list(urls) if r % 2 == 0 else list(reversed(urls))):
+            url = urls[waiting]
+            missing = waiting - int(_dbos(url, "count", 0))
+            if missing > 0:
+                _dbos(url, "fill", missing)
+            rates[waiting].append(json.loads(_dbos(url, "round", 1000))["per_s"])
+        print(f"DBOS round {r + 1}: " + ", ".join(f"{w:,} waiting {rates[w][-1]:,.0f}/s" for w in urls)
+              + f", ratio {rates[queued][-1] / rates[100][-1]:.2f}")
+    medians = {w: statistics.median(v) for w, v in rates.items()}
+    for waiting, median in medians.items():
+        print(f"DBOS queue with {waiting:,} waiting: median {median:,.0f} workflows/s over {rounds} rounds")
+    print(f"DBOS ratio of the medians, {queued:,} / 100 waiting: {medians[queued] / medians[100]:.2f}")
+
+
 def main() -> None:
     args = sys.argv[1:]
     queued = int(args[args.index("--queued") + 1]) if "--queued" in args else 100_000
@@ -138,6 +182,8 @@ def main() -> None:
         server = PgServer().start()
         try:
             run(lambda: PostgresStore(server.new_database()), queued, rounds, schedules)
+            if "--dbos" in args:
+                dbos_claims(server.new_database, queued, rounds)
         finally:
             server.stop()
         return

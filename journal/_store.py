@@ -19,7 +19,7 @@ from __future__ import annotations
 import builtins
 import enum
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, overload, runtime_checkable
 
 import msgspec
@@ -336,16 +336,35 @@ class Store(Protocol):
         ...
 
     def advance_schedules(self, moves: Sequence[tuple[ScheduleRecord, int, Sequence[Create], Sequence[str]]]
-                          ) -> builtins.list[bool]:
-        """`advance_schedule(*move)` for each move, in one transaction: what each returned.
-        A move refused (another process moved that schedule first) writes nothing; one that
-        raises writes nothing for any of them."""
+                          ) -> builtins.list[bool | None]:
+        """`advance_schedule(*move)` for each move, in one transaction: what each returned,
+        or None for a schedule that another process's transaction is moving right now (it is
+        not waited for; its ticks are that process's). A move refused writes nothing; one
+        that raises writes nothing for any of them."""
         ...
 
-    def ready(self, limit: int | None = None) -> builtins.list[str]:
+    def fire_schedules(self, names: Sequence[str],
+                       decide: Callable[[ScheduleRecord, InvocationRecord | None],
+                                        tuple[ScheduleRecord, Sequence[Create], Sequence[str]] | None]
+                       ) -> builtins.list[tuple[ScheduleRecord, bool] | None]:
+        """Fire the schedules `names`, in one transaction: each one that no other process is
+        firing or changing right now (it is not waited for) is read with the record of its
+        last run (`last_id`), and `decide` says what to do: None, or the schedule moved on,
+        the creations of its ticks' invocations and the runs to cancel, done as
+        `advance_schedule` does. For each name: `(the schedule as it stands now, whether
+        this call moved it)`, or None if another process holds it or it does not exist.
+        `decide` runs inside the transaction (again if the transaction is retried): it must
+        be quick and have no effect of its own. Two workers firing the same due schedules
+        with it each take those the other does not hold at that moment, and see those the
+        other moved as they now stand."""
+        ...
+
+    def ready(self, limit: int | None = None, after: tuple[int, int, str] | None = None) -> builtins.list[str]:
         """Pending invocations that may start now (a delayed start is not among them until
         it is due: `due_timers` has it), highest priority first, then oldest, read from an
-        index; at most `limit`."""
+        index; at most `limit`; with `after`, those that come after that place in this
+        order: `(priority, created_at, id)` of an invocation (a worker reads on past those
+        it cannot start yet)."""
         ...
 
     def next_message(self, invocation_id: str, topic: str, after: int = 0) -> tuple[int, InboxMessage] | None:

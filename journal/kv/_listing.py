@@ -66,6 +66,16 @@ def _tag_prefix(key: str, value: str) -> bytes:
 SHARDS = 16
 
 
+def count_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
+    """The count row that `record`, new, adds itself to."""
+    return _count_key(record.handler, record.status.value, id_bytes)
+
+
+def shard(id_bytes: bytes) -> int:
+    """Which shard of the counts an invocation's changes go to."""
+    return zlib.crc32(id_bytes) % SHARDS
+
+
 def _count_key(handler: str, status: str, id_bytes: bytes) -> bytes:
     shard = zlib.crc32(id_bytes) % SHARDS
     return b"c" + handler.encode("utf-8", "surrogatepass") + b"\x00" + status.encode() + b"\x00" + bytes((shard,))

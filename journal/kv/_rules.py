@@ -109,6 +109,27 @@ class Txn(abc.ABC):
         adds a key under `prefix` until this one ends (LMDB has one writer; PostgreSQL
         locks the prefix)."""
 
+    def lock(self, table: str, prefix: bytes, *, wait: bool = True) -> bool:
+        """Keep every other writer off `prefix` until this write transaction ends, as `last`
+        does, without reading anything. `wait=False`: if another transaction holds it, False
+        at once (PostgreSQL); a store with one writer at a time always has it."""
+        return True
+
+    def try_locks(self, table: str, prefixes: Sequence[bytes]) -> None:
+        """A hint: `lock(table, prefix, wait=False)` of each follows; a backend over the
+        network tries them all now, in one statement."""
+        return None
+
+    def peek_many(self, table: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The rows of `keys` that exist, read without locking any (in one statement on a database)."""
+        return {key: bytes(raw) for key in keys if (raw := self.get(table, key)) is not None}
+
+    def read_ahead(self, table: str, keys: Sequence[bytes], *, for_update: bool = False) -> None:
+        """A hint: these rows are read (`get`) later in this transaction; a backend over the
+        network reads them now, in one statement, locked as `get` locks each (and with
+        `for_update`, locked even where `get` does not lock: rows read to be written back)."""
+        return None
+
 
 def prefix_end(prefix: bytes) -> bytes | None:
     """The least key greater than every key that starts with `prefix` (None: no such key)."""

@@ -29,13 +29,18 @@ def queued(record: InvocationRecord) -> bool:
 
 
 def key(record: InvocationRecord, id_bytes: bytes) -> bytes:
-    return (PREFIX + (_MIDDLE - record.priority).to_bytes(8, "big")
-            + max(0, record.created_at).to_bytes(8, "big") + id_bytes)
+    return place(record.priority, record.created_at, id_bytes)
 
 
-def ids(txn: Txn, limit: int | None = None) -> list[str]:
+def place(priority: int, created_at: int, id_bytes: bytes) -> bytes:
+    return PREFIX + (_MIDDLE - priority).to_bytes(8, "big") + max(0, created_at).to_bytes(8, "big") + id_bytes
+
+
+def ids(txn: Txn, limit: int | None = None, after: tuple[int, int, str] | None = None) -> list[str]:
+    # After a place: from the first key above it (an id holds no NUL, so none lies between).
+    start = PREFIX if after is None else place(after[0], after[1], after[2].encode()) + b"\x00"
     # `scan_some`: a database fetches only the head, not the whole queue to stop early in it.
-    found = txn.scan("listing", PREFIX) if limit is None else txn.scan_some("listing", PREFIX, PREFIX, limit)
+    found = txn.scan("listing", PREFIX, start) if limit is None else txn.scan_some("listing", PREFIX, start, limit)
     return [k[len(PREFIX) + 16:].decode(errors="replace") for k, _ in found]
 
 

@@ -99,9 +99,12 @@ def _schedule_key(name: str) -> bytes:
 
 
 def _advance(txn: Txn, record: ScheduleRecord, expected_version: int, creates: Sequence[Create],
-             cancels: Sequence[str]) -> bool:
+             cancels: Sequence[str], *, wait: bool = True) -> bool | None:
+    """`Store.advance_schedule`'s rule; None (`wait=False`) if another transaction is moving
+    the schedule right now."""
     key = _schedule_key(record.name)
-    txn.last("meta", key)  # one advancing transaction at a time (PostgreSQL locks the prefix)
+    if not txn.lock("meta", key, wait=wait):  # one advancing transaction at a time (PostgreSQL locks the prefix)
+        return None
     raw = txn.get("meta", key)
     if raw is None or decode_schedule(bytes(raw)).version != expected_version:
         return False
@@ -113,6 +116,27 @@ def _advance(txn: Txn, record: ScheduleRecord, expected_version: int, creates: S
             request_cancel(txn, id_bytes, invocation_id, record.created_at, False)
     txn.put("meta", key, encode_schedule(msgspec.structs.replace(record, version=expected_version + 1)))
     return True
+
+
+Decide = Callable[[ScheduleRecord, InvocationRecord | None], "tuple[ScheduleRecord, Sequence[Create], Sequence[str]] | None"]
+
+
+def _advance_all(txn: Txn, moves: Sequence[tuple[ScheduleRecord, int, Sequence[Create], Sequence[str]]]
+                 ) -> builtins.list[bool | None]:
+    """`_advance` of each move, a schedule held by another transaction not waited for (None).
+    The new invocations and the counts they add themselves to are read first (a few
+    statements on a database, rather than several for each). The moves go in the order of
+    the count rows their first tick's invocation changes (`_listing.shard`): two batches
+    that both wait for some of those rows take them in the same order, so never deadlock."""
+    order = sorted(range(len(moves)), key=lambda n: (
+        _listing.shard(validate_id(moves[n][2][0].record.id)) if moves[n][2] else -1, moves[n][0].name))
+    ids = [(validate_id(op.record.id), op.record) for n in order for op in moves[n][2]]
+    txn.read_ahead("invocations", [i for i, _ in ids])
+    txn.read_ahead("listing", sorted({_listing.count_key(r, i) for i, r in ids}), for_update=True)
+    done: builtins.list[bool | None] = [False] * len(moves)
+    for n in order:
+        done[n] = _advance(txn, *moves[n], wait=False)
+    return done
 
 
 class KVStore(abc.ABC):
@@ -140,6 +164,11 @@ class KVStore(abc.ABC):
     @abc.abstractmethod
     def _transact(self, work: Callable[[Txn], T]) -> T:
         """Run `work` in one write transaction and commit it (retrying it whole if needed)."""
+
+    def _transact_many(self, work: Callable[[Txn], T]) -> T:
+        """`_transact` for a transaction of many writes (a backend over the network may send
+        them without waiting for each)."""
+        return self._transact(work)
 
     def sync(self) -> None:  # noqa: B027 - a store that is durable at commit has nothing to flush
         pass
@@ -218,13 +247,16 @@ class KVStore(abc.ABC):
         with self._read() as txn:  # the records' table is keyed by id: a range of keys, no value decoded
             return [key.decode(errors="replace") for key, _ in txn.scan_some("invocations", raw, raw, limit)]
 
-    def ready(self, limit: int | None = None) -> builtins.list[str]:
+    def ready(self, limit: int | None = None, after: tuple[int, int, str] | None = None) -> builtins.list[str]:
         """Pending invocations that may start now (not delayed), in the order workers claim
         them: highest priority first, then oldest; read from the run queue (`_runnable.py`)."""
         if not self._ensure_ready():
-            return self.ids(Status.PENDING)[:limit]
+            pending = self.ids(Status.PENDING)
+            if after is not None:
+                pending = pending[pending.index(after[2]) + 1:] if after[2] in pending else []
+            return pending[:limit]
         with self._read() as txn:
-            return _runnable.ids(txn, limit)
+            return _runnable.ids(txn, limit, after)
 
     def _ensure_ready(self) -> bool:
         """Whether the run queue covers every pending record, building it if it does not yet
@@ -398,7 +430,7 @@ class KVStore(abc.ABC):
         key = _schedule_key(record.name)
 
         def work(txn: Txn) -> ScheduleRecord:
-            txn.last("meta", key)  # (locks the name against a concurrent add on PostgreSQL)
+            txn.lock("meta", key)  # (against a concurrent add or firing, on PostgreSQL)
             raw = txn.get("meta", key)
             if raw is not None and not replace:
                 raise JournalError(f"schedule {record.name!r} exists; remove it first (journal schedule rm "
@@ -425,22 +457,51 @@ class KVStore(abc.ABC):
         """Move a schedule on: if it is still at `expected_version`, create the ticks'
         invocations (idempotent by id), ask `cancels` to cancel, and store `record` (its
         version one more) in one transaction; False if another worker moved it first."""
-        return self._transact(lambda txn: _advance(txn, record, expected_version, creates, cancels))
+        return bool(self._transact(lambda txn: _advance(txn, record, expected_version, creates, cancels)))
 
     def advance_schedules(self, moves: Sequence[tuple[ScheduleRecord, int, Sequence[Create], Sequence[str]]]
-                          ) -> builtins.list[bool]:
+                          ) -> builtins.list[bool | None]:
         """`advance_schedule` for each of `moves`, all in one transaction (a tick of
-        thousands of schedules is not thousands of commits), taken in the order of their
-        names: two workers moving overlapping sets lock them in the same order."""
-        order = sorted(range(len(moves)), key=lambda n: moves[n][0].name)
+        thousands of schedules is not thousands of commits); a schedule that another
+        transaction is moving right now is not waited for (None)."""
 
-        def work(txn: Txn) -> builtins.list[bool]:
-            done = [False] * len(moves)
-            for n in order:
-                done[n] = _advance(txn, *moves[n])
-            return done
+        def work(txn: Txn) -> builtins.list[bool | None]:
+            keys = [_schedule_key(move[0].name) for move in moves]
+            txn.try_locks("meta", keys)
+            txn.read_ahead("meta", keys)
+            return _advance_all(txn, moves)
 
-        return self._transact(work)
+        return self._transact_many(work)
+
+    def fire_schedules(self, names: Sequence[str], decide: Decide) -> builtins.list[tuple[ScheduleRecord, bool] | None]:
+        """`Store.fire_schedules`: the schedules, the records of their last runs and what the
+        moves change are read first, a few statements in all on a database, the schedules
+        locked without waiting (`Txn.try_locks`)."""
+
+        def work(txn: Txn) -> builtins.list[tuple[ScheduleRecord, bool] | None]:
+            keys = [_schedule_key(name) for name in names]
+            txn.try_locks("meta", keys)
+            txn.read_ahead("meta", keys)
+            found: dict[int, ScheduleRecord] = {}
+            for n, key in enumerate(keys):
+                if txn.lock("meta", key, wait=False) and (raw := txn.get("meta", key)) is not None:
+                    found[n] = decode_schedule(bytes(raw))
+            lasts = txn.peek_many("invocations", sorted({validate_id(s.last_id) for s in found.values() if s.last_id}))
+            out: builtins.list[tuple[ScheduleRecord, bool] | None] = [None] * len(names)
+            moves, where = [], []
+            for n, schedule in found.items():
+                raw = lasts.get(validate_id(schedule.last_id)) if schedule.last_id else None
+                move = decide(schedule, None if raw is None else _decode_record(raw, validate_id(schedule.last_id or "")))
+                out[n] = (schedule, False)
+                if move is not None:
+                    moves.append((move[0], schedule.version, move[1], move[2]))
+                    where.append(n)
+            for n, (record, version, _, _), done in zip(where, moves, _advance_all(txn, moves), strict=True):
+                if done:
+                    out[n] = (msgspec.structs.replace(record, version=version + 1), True)
+            return out
+
+        return self._transact_many(work)
 
     def _apply_create(self, txn: Txn, op: Create) -> tuple[InvocationRecord, bool]:
         id_bytes = validate_id(op.record.id)

@@ -35,6 +35,8 @@ DISK_FULL_WAIT = 60.0
 full disk before it gives up: a script or a cron job must not hang on it. A worker that runs
 until stopped waits as long as it takes."""
 _ASK_AGAIN = 5.0  # seconds: how often an invocation behind a full limit keeps its place in line (it is gone after 30)
+_FIRE_EVERY = 0.05  # seconds between two calls of `serve`'s `before_look` (a tick starts up to this late)
+_PAST_LINE = 64  # windows of the run queue one look reads past invocations waiting in full limits' lines, at most
 _KEPT_PER_LOOK = 64  # ... and how many places one look keeps at most (a thousand in line: every 4 s at 0.25 s a look)
 
 
@@ -56,6 +58,7 @@ class Worker:
         self._retry: set[str] = set()  # stopped by a full disk: taken again when the pause ends
         self._in_line = False  # the last look left invocations waiting in a limit's line
         self._asked: dict[str, float] = {}  # invocations in a limit's line: when their place was last kept
+        self._lines: dict[str, tuple[int, int, tuple[str, ...]]] = {}  # ... their priority, creation and limits
         self._order: dict[str, tuple[int, int]] = {}  # claim order of what `runnable` found: (-priority, created)
         self._window: int | None = None  # the most pending invocations held in hand (None: all)
         self._took_all = True  # the last look took every pending one it could start
@@ -112,40 +115,83 @@ class Worker:
         seen: set[str] = set()
         # `seen.add` returns None: the idiom keeps each id's first occurrence, in order.
         ids = [i for i in ids if not (i in seen or seen.add(i)) and i not in busy]  # type: ignore[func-returns-value]
-        out = []
+        out: list[str] = []
         in_line: list[InvocationRecord] = []
         read: dict[str, InvocationRecord] = {}
         for invocation_id in ids:
             record = self._record(invocation_id)
-            if record is None:
-                continue
-            read[invocation_id] = record
-            if self.handlers is not None:
-                if record.handler not in self.handlers:  # left for a worker given its handler
-                    continue
-            elif is_handler_name(record.handler):
-                self._skip(invocation_id, (
-                    f"it records the handler name {record.handler!r}, and this worker was given no code for "
-                    f"it; it stays pending for a worker started with --handler {record.handler}=path/to/file.py:"
-                    f"function, or run it here: journal resume {invocation_id} --handler "
-                    f"{record.handler}=path/to/file.py:function"))
-                continue
-            if record.limits:
-                in_line.append(record)
-            else:
-                out.append(invocation_id)
-                self._order[invocation_id] = (-record.priority, record.created_at)
+            if record is not None:
+                read[invocation_id] = record
+            self._sort(record, out, in_line)
         self.found = read
-        return out + self._free_of_line(in_line)
+        self._in_line = False
+        full: set[tuple[str, ...]] = set()
+        free = self._free_of_line(in_line, full)
+        if self._window is not None and full and len(head) == limit and not out and not free:
+            # The whole head waits in the lines of full limits: read on past it, so that an
+            # invocation behind them that may run now is not held up by them.
+            free = self._read_past_line(head[-1], busy, full)
+        return out + free
 
-    def _free_of_line(self, records: list[InvocationRecord]) -> list[str]:
+    def _sort(self, record: InvocationRecord | None, out: list[str], in_line: list[InvocationRecord]) -> None:
+        """Put a runnable invocation's id in `out`, or its record in `in_line` if it is under
+        limits; leave it if this worker has no code for it."""
+        if record is None:
+            return
+        if self.handlers is not None:
+            if record.handler not in self.handlers:  # left for a worker given its handler
+                return
+        elif is_handler_name(record.handler):
+            self._skip(record.id, (
+                f"it records the handler name {record.handler!r}, and this worker was given no code for "
+                f"it; it stays pending for a worker started with --handler {record.handler}=path/to/file.py:"
+                f"function, or run it here: journal resume {record.id} --handler "
+                f"{record.handler}=path/to/file.py:function"))
+            return
+        if record.limits:
+            in_line.append(record)
+        else:
+            out.append(record.id)
+            self._order[record.id] = (-record.priority, record.created_at)
+
+    def _read_past_line(self, last: str, busy: set[str], full: set[tuple[str, ...]]) -> list[str]:
+        """Walk the run queue on from `last`, a window at a time, to the first invocations
+        that may run now, or to its end (at most `_PAST_LINE` windows a look). One known to
+        wait in a full limit's line (`_lines`) is passed over without its record being read,
+        so a look behind a thousand waiting ones reads the queue's index, not a thousand records."""
+        assert self._window is not None
+        record = self._record(last)
+        place = None if record is None else (record.priority, record.created_at, record.id)
+        for _ in range(_PAST_LINE):
+            if place is None:
+                break
+            page = self.store.ready(self._window, after=place)
+            out: list[str] = []
+            in_line: list[InvocationRecord] = []
+            for invocation_id in page:
+                known = self._lines.get(invocation_id)
+                if known is not None:
+                    place = (known[0], known[1], invocation_id)
+                    if known[2] in full and time.monotonic() - self._asked.get(invocation_id, 0.0) < _ASK_AGAIN:
+                        continue
+                if invocation_id in busy:
+                    continue
+                record = self._record(invocation_id)
+                if record is not None:
+                    place = (record.priority, record.created_at, record.id)
+                self._sort(record, out, in_line)
+            free = self._free_of_line(in_line, full)
+            if out or free or len(page) < self._window:
+                return out + free
+        return []
+
+    def _free_of_line(self, records: list[InvocationRecord], full: set[tuple[str, ...]]) -> list[str]:
         """The invocations under limits that may run now: each takes its unit, in the order the
         line serves them (priority, then age). Behind one that must wait, the others of the same
         limits wait too: they are asked again (which keeps their place) only every few seconds,
-        so a look at a thousand waiting invocations costs a few transactions, not a thousand."""
-        self._in_line = False
+        so a look at a thousand waiting invocations costs a few transactions, not a thousand.
+        `full` gathers the limits found full in this look (across calls)."""
         now = time.monotonic()
-        full: set[tuple[str, ...]] = set()
         out = []
         kept = 0
         for record in sorted(records, key=lambda r: (-r.priority, r.created_at, r.id)):
@@ -159,14 +205,17 @@ class Worker:
             self._asked[record.id] = now
             if self._unit_free(record):
                 self._asked.pop(record.id, None)
+                self._lines.pop(record.id, None)
                 out.append(record.id)
                 self._order[record.id] = (-record.priority, record.created_at)
             else:
                 full.add(names)
+                self._lines[record.id] = (record.priority, record.created_at, names)
                 self._in_line = True
         if len(self._asked) > 4 * len(records) + 1000:  # forget those that left the line elsewhere
-            waiting = {r.id for r in records}
+            waiting = {r.id for r in records} | {i for i, line in self._lines.items() if line[2] in full}
             self._asked = {i: t for i, t in self._asked.items() if i in waiting}
+            self._lines = {i: line for i, line in self._lines.items() if i in self._asked}
         return out
 
     def _unit_free(self, record: InvocationRecord) -> bool:
@@ -216,7 +265,8 @@ class Worker:
                     before_look: Callable[[], Awaitable[object]] | None = None) -> None:
         """Run whatever becomes runnable until cancelled (or idle, with `idle_exit`). With
         `idle_exit`, a disk that stays full for `disk_full_wait` seconds raises `DiskFull`.
-        `before_look` runs before each look for work (the engine fires its due schedules)."""
+        `before_look` (the engine fires its due schedules) runs in a task of its own every
+        `_FIRE_EVERY` seconds, or with `idle_exit` before each look for work."""
         gate = _Gate(concurrency)
         executor = self.executor
         window = self._window = max(64, 4 * concurrency)
@@ -259,6 +309,9 @@ class Worker:
             self._bell = self.store.work_bell()
         try:
             async with anyio.create_task_group() as tg:
+                if before_look is not None and not idle_exit:
+                    tg.start_soon(self._keep_firing, before_look)
+                    before_look = None
                 while True:
                     if self._paused_until is not None:
                         until = self._paused_until
@@ -288,6 +341,16 @@ class Worker:
             if self._bell is not None:
                 self._bell.close()
                 self._bell = None
+
+    async def _keep_firing(self, fire: Callable[[], Awaitable[object]]) -> None:
+        """Fire due schedules, apart from the looks for work: a tick's invocation is created
+        on time however long the runs take, and the runs go on while a tick of thousands of
+        schedules is fired (before, each look waited for it: 10,000 schedules on PostgreSQL
+        held the look for 86 s). A call with nothing due returns without reading the store."""
+        while True:
+            if await fire():
+                self.nudge()  # (a store that does not wake workers by itself)
+            await anyio.sleep(_FIRE_EVERY)
 
     def _pause(self, exc: DiskFull) -> None:
         """Take no work for a while: the store's disk is full. Each try that finds it still full

@@ -265,6 +265,29 @@ async def test_waiting_invocations_are_served_by_priority_then_age(open_engine):
     assert RUNS == ["d", "b", "e", "a", "c"]
 
 
+async def test_an_invocation_free_to_run_is_found_behind_more_waiting_ones_than_a_look_reads(open_engine):
+    """A worker reads the head of the run queue a window at a time (64 here): with every one of
+    the head waiting for a held limit, it reads on past them to the one that may run now."""
+    from ..waiting import until
+
+    RUNS.clear()
+    async with open_engine() as engine:
+        await engine.limits.set("one", concurrency=1)
+        table = engine.store.limits()
+        assert str(table.acquire(Request("blocker", ("one",), "x", HOST, os.getpid()))) == "Granted()"
+        for i in range(100):
+            await engine.start(limited_job, f"held-{i:03d}", id=f"held-{i:03d}", limit="one")
+        await engine.start(limited_job, "free", id="free")
+        assert engine.store.ready()[-1] == "free"  # behind all of them in the queue
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(engine.serve, concurrency=16))
+            await until(lambda: "free" in RUNS, "the invocation with no limit to run")
+            assert (await engine.get("held-000")).status == "pending"
+            tg.cancel_scope.cancel()
+        table.release("blocker", ("one",))
+    assert RUNS == ["free"]
+
+
 async def test_a_rule_changed_while_steps_wait_is_obeyed_at_once_and_prefix_rules_count_each_name(open_engine):
     gauge = Gauge()
     release = anyio.Event()

@@ -86,6 +86,15 @@ class _Layout:
         if index is not None:
             self.ddl.append(f"CREATE INDEX IF NOT EXISTS {table}_by_{index[0]} ON {self.table} ({', '.join(index)})")
 
+    def put_rows(self, rows: int) -> str:
+        """`put` of `rows` rows in one statement (their keys distinct)."""
+        values = ", ".join(["(" + ", ".join(["%s"] * (len(self.columns) + 1)) + ")"] * rows)
+        return self.put.replace(" VALUES (" + ", ".join(["%s"] * (len(self.columns) + 1)) + ")", " VALUES " + values)
+
+    def delete_many(self, rows: int) -> str:
+        one = "(" + " AND ".join(f"{c} = %s" for c in self.columns) + ")"
+        return f"DELETE FROM {self.table} WHERE " + " OR ".join([one] * rows)
+
     def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
         """The query for the rules' `scan(prefix, start)`, in key order."""
         low = start if start is not None and start > prefix else prefix
@@ -259,20 +268,108 @@ def inserted_keys(result: list[tuple[Any, ...]]) -> set[bytes]:
     return {entry_key(bytes(i), s) for i, s in result}
 
 
+def _prefix_hash(table: str, prefix: bytes) -> int:
+    return zlib.crc32(table.encode() + b"\x00" + prefix) & 0x7FFFFFFF
+
+
+_ROWS_A_STATEMENT = 1000  # rows held by a transaction written by one statement at most
+
+
+def _holdable(table: str, key: bytes) -> bool:
+    """Whether a write may be held until `flush`: not a lease (what the append path checks
+    against), nor a count of the listing (read, changed and written back: written at once,
+    it stays locked from then on, as without holding)."""
+    return table != "leases" and not (table == "listing" and key.startswith(b"c"))
+
+
 class PgTxn(Txn):
     """A transaction of the rules on one cursor: each key read or written as its row."""
 
-    __slots__ = ("cursor", "notify", "_write", "leases", "redo")
+    __slots__ = ("cursor", "notify", "_write", "leases", "redo", "pipeline", "_held", "_ahead", "_tried")
 
     def __init__(self, cursor: Any, *, write: bool = False, redo: bool = False) -> None:
         self.cursor = cursor
+        # In a pipeline (`PostgresStore._transact_many`), a statement whose answer nothing
+        # reads is sent without waiting for it; reading one waits for every answer before it.
+        self.pipeline: Any = None
+        # With `hold_writes`, rows written are held here (None: deleted) and written at
+        # `flush`, one statement per table, rather than one statement per row: a new
+        # invocation writes about ten rows. A read of a held row answers from here; any
+        # other read of a table with held rows writes them first.
+        self._held: dict[str, dict[bytes, bytes | None]] | None = None
+        self._ahead: dict[str, dict[bytes, bytes | None]] = {}  # rows read ahead (`read_ahead`), kept current
+        self._tried: dict[tuple[str, bytes], bool] = {}  # prefix locks tried ahead (`try_locks`)
         self.notify = False
         self._write = write
         self.redo = redo  # a transaction done again after its connection was lost: it may have committed
         self.leases: dict[bytes, bytes] = {}  # lease rows written: what `append_fast` may check against
 
+    def hold_writes(self) -> None:
+        self._held = {}
+
+    def flush(self, table: str | None = None) -> None:
+        """Write the rows held (of `table`, or all): deletions, then one upsert per table."""
+        held = self._held
+        if not held:
+            return
+        for name in [table] if table is not None else list(held):
+            rows = held.pop(name, None)
+            if not rows:
+                continue
+            layout = LAYOUTS[name]
+            gone = [layout.split(k) for k, v in rows.items() if v is None]
+            kept = [(*layout.split(k), v) for k, v in rows.items() if v is not None]
+            for part in range(0, len(gone), _ROWS_A_STATEMENT):
+                chunk = gone[part:part + _ROWS_A_STATEMENT]
+                self.cursor.execute(layout.delete_many(len(chunk)), [x for row in chunk for x in row])
+            for part in range(0, len(kept), _ROWS_A_STATEMENT):
+                chunk = kept[part:part + _ROWS_A_STATEMENT]
+                self.cursor.execute(layout.put_rows(len(chunk)), [x for row in chunk for x in row])
+
+    def try_locks(self, table: str, prefixes: Sequence[bytes]) -> None:
+        hashes = [_prefix_hash(table, prefix) for prefix in prefixes]
+        rows = self.cursor.execute(
+            "SELECT pg_try_advisory_xact_lock(%s::int, u.h) FROM unnest(%s::int[]) WITH ORDINALITY AS u (h, n) "
+            "ORDER BY u.n", (_PREFIX_LOCK, hashes)).fetchall()
+        for prefix, row in zip(prefixes, rows, strict=True):
+            self._tried[(table, prefix)] = bool(row[0]) or self._tried.get((table, prefix), False)
+
+    def peek_many(self, table: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        layout = LAYOUTS[table]
+        if not keys or len(layout.columns) != 1:
+            return super().peek_many(table, keys)
+        if self._held:
+            self.flush(table)
+        (column,) = layout.columns
+        return {bytes(k): bytes(v) for k, v in self.cursor.execute(
+            f"SELECT {column}, v FROM {layout.table} WHERE {column} = ANY(%s::bytea[])", (list(keys),)).fetchall()}
+
+    def read_ahead(self, table: str, keys: Sequence[bytes], *, for_update: bool = False) -> None:
+        layout = LAYOUTS[table]
+        if not keys or len(layout.columns) != 1:
+            return
+        (column,) = layout.columns
+        if self._held:
+            self.flush(table)
+        locked = self._write and table in _LOCKED
+        if locked:  # as `get` does for a row not there yet: its key locked, in one order (no deadlock)
+            self.cursor.execute("SELECT pg_advisory_xact_lock(%s::int, h) FROM (SELECT DISTINCT h FROM "
+                                "unnest(%s::int[]) AS u (h) ORDER BY h) AS s",
+                                (_LOCKED[table], [zlib.crc32(k) & 0x7FFFFFFF for k in keys]))
+        lock = " ORDER BY 1 FOR UPDATE" if locked or (for_update and self._write) else ""
+        found = {bytes(k): v for k, v in self.cursor.execute(
+            f"SELECT {column}, v FROM {layout.table} WHERE {column} = ANY(%s::bytea[]){lock}", (list(keys),)).fetchall()}
+        ahead = self._ahead.setdefault(table, {})
+        for key in keys:
+            ahead[key] = found.get(key)
+
     def get(self, table: str, key: bytes) -> bytes | None:
         layout = LAYOUTS[table]
+        if self._held is not None and key in self._held.get(table, ()):
+            return self._held[table][key]
+        ahead = self._ahead.get(table)
+        if ahead is not None and key in ahead:
+            return ahead[key]
         if not self._write or table not in _LOCKED:
             row = self.cursor.execute(layout.get, layout.split(key)).fetchone()
             return None if row is None else row[0]
@@ -291,6 +388,8 @@ class PgTxn(Txn):
 
     def peek(self, table: str, key: bytes) -> bytes | None:
         """Read a row without locking it, even in a write transaction."""
+        if self._held:
+            self.flush(table)
         layout = LAYOUTS[table]
         row = self.cursor.execute(layout.get, layout.split(key)).fetchone()
         return None if row is None else row[0]
@@ -301,6 +400,8 @@ class PgTxn(Txn):
         not exist yet (a pending invocation has no lease), the lock `get` takes on its key is
         tried instead of waited for: claims never wait, so a batch of them cannot deadlock
         with another worker's."""
+        if self._held:
+            self.flush()
         for table in ("invocations", "leases"):
             if self.cursor.execute(_CLAIM[table], (id_bytes,)).fetchone() is not None:
                 continue
@@ -317,11 +418,18 @@ class PgTxn(Txn):
         invocation's lease row still holds exactly those bytes; the keys inserted. One
         statement for the batch: one round trip, and, outside a transaction block, its own
         transaction and commit."""
+        if self._held:
+            self.flush()
         return inserted_keys(self.cursor.execute(fast_append_sql(len(rows)), fast_append_args(rows)).fetchall())
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         layout = LAYOUTS[table]
-        self.cursor.execute(layout.put, (*layout.split(key), value))
+        if self._ahead and key in self._ahead.get(table, ()):
+            self._ahead[table][key] = value
+        if self._held is not None and _holdable(table, key):
+            self._held.setdefault(table, {})[key] = value
+        else:
+            self.cursor.execute(layout.put, (*layout.split(key), value))
         if table == "leases":
             self.leases[key] = value
         if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
@@ -351,18 +459,32 @@ class PgTxn(Txn):
 
     def insert(self, table: str, key: bytes, value: bytes) -> bool:
         layout = LAYOUTS[table]
-        return bool(self.cursor.execute(layout.insert, (*layout.split(key), value)).rowcount == 1)
+        if self._held:
+            self.flush(table)
+        self.cursor.execute(layout.insert, (*layout.split(key), value))
+        if self.pipeline is not None:  # (a row count is known only once its answer is in)
+            self.pipeline.sync()
+        return bool(self.cursor.rowcount == 1)
 
     def delete(self, table: str, key: bytes) -> None:
         layout = LAYOUTS[table]
+        if self._ahead and key in self._ahead.get(table, ()):
+            self._ahead[table][key] = None
+        if self._held is not None and _holdable(table, key):
+            self._held.setdefault(table, {})[key] = None
+            return
         self.cursor.execute(layout.delete, layout.split(key))
 
     def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        if self._held:
+            self.flush(table)
         layout = LAYOUTS[table]
         sql, args = layout.scan(prefix, start)
         return iter([(layout.join(row[:-1]), row[-1]) for row in self.cursor.execute(sql, args).fetchall()])
 
     def scan_some(self, table: str, prefix: bytes, start: bytes, limit: int) -> Iterator[tuple[bytes, bytes]]:
+        if self._held:
+            self.flush(table)
         layout = LAYOUTS[table]
         sql, args = layout.scan(prefix, start)
         rows = self.cursor.execute(sql + " LIMIT %s", [*args, limit]).fetchall()
@@ -370,11 +492,23 @@ class PgTxn(Txn):
 
     def last(self, table: str, prefix: bytes) -> bytes | None:
         if self._write:  # two creators must not both see the same last key of a key's queue
-            self.cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)",
-                              (_PREFIX_LOCK, zlib.crc32(table.encode() + b"\x00" + prefix) & 0x7FFFFFFF))
+            self.lock(table, prefix)
+        if self._held:
+            self.flush(table)
         sql, args = LAYOUTS[table].last(prefix)
         row = self.cursor.execute(sql, args).fetchone()
         return None if row is None else LAYOUTS[table].join(row)
+
+    def lock(self, table: str, prefix: bytes, *, wait: bool = True) -> bool:
+        if self._tried.get((table, prefix)):
+            return True
+        if not wait and (table, prefix) in self._tried:
+            return False
+        key = (_PREFIX_LOCK, _prefix_hash(table, prefix))
+        if wait:
+            self.cursor.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", key)
+            return True
+        return bool(self.cursor.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)", key).fetchone()[0])
 
     def owner_alive(self, owner: str) -> bool:
         classid, objid = owner_lock_key(owner)

@@ -236,7 +236,14 @@ class PostgresStore(PostgresTables, KVStore):
     def _transact(self, work: Callable[[Txn], T]) -> T:
         return self._write(work, durable=True)
 
-    def _write(self, work: Callable[[PgTxn], T], *, durable: bool, block: bool = True) -> T:
+    def _transact_many(self, work: Callable[[Txn], T]) -> T:
+        """A transaction of many statements (a batch of schedules' ticks): its rows written
+        at its end, one statement per table (`PgTxn.hold_writes`), in a pipeline, so that
+        only its reads wait for an answer. Measured: 17 statements a schedule, 11 of them
+        writes of one row each."""
+        return self._write(work, durable=True, pipeline=True)
+
+    def _write(self, work: Callable[[PgTxn], T], *, durable: bool, block: bool = True, pipeline: bool = False) -> T:
         """`work` in a write transaction, retried whole on a deadlock, and on a new connection
         if the server went away, whether or not the lost one had committed: the rules find
         what a commit whose answer was lost did (an append of the same bytes, a lease or a
@@ -266,7 +273,14 @@ class PostgresStore(PostgresTables, KVStore):
                                 self._connector.outage.reached()
                             return result
                         cur.execute("BEGIN")
-                        result = work(txn)
+                        if pipeline:
+                            with conn.pipeline() as txn.pipeline:
+                                txn.hold_writes()
+                                result = work(txn)
+                                txn.flush()
+                            txn.pipeline = None
+                        else:
+                            result = work(txn)
                         if txn.notify:
                             cur.execute(f"NOTIFY {CHANNEL}")
                         cur.execute("COMMIT")

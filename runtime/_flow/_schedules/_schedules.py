@@ -186,10 +186,12 @@ class Schedules:
 
     async def fire_due(self) -> builtins.list[str]:
         """Start every tick that is due, on every schedule: the ids started. Every worker calls
-        it on each look; it reads the schedules only when one is due, or once a second to see
-        new ones. The due ones move on in transactions of `_BATCH` schedules (a minute's tick
-        of ten thousand schedules is not ten thousand commits), taken in an order of this
-        worker's own, so that two workers share a tick's work rather than race on it."""
+        it, in a task of its own (`Worker.serve`), a few times a second; it reads the
+        schedules only when one is due, or once a second to see new ones. The due ones move
+        on in transactions of `_BATCH` schedules (a minute's tick of ten thousand schedules
+        is not ten thousand commits), taken in an order of this worker's own; a schedule
+        that another worker is moving at that moment is left to it, not waited for, so two
+        workers share a tick's work rather than race on it."""
         now = self.now_us()
         if now < self._next_look and now - self._scanned < _RESCAN_US:
             return []
@@ -201,9 +203,11 @@ class Schedules:
         batches = [due[n:n + _BATCH] for n in range(0, len(due), _BATCH)]
         random.shuffle(batches)
         for batch in batches:
-            moved, stale = await self._read(self._fire_batch, batch, now, started)
+            moved, again, held = await self._read(self._fire_batch, batch, now, started)
             latest.update(moved)
-            for schedule in stale:  # another worker moved it, or the batch could not commit
+            for name in held:  # where another worker leaves it is read at the next look
+                latest.pop(name, None)
+            for schedule in again:
                 latest[schedule.name] = await self._fire_alone(schedule, now, started)
         next_look = now + _RESCAN_US
         for schedule in latest.values():
@@ -218,36 +222,39 @@ class Schedules:
         return started
 
     def _fire_batch(self, batch: builtins.list[ScheduleRecord], now: int, started: builtins.list[str]
-                    ) -> tuple[dict[str, ScheduleRecord], builtins.list[ScheduleRecord]]:
-        """Plan each of `batch` and move them on in one transaction (in a thread: store reads
-        and one commit): the schedules moved, and those left to `_fire_alone`."""
-        moves, planned = [], []
-        stale: builtins.list[ScheduleRecord] = []
-        for schedule in batch:
-            try:
-                last = self._store.get(schedule.last_id) if schedule.last_id else None
-                plan = _fire.plan(schedule, now, last)
-                if plan is None:
-                    continue
-                creates = [self._creation(schedule, tick, now) for tick in plan.starts]
-            except (JournalError, ValueError):
-                stale.append(schedule)  # said by `_fire_alone`, which meets it again
-                continue
-            moves.append((plan.record, schedule.version, creates, plan.cancels))
-            planned.append(schedule)
+                    ) -> tuple[dict[str, ScheduleRecord], builtins.list[ScheduleRecord], builtins.list[str]]:
+        """Fire `batch` in one transaction (in a thread: `Store.fire_schedules`, which reads
+        each schedule as it stands, so one another worker moved since this pass read it is
+        seen moved and left): the schedules as they now stand, those left to `_fire_alone`
+        (the batch could not commit), and the names of those another worker holds (or that
+        are gone)."""
+        at = self.now_us()  # the invocations' creation: this batch's, not the pass's (a pass takes a while)
+        decided: dict[str, builtins.list[Create]] = {}
+
+        def decide(schedule: ScheduleRecord, last: InvocationRecord | None
+                   ) -> tuple[ScheduleRecord, builtins.list[Create], builtins.list[str]] | None:
+            plan = _fire.plan(schedule, now, last)
+            if plan is None:
+                decided.pop(schedule.name, None)
+                return None
+            decided[schedule.name] = creates = [self._creation(schedule, tick, at) for tick in plan.starts]
+            return plan.record, creates, plan.cancels
+
         try:
-            done = self._store.advance_schedules(moves) if moves else []
+            found = self._store.fire_schedules([s.name for s in batch], decide)
         except (JournalError, ValueError):
-            return {}, stale + planned  # one of them cannot be started: each alone, said once
-        moved = {}
-        for (record, version, creates, _), schedule, ok in zip(moves, planned, done, strict=True):
-            if ok:
-                started += [op.record.id for op in creates]
+            return {}, batch, []  # one of them cannot be started: each alone, said once
+        moved: dict[str, ScheduleRecord] = {}
+        held: builtins.list[str] = []
+        for schedule, result in zip(batch, found, strict=True):
+            if result is None:
+                held.append(schedule.name)
+                continue
+            moved[schedule.name], fired = result
+            if fired:
+                started += [op.record.id for op in decided[schedule.name]]
                 self._failed.pop(schedule.name, None)
-                moved[schedule.name] = msgspec.structs.replace(record, version=version + 1)
-            else:
-                stale.append(schedule)
-        return moved, stale
+        return moved, [], held
 
     async def _fire_alone(self, schedule: ScheduleRecord, now: int, started: builtins.list[str]) -> ScheduleRecord:
         try:
