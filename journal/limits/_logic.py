@@ -308,9 +308,12 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive,
 
 
 def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None, now: int,
-            known: dict[str, LimitRule] | None = None) -> None:
+            known: dict[str, LimitRule] | None = None) -> bool:
     """Give back `hid`'s units; `used_tokens` (what the step reported) replaces its estimate
-    in the tokens window, so an estimate too high is given back and one too low charged."""
+    in the tokens window, so an estimate too high is given back and one too low charged.
+    Whether a unit went back to a limit others wait for (a store whose workers sleep between
+    looks wakes them)."""
+    waited = False
     for name in names:
         raw = txn.get("limit_state", name.encode())
         if raw is None:
@@ -333,7 +336,9 @@ def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None,
                         if after and not state.tokens_oldest:
                             state.tokens_oldest = end
             state.tokens_total += charged
+            waited = waited or bool(state.waiters)
         _put_state(txn, name, state)
+    return waited
 
 
 def pause(txn: Txn, names: tuple[str, ...], until: int) -> list[str]:

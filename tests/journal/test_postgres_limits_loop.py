@@ -160,3 +160,29 @@ async def test_the_function_is_created_once_by_any_number_of_stores(postgres_url
     finally:
         for store in stores:
             store.close()
+
+
+@pytest.mark.parametrize("path", ["loop", "thread"])
+async def test_a_unit_given_back_to_a_line_wakes_every_worker(stores, postgres_url, anyio_backend, path):
+    """Workers sleep until a NOTIFY between looks: a unit going back to a limit someone waits
+    for sends one, so the first in line goes now rather than at its worker's next look."""
+    import psycopg
+
+    from journal.backends.postgres._rows import CHANNEL
+
+    a, b = stores
+    table, other = a.limits(), b.limits()
+    table.set("llm", LimitRule(concurrency=1))
+    await _warm(table)
+    assert isinstance(await table.acquire_async(_req("h", "llm")), Granted)
+    assert isinstance(other.acquire(_req("first", "llm", owner="them")), Blocked)
+    with psycopg.connect(postgres_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+        if path == "loop":
+            assert await table.release_async("h", ("llm",))
+            await table.settle()
+        else:
+            table.release("h", ("llm",))
+        heard = [n.channel for n in listener.notifies(timeout=30, stop_after=1)]
+    assert heard == [CHANNEL]
+    assert isinstance(other.acquire(_req("first", "llm", owner="them")), Granted)

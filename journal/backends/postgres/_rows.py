@@ -32,6 +32,9 @@ from ...kv._rules import TABLES, Txn, entry_key, prefix_end
 from ._version import FORMAT_VERSION as FORMAT_VERSION
 
 SCHEMA = "journal"
+# What a worker LISTENs on: a NOTIFY on it says an invocation may run now (one became runnable,
+# or a limit with a line gave a unit back).
+CHANNEL = "journal_runnable"
 LOCK_CLASS = 0x6A6F  # high half of the advisory lock keys of owners ("jo")
 _LOCKED = {"invocations": 1, "leases": 2}  # tables whose rows a write transaction locks when it reads them
 _PREFIX_LOCK = 3  # the advisory lock class of a prefix that `last` reads in a write transaction

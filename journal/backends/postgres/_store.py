@@ -59,6 +59,7 @@ from ._connect import Connector, Session, conninfo, default_patience
 from ._owners import OwnerSession
 from ._rows import (
     ADDED_TABLES,
+    CHANNEL,
     DDL,
     FORMAT_VERSION,
     LAYOUTS,
@@ -79,7 +80,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-CHANNEL = "journal_runnable"
 _RETRIES = 50
 # The ordered key-value tables of `journal.Tables` (checkpoints, memory) share one more
 # `(k bytea PRIMARY KEY, v bytea)` table, created in `_create_schema` (`_tables.py`).
