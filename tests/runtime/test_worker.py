@@ -30,7 +30,9 @@ async def test_a_short_sleep_is_journaled_and_waited_inline(open_engine):
 async def test_a_long_sleep_suspends_and_resumes_with_only_the_time_left(open_engine, calls):
     async def agent(ctx: Context) -> str:
         await ctx.run("before", calls("before"))
-        await ctx.sleep(0.3)
+        # Long enough that the early resume below comes before the timer on a loaded machine
+        # (0.3 s did not: the resume found the time up and completed).
+        await ctx.sleep(2.0)
         return await ctx.run("after", calls("after"))
 
     async with open_engine(inline_sleep_limit=0.1) as engine:
