@@ -204,16 +204,16 @@ def _path(fn):
     return handler_path(fn)
 
 
-async def test_two_processes_firing_one_tick_on_postgresql_split_it_without_starting_any_twice(open_engine, db):
+async def test_two_processes_firing_one_tick_on_postgresql_split_it_without_starting_any_twice(postgres_url):
     """Two stores on one database (two workers' connections): each batch locks its schedules
     without waiting, so each worker fires those the other does not hold at that moment, and
     sees those the other moved as moved."""
     import anyio
 
-    if not str(db).startswith("postgresql"):
-        pytest.skip("two processes' stores on one database: PostgreSQL (LMDB has one writer at a time)")
+    from runtime import Engine
+
     clock = Clock(T0)
-    async with open_engine(clock=clock) as engine, open_engine(clock=clock) as other:
+    async with Engine.open(postgres_url, clock=clock) as engine, Engine.open(postgres_url, clock=clock) as other:
         for n in range(600):
             await engine.schedules.add(f"s{n:03d}", _path(nightly), every=60, input=n)
         clock.set(_at(minutes=1))
