@@ -15,16 +15,23 @@ from journal.limits import Request
 from runtime import Context, RateLimited, RetryPolicy, current_step
 from runtime.testing import check_determinism
 
+from ..waiting import DEADLINE
+
 pytestmark = pytest.mark.anyio
 
 
 class Gauge:
-    """How many step functions run at once, as the functions themselves count it."""
+    """How many step functions run at once, as the functions themselves count it.
 
-    def __init__(self):
+    With `meet`, a call waits (up to a deadline) until that many have run at once before it
+    ends, so whether they overlap does not hang on how fast a loaded machine hands out the
+    units: a limit that lets fewer in fails the count, one that lets more in is seen too."""
+
+    def __init__(self, meet=None):
         self.now = 0
         self.most = 0
         self.calls = 0
+        self.meet = meet
         self._lock = threading.Lock()
 
     async def __call__(self, i, pause=0.01):
@@ -33,6 +40,10 @@ class Gauge:
             self.calls += 1
             self.most = max(self.most, self.now)
         try:
+            if self.meet is not None:
+                with anyio.move_on_after(DEADLINE):
+                    while self.most < self.meet:
+                        await anyio.sleep(0.001)
             await anyio.sleep(pause)
         finally:
             with self._lock:
@@ -41,7 +52,7 @@ class Gauge:
 
 
 async def test_a_concurrency_limit_is_never_exceeded(open_engine):
-    gauge = Gauge()
+    gauge = Gauge(meet=3)
 
     async def agent(ctx: Context, n: int) -> list:
         out = []
@@ -64,7 +75,7 @@ async def test_a_concurrency_limit_is_never_exceeded(open_engine):
 
 
 async def test_without_a_rule_a_limit_name_limits_nothing(open_engine):
-    gauge = Gauge()
+    gauge = Gauge(meet=6)
 
     async def agent(ctx: Context) -> None:
         async with anyio.create_task_group() as tg:
