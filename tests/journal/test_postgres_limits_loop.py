@@ -122,13 +122,20 @@ async def test_a_release_nobody_carries_goes_alone(stores, anyio_backend, concur
     assert not table._deferred
 
 
-async def test_a_line_with_a_waiter_goes_to_the_thread_which_serves_it_first(stores, anyio_backend):
+async def _held_with_one_in_line(stores):
+    """`llm` at concurrency 1, its unit held by "h" from the loop of the first store and
+    "first" (priority 5) waiting for it through the second: the two stores' tables."""
     a, b = stores
     table, other = a.limits(), b.limits()
     table.set("llm", LimitRule(concurrency=1))
     await _warm(table)
     assert isinstance(await table.acquire_async(_req("h", "llm")), Granted)
     assert isinstance(other.acquire(_req("first", "llm", owner="them", priority=5)), Blocked)
+    return table, other
+
+
+async def test_a_line_with_a_waiter_goes_to_the_thread_which_serves_it_first(stores, anyio_backend):
+    table, other = await _held_with_one_in_line(stores)
     assert await table.release_async("h", ("llm",))
     # Whether the waiter lives is the thread's question: the loop hands the acquisition over.
     assert await table.acquire_async(_req("later", "llm")) is None
@@ -170,12 +177,7 @@ async def test_a_unit_given_back_to_a_line_wakes_every_worker(stores, postgres_u
 
     from journal.backends.postgres._rows import CHANNEL
 
-    a, b = stores
-    table, other = a.limits(), b.limits()
-    table.set("llm", LimitRule(concurrency=1))
-    await _warm(table)
-    assert isinstance(await table.acquire_async(_req("h", "llm")), Granted)
-    assert isinstance(other.acquire(_req("first", "llm", owner="them")), Blocked)
+    table, other = await _held_with_one_in_line(stores)
     with psycopg.connect(postgres_url, autocommit=True) as listener:
         listener.execute(f"LISTEN {CHANNEL}")
         if path == "loop":
@@ -185,4 +187,4 @@ async def test_a_unit_given_back_to_a_line_wakes_every_worker(stores, postgres_u
             table.release("h", ("llm",))
         heard = [n.channel for n in listener.notifies(timeout=30, stop_after=1)]
     assert heard == [CHANNEL]
-    assert isinstance(other.acquire(_req("first", "llm", owner="them")), Granted)
+    assert isinstance(other.acquire(_req("first", "llm", owner="them", priority=5)), Granted)

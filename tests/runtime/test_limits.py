@@ -15,7 +15,7 @@ from journal.limits import Request
 from runtime import Context, RateLimited, RetryPolicy, current_step
 from runtime.testing import check_determinism
 
-from ..waiting import DEADLINE
+from ..waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 class Gauge:
     """How many step functions run at once, as the functions themselves count it.
 
-    With `meet`, a call waits (up to a deadline) until that many have run at once before it
+    With `meet`, a call waits (up to the tests' deadline) until that many have run at once before it
     ends, so whether they overlap does not hang on how fast a loaded machine hands out the
     units: a limit that lets fewer in fails the count, one that lets more in is seen too."""
 
@@ -41,9 +41,8 @@ class Gauge:
             self.most = max(self.most, self.now)
         try:
             if self.meet is not None:
-                with anyio.move_on_after(DEADLINE):
-                    while self.most < self.meet:
-                        await anyio.sleep(0.001)
+                meet = self.meet
+                await until(lambda: self.most >= meet, f"{meet} calls to run at once")
             await anyio.sleep(pause)
         finally:
             with self._lock:

@@ -173,24 +173,13 @@ async def test_trigger_starts_one_run_now_and_bad_definitions_are_refused(open_e
 async def test_two_workers_firing_one_tick_of_many_schedules_start_each_once(open_engine):
     """More schedules due at once than one transaction moves (`_BATCH`): two workers firing
     together share them; every tick has its one invocation, none is started twice."""
-    import anyio
 
     from runtime._flow._schedules import Schedules
 
     clock = Clock(T0)
     async with open_engine(clock=clock) as engine:
-        for n in range(600):
-            await engine.schedules.add(f"s{n:03d}", _path(nightly), every=60, input=n)
         other = Schedules(engine.store, engine.committer, clock)
-        clock.set(_at(minutes=1))
-        fired: dict[str, list[str]] = {}
-
-        async def fire(name, schedules):
-            fired[name] = await schedules.fire_due()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(fire, "one", engine.schedules)
-            tg.start_soon(fire, "other", other)
+        fired = await _fire_together(engine, clock, engine.schedules, other)
         expected = sorted(f"s{n:03d}@2026-06-01T12:01:00Z" for n in range(600))
         assert sorted(fired["one"] + fired["other"]) == expected
         assert all(engine.store.get(i).status == Status.PENDING for i in expected)
@@ -204,27 +193,35 @@ def _path(fn):
     return handler_path(fn)
 
 
+async def _fire_together(engine, clock, one, other) -> dict[str, list[str]]:
+    """600 schedules every minute added through `engine`, the clock moved to their first
+    tick, and `one` and `other` firing it at once: the ids each started."""
+    import anyio
+
+    for n in range(600):
+        await engine.schedules.add(f"s{n:03d}", _path(nightly), every=60, input=n)
+    clock.set(_at(minutes=1))
+    fired: dict[str, list[str]] = {}
+
+    async def fire(name, schedules):
+        fired[name] = await schedules.fire_due()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fire, "one", one)
+        tg.start_soon(fire, "other", other)
+    return fired
+
+
 async def test_two_processes_firing_one_tick_on_postgresql_split_it_without_starting_any_twice(postgres_url):
     """Two stores on one database (two workers' connections): each batch locks its schedules
     without waiting, so each worker fires those the other does not hold at that moment, and
     sees those the other moved as moved."""
-    import anyio
 
     from runtime import Engine
 
     clock = Clock(T0)
     async with Engine.open(postgres_url, clock=clock) as engine, Engine.open(postgres_url, clock=clock) as other:
-        for n in range(600):
-            await engine.schedules.add(f"s{n:03d}", _path(nightly), every=60, input=n)
-        clock.set(_at(minutes=1))
-        fired: dict[str, list[str]] = {}
-
-        async def fire(name, schedules):
-            fired[name] = await schedules.fire_due()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(fire, "one", engine.schedules)
-            tg.start_soon(fire, "other", other.schedules)
+        fired = await _fire_together(engine, clock, engine.schedules, other.schedules)
         for _ in range(3):  # a schedule held by the other at the first look is read again at the next
             other.schedules._next_look = engine.schedules._next_look = 0
             fired["one"] += await engine.schedules.fire_due()
