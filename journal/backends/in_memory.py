@@ -22,11 +22,39 @@ T = TypeVar("T")
 
 
 class _Table:
-    __slots__ = ("data", "keys")
+    """A table's rows, and its keys in order for range scans.
+
+    New keys wait in `pending` until a scan, a delete or `last` needs the order: then a few are
+    inserted one by one and many are sorted in at once. Inserting each key into one long sorted
+    list moves the keys after it, so filling a table in bulk (a 100,000-invocation listing)
+    cost the square of its size; a sort of two sorted runs is one merge."""
+
+    __slots__ = ("data", "_keys", "pending")
 
     def __init__(self) -> None:
         self.data: dict[bytes, bytes] = {}
-        self.keys: list[bytes] = []  # kept sorted for range scans
+        self._keys: list[bytes] = []
+        self.pending: list[bytes] = []
+
+    def add(self, key: bytes, value: bytes) -> None:
+        if key not in self.data:
+            self.pending.append(key)
+        self.data[key] = value
+
+    @property
+    def keys(self) -> list[bytes]:
+        pending = self.pending
+        if pending:
+            keys = self._keys
+            if len(pending) < 16:
+                for key in pending:
+                    bisect.insort(keys, key)
+            else:
+                pending.sort()
+                keys += pending
+                keys.sort()
+            self.pending = []
+        return self._keys
 
 
 class _MemoryTxn(Txn):
@@ -37,30 +65,39 @@ class _MemoryTxn(Txn):
         return self._tables[table].data.get(key)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        t = self._tables[table]
-        if key not in t.data:
-            bisect.insort(t.keys, key)
-        t.data[key] = bytes(value)
+        self._tables[table].add(key, bytes(value))
 
     def insert(self, table: str, key: bytes, value: bytes) -> bool:
-        if key in self._tables[table].data:
+        t = self._tables[table]
+        if key in t.data:
             return False
-        self.put(table, key, value)
+        t.add(key, bytes(value))
         return True
 
     def delete(self, table: str, key: bytes) -> None:
         t = self._tables[table]
         if t.data.pop(key, None) is not None:
-            del t.keys[bisect.bisect_left(t.keys, key)]
+            keys = t.keys
+            del keys[bisect.bisect_left(keys, key)]
 
     def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         t = self._tables[table]
-        i = bisect.bisect_left(t.keys, start if start is not None else prefix)
-        # Snapshot the slice so callers may delete while iterating.
-        for key in t.keys[i:]:
-            if not key.startswith(prefix):
-                break
-            yield key, t.data[key]
+        keys = t.keys
+        i = bisect.bisect_left(keys, start if start is not None else prefix)
+        # A chunk at a time, each a copy, so callers may delete while iterating; copying the
+        # whole rest of the table for each scan cost as much as the table's size.
+        while True:
+            chunk = keys[i:i + 64]
+            if not chunk:
+                return
+            for key in chunk:
+                if not key.startswith(prefix):
+                    return
+                value = t.data.get(key)
+                if value is not None:  # (deleted meanwhile by the caller)
+                    yield key, value
+            keys = t.keys
+            i = bisect.bisect_right(keys, chunk[-1])
 
     def last(self, table: str, prefix: bytes) -> bytes | None:
         keys = self._tables[table].keys
