@@ -262,6 +262,10 @@ class Store(Protocol):
 
     def get(self, invocation_id: str) -> InvocationRecord | None: ...
 
+    def get_many(self, invocation_ids: Sequence[str]) -> builtins.list[InvocationRecord | None]:
+        """`get` of each, in order (one statement on a store over the network); raises
+        CorruptEntry if any of them does not decode."""
+
     def require(self, invocation_id: str) -> InvocationRecord:
         """`get`, raising InvocationNotFound (with what to do) when there is no such invocation."""
 

@@ -216,6 +216,12 @@ class KVStore(abc.ABC):
         with self._read() as txn:
             return _get_record(txn, validate_id(invocation_id))
 
+    def get_many(self, invocation_ids: Sequence[str]) -> builtins.list[InvocationRecord | None]:
+        with self._read() as txn:
+            keys = [validate_id(i) for i in invocation_ids]
+            return [None if data is None else _decode_record(data, key)
+                    for key, data in zip(keys, txn.get_many("invocations", keys), strict=True)]
+
     def require(self, invocation_id: str) -> InvocationRecord:
         record = self.get(invocation_id)
         if record is None:

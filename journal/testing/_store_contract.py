@@ -551,6 +551,14 @@ class StoreContract(LimitsContract, TalkRules, abc.ABC):
         create(store)
         assert store.require("inv-1").id == "inv-1"
 
+    def test_get_many_reads_each_record_in_the_order_asked_none_for_a_missing_one(self, store: Any) -> None:
+        for name in ("inv-b", "inv-a", "inv-c"):
+            create(store, name)
+        got = store.get_many(["inv-c", "nope", "inv-a", "inv-c"])
+        assert [r.id if r is not None else None for r in got] == ["inv-c", None, "inv-a", "inv-c"]
+        assert got[0] == store.get("inv-c")
+        assert store.get_many([]) == []
+
     def test_ids_starting_a_prefix_come_in_id_order_up_to_the_limit(self, store: Any) -> None:
         for name in ("run-b", "run-a2", "run-a1", "run", "rum", "ru\u00e9-1", "other"):
             create(store, name)

@@ -123,8 +123,7 @@ class Worker:
         out: list[str] = []
         in_line: list[InvocationRecord] = []
         read: dict[str, InvocationRecord] = {}
-        for invocation_id in ids:
-            record = self._record(invocation_id)
+        for invocation_id, record in zip(ids, self._records(ids), strict=True):
             if record is not None:
                 read[invocation_id] = record
             self._sort(record, out, in_line)
@@ -266,6 +265,14 @@ class Worker:
         request = limiter.request(tuple(sorted(set(record.limits))), hid=run_hold(record.id), priority=record.priority,
                                   label=record.id, arrival=record.created_at)
         return not isinstance(limiter.table.acquire(request), Blocked)
+
+    def _records(self, ids: list[str]) -> list[InvocationRecord | None]:
+        """The records of `ids` in one read (one statement on PostgreSQL: a look reads a window
+        of them); one by one if any is damaged, so that only that one is left alone."""
+        try:
+            return self.store.get_many(ids)
+        except CorruptEntry:
+            return [self._record(i) for i in ids]
 
     def _record(self, invocation_id: str) -> InvocationRecord | None:
         """The invocation's record; None if it is gone, or damaged (said once, `_skip`)."""
