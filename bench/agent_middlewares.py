@@ -13,6 +13,12 @@ Medians over the repetitions; the machine is shared, so read the figures as nois
 columns hold up better under load, as they count work rather than time: the CPU time the
 durable run adds per operation (the process's, every thread), and the turns of the event
 loop it adds per operation (each a hand-off: a task started or woken, a thread's reply).
+
+The same engine then runs bare `ctx.run` steps in the agent's shape (per turn one step, then
+two together; `3 * turns + 1` in all, results of the size the integrations journal): what
+the runtime's step costs by itself, commit and fsync included. "Beyond bare steps" is the
+added time less that, the integration's own part; "fsyncs/op" counts the durable run's
+fsyncs (the two tool calls of a turn share one).
 Restate's and Temporal's integrations of the same frameworks need their servers, which do
 not install here: not measured.
 """
@@ -132,6 +138,27 @@ def _adk(turns: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[Any], Awai
     return run_plain, handler
 
 
+def _bare_steps(turns: int) -> Callable[[Any], Awaitable[Any]]:
+    """A handler making bare steps in the agents' shape: per turn one step (the model call),
+    then two at once (the tool calls), and a last one (the final answer)."""
+
+    async def model() -> dict[str, Any]:
+        return {"messages": [{"type": "ai", "data": {"content": "", "tool_calls": [
+            {"name": "lookup", "args": {"q": "0-a"}, "id": "0-a", "type": "tool_call"}]}}]}
+
+    async def tool(q: str) -> dict[str, Any]:
+        return {"message": {"type": "tool", "data": {"content": q, "tool_call_id": q}}}
+
+    async def handler(ctx: Any) -> str:
+        for turn in range(turns):
+            await ctx.run("model", model, type=Any, inline=True)
+            await asyncio.gather(*(ctx.run("tool", tool, f"{turn}-{s}", type=Any, inline=True) for s in "ab"))
+        await ctx.run("model", model, type=Any, inline=True)
+        return "done"
+
+    return handler
+
+
 _turns = [0]  # turns of the event loop so far
 
 
@@ -154,19 +181,26 @@ async def _timed(run: Callable[[], Awaitable[Any]]) -> tuple[Any, tuple[float, f
     return out, (time.perf_counter() - started, time.process_time() - cpu, _turns[0] - turns)
 
 
-async def _one(build: Callable[[int], Any], turns: int, db: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+async def _one(build: Callable[[int], Any], turns: int, db: str,
+               ) -> tuple[tuple[float, ...], tuple[float, ...], float, int]:
     """(wall, CPU, loop turns) of the plain run (the mean of the two around the durable one)
-    and of the durable run."""
+    and of the durable run; the wall time of the bare steps; the durable run's fsyncs."""
     from runtime import Engine
 
     run_plain, handler = build(turns)
     await run_plain()  # warm: imports, first-call caches
     _, before = await _timed(run_plain)
     async with Engine.open(db, durability="sync") as engine:
+        fsyncs = engine.committer.batches
         out, durable = await _timed(lambda: engine.run(handler, id="turns"))
+        fsyncs = engine.committer.batches - fsyncs
+        bare = _bare_steps(turns)
+        await engine.run(bare, id="bare-warm", input=None)  # its first run pays its imports
+        done, steps = await _timed(lambda: engine.run(bare, id="bare"))
     assert out.status == "completed" and out.result == f"done after {turns} turns", out
+    assert done.status == "completed", done
     _, after = await _timed(run_plain)
-    return tuple((b + a) / 2 for b, a in zip(before, after, strict=True)), durable
+    return tuple((b + a) / 2 for b, a in zip(before, after, strict=True)), durable, steps[0], fsyncs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -179,26 +213,29 @@ def main(argv: list[str] | None = None) -> None:
     operations = 3 * args.turns + 1
     rows = []
     for name, build in (("LangChain JournalMiddleware", _langchain), ("ADK JournalPlugin", _adk)):
-        added, commits, plains, cpus, turns = [], [], [], [], []
+        added, commits, plains, cpus, turns, beyond, fsyncs = [], [], [], [], [], [], []
         for _ in range(args.reps):
             parent = tempfile.mkdtemp(prefix="bench-mw-")
             before = _raw.fsynced_commit_us(parent=parent)
-            plain, durable = anyio.run(_one, build, args.turns, parent + "/db")
+            plain, durable, bare, synced = anyio.run(_one, build, args.turns, parent + "/db")
             after = _raw.fsynced_commit_us(parent=parent)
             commits.append((before + after) / 2)
             added.append((durable[0] - plain[0]) / operations * 1e6)
             plains.append(plain[0] / operations * 1e6)
             cpus.append((durable[1] - plain[1]) / operations * 1e6)
             turns.append((durable[2] - plain[2]) / operations)
+            beyond.append((durable[0] - plain[0] - bare) / operations * 1e6)
+            fsyncs.append(synced / operations)
         ratios = [a / c for a, c in zip(added, commits, strict=True)]
         rows.append((name, statistics.median(plains), statistics.median(added), statistics.median(commits),
-                     statistics.median(ratios), statistics.median(cpus), statistics.median(turns)))
+                     statistics.median(ratios), statistics.median(cpus), statistics.median(turns),
+                     statistics.median(beyond), statistics.median(fsyncs)))
     print(f"{args.turns} turns ({operations} durable operations a run), {args.reps} repetitions, medians:")
     print(f"{'integration':<28} {'plain/op':>10} {'added/op':>10} {'synced commit':>14} {'added/commit':>13} "
-          f"{'added CPU/op':>13} {'added turns/op':>15}")
-    for name, plain, add, commit, ratio, cpu, turn in rows:
+          f"{'added CPU/op':>13} {'added turns/op':>15} {'beyond bare steps/op':>21} {'fsyncs/op':>10}")
+    for name, plain, add, commit, ratio, cpu, turn, past, synced in rows:
         print(f"{name:<28} {plain:>8.0f}us {add:>8.0f}us {commit:>12.0f}us {ratio:>12.2f}x {cpu:>11.0f}us "
-              f"{turn:>15.1f}")
+              f"{turn:>15.1f} {past:>19.0f}us {synced:>10.2f}")
     sys.stdout.flush()
 
 
