@@ -117,7 +117,6 @@ class Executor:
         # for their run (`Worker._unit_free`): their execution does not ask for it again (on
         # PostgreSQL a round trip, on LMDB a transaction, in the middle of every hand-over).
         self.unit_taken: set[str] = set()
-        self.on_claimed: Callable[[str], None] | None = None  # told of each claim as it comes back
         self.leases = Leases(self.committer, settings.lease_ttl, settings.poll_interval)  # one watcher for all
         self.children = Children(self.committer, self.running, self.execute, settings.observers,
                                  settings.handler_for)
@@ -171,8 +170,6 @@ class Executor:
                 mark, claimed = self.leases.mark(), now_us()
                 try:  # cancelled meanwhile, it may hold the lease all the same: given back below
                     epoch, record = await self.committer.submit_batched(self.acquire_op(invocation_id, claimed))
-                    if self.on_claimed is not None:
-                        self.on_claimed(invocation_id)
                     await anyio.lowlevel.checkpoint_if_cancelled()  # (as in `Engine._start`)
                 except BaseException as exc:
                     await self.give_back_if_taken(invocation_id, exc)
