@@ -17,11 +17,13 @@ meets the newest first. Beside them, kept in the same transactions as the record
 Stores written before the index (or before its counts) are indexed on their first page or
 summary (`build`), marked done in `meta`.
 
-The counts are split in shards by invocation id: on PostgreSQL a count's row stays locked
-by the transaction that changed it until it commits, and one row per handler and status
-made every concurrent transaction touching that handler wait for the others (workers
-serialised on it). An invocation's changes always go to its own shard, so no shard goes
-below zero; `summary` adds the shards up.
+A count changes by `Txn.add`: PostgreSQL adds it to the row as the transaction ends (READ
+COMMITTED: a count read, changed and written back lost the additions of transactions
+that committed in between), so the row is locked only from then to the commit. The
+counts are split in shards by invocation id, so that concurrent transactions seldom
+touch the same row even then. An invocation's changes always go to its own shard, so no
+shard goes below zero; `summary` adds the shards up (a database keeps a shard that came
+back to 0).
 """
 
 from __future__ import annotations
@@ -66,16 +68,6 @@ def _tag_prefix(key: str, value: str) -> bytes:
 SHARDS = 16
 
 
-def count_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
-    """The count row that `record`, new, adds itself to."""
-    return _count_key(record.handler, record.status.value, id_bytes)
-
-
-def shard(id_bytes: bytes) -> int:
-    """Which shard of the counts an invocation's changes go to."""
-    return zlib.crc32(id_bytes) % SHARDS
-
-
 def _count_key(handler: str, status: str, id_bytes: bytes) -> bytes:
     shard = zlib.crc32(id_bytes) % SHARDS
     return b"c" + handler.encode("utf-8", "surrogatepass") + b"\x00" + status.encode() + b"\x00" + bytes((shard,))
@@ -87,13 +79,7 @@ def _runnable_key(record: InvocationRecord, id_bytes: bytes) -> bytes:
 
 
 def _count(txn: Txn, handler: str, status: str, delta: int, id_bytes: bytes) -> None:
-    key = _count_key(handler, status, id_bytes)
-    raw = txn.get("listing", key)
-    n = (0 if raw is None else int.from_bytes(raw, "big")) + delta
-    if n > 0:
-        txn.put("listing", key, n.to_bytes(8, "big"))
-    else:
-        txn.delete("listing", key)
+    txn.add("listing", _count_key(handler, status, id_bytes), delta)
 
 
 def moved(txn: Txn, id_bytes: bytes, record: InvocationRecord, old: InvocationRecord | None) -> None:
@@ -132,8 +118,10 @@ def summary(txn: Txn) -> list[HandlerSummary]:
     found: dict[str, dict[str, int]] = {}
     for key, value in txn.scan("listing", b"c"):
         name, _, status = bytes(key[1:-2]).rpartition(b"\x00")  # (the last two: NUL and the shard)
-        by_status = found.setdefault(name.decode("utf-8", "surrogatepass"), {})
-        by_status[status.decode()] = by_status.get(status.decode(), 0) + int.from_bytes(value, "big")
+        n = int.from_bytes(value, "big", signed=True)
+        if n > 0:  # (a database keeps a count that came back to 0: `Txn.add`)
+            by_status = found.setdefault(name.decode("utf-8", "surrogatepass"), {})
+            by_status[status.decode()] = by_status.get(status.decode(), 0) + n
     out = []
     for handler, counts in sorted(found.items()):
         oldest = None

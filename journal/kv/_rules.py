@@ -87,6 +87,18 @@ class Txn(abc.ABC):
                 return
             yield item
 
+    def add(self, table: str, key: bytes, delta: int) -> None:
+        """Add `delta` to the count at `key` (a u64 BE; a count at 0 has no row here). Only
+        scans read a count. A backend whose writers run at once (PostgreSQL) adds it as the
+        transaction ends, in the database: two transactions counting on one row then lose
+        neither addition, and hold the row only from then to their commit."""
+        raw = self.get(table, key)
+        n = (0 if raw is None else int.from_bytes(raw, "big")) + delta
+        if n > 0:
+            self.put(table, key, n.to_bytes(8, "big"))
+        else:
+            self.delete(table, key)
+
     def get_many(self, table: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """`get` of each key, in order: a backend that answers over the network reads them
         in one statement."""

@@ -99,15 +99,17 @@ def _schedule_key(name: str) -> bytes:
 
 
 def _advance(txn: Txn, record: ScheduleRecord, expected_version: int, creates: Sequence[Create],
-             cancels: Sequence[str], *, wait: bool = True) -> bool | None:
+             cancels: Sequence[str], *, wait: bool = True, seen: bool = False) -> bool | None:
     """`Store.advance_schedule`'s rule; None (`wait=False`) if another transaction is moving
-    the schedule right now."""
+    the schedule right now. `seen`: this transaction locked the schedule and read it at
+    `expected_version` already."""
     key = _schedule_key(record.name)
-    if not txn.lock("meta", key, wait=wait):  # one advancing transaction at a time (PostgreSQL locks the prefix)
-        return None
-    raw = txn.get("meta", key)
-    if raw is None or decode_schedule(bytes(raw)).version != expected_version:
-        return False
+    if not seen:
+        if not txn.lock("meta", key, wait=wait):  # one advancing transaction at a time (PostgreSQL locks the prefix)
+            return None
+        raw = txn.get("meta", key)
+        if raw is None or decode_schedule(bytes(raw)).version != expected_version:
+            return False
     for op in creates:
         _create(txn, validate_id(op.record.id), op.record, op.started)
     for invocation_id in cancels:
@@ -121,22 +123,15 @@ def _advance(txn: Txn, record: ScheduleRecord, expected_version: int, creates: S
 Decide = Callable[[ScheduleRecord, InvocationRecord | None], "tuple[ScheduleRecord, Sequence[Create], Sequence[str]] | None"]
 
 
-def _advance_all(txn: Txn, moves: Sequence[tuple[ScheduleRecord, int, Sequence[Create], Sequence[str]]]
-                 ) -> builtins.list[bool | None]:
+def _advance_all(txn: Txn, moves: Sequence[tuple[ScheduleRecord, int, Sequence[Create], Sequence[str]]],
+                 *, seen: bool = False) -> builtins.list[bool | None]:
     """`_advance` of each move, a schedule held by another transaction not waited for (None).
-    The new invocations and the counts they add themselves to are read first (a few
-    statements on a database, rather than several for each). The moves go in the order of
-    the count rows their first tick's invocation changes (`_listing.shard`): two batches
-    that both wait for some of those rows take them in the same order, so never deadlock."""
-    order = sorted(range(len(moves)), key=lambda n: (
-        _listing.shard(validate_id(moves[n][2][0].record.id)) if moves[n][2] else -1, moves[n][0].name))
-    ids = [(validate_id(op.record.id), op.record) for n in order for op in moves[n][2]]
-    txn.read_ahead("invocations", [i for i, _ in ids])
-    txn.read_ahead("listing", sorted({_listing.count_key(r, i) for i, r in ids}), for_update=True)
-    done: builtins.list[bool | None] = [False] * len(moves)
-    for n in order:
-        done[n] = _advance(txn, *moves[n], wait=False)
-    return done
+    The new invocations are read first (one statement on a database, rather than one for
+    each); the counts they add themselves to are added as the transaction ends (`Txn.add`),
+    so two batches do not wait for each other on them."""
+    ids = sorted(validate_id(op.record.id) for move in moves for op in move[2])
+    txn.read_ahead("invocations", ids)
+    return [_advance(txn, *move, wait=False, seen=seen) for move in moves]
 
 
 class KVStore(abc.ABC):
@@ -492,17 +487,19 @@ class KVStore(abc.ABC):
             for n, key in enumerate(keys):
                 if txn.lock("meta", key, wait=False) and (raw := txn.get("meta", key)) is not None:
                     found[n] = decode_schedule(bytes(raw))
-            lasts = txn.peek_many("invocations", sorted({validate_id(s.last_id) for s in found.values() if s.last_id}))
+            last_ids = {n: validate_id(s.last_id) for n, s in found.items() if s.last_id}
+            lasts = txn.peek_many("invocations", sorted(set(last_ids.values())))
             out: builtins.list[tuple[ScheduleRecord, bool] | None] = [None] * len(names)
             moves, where = [], []
             for n, schedule in found.items():
-                raw = lasts.get(validate_id(schedule.last_id)) if schedule.last_id else None
-                move = decide(schedule, None if raw is None else _decode_record(raw, validate_id(schedule.last_id or "")))
+                last_id = last_ids.get(n)
+                raw = None if last_id is None else lasts.get(last_id)
+                move = decide(schedule, None if raw is None else _decode_record(raw, last_id or b""))
                 out[n] = (schedule, False)
                 if move is not None:
                     moves.append((move[0], schedule.version, move[1], move[2]))
                     where.append(n)
-            for n, (record, version, _, _), done in zip(where, moves, _advance_all(txn, moves), strict=True):
+            for n, (record, version, _, _), done in zip(where, moves, _advance_all(txn, moves, seen=True), strict=True):
                 if done:
                     out[n] = (msgspec.structs.replace(record, version=version + 1), True)
             return out

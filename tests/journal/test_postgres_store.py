@@ -91,6 +91,42 @@ def test_connections_racing_for_one_invocation_never_both_get_it(postgres_url):
             s.close()
 
 
+def test_the_counts_by_handler_and_status_stay_exact_under_concurrent_writers(postgres_url):
+    # Four connections create invocations of one handler at once, then race to claim every
+    # one of them (a claim lost rolls its savepoint back): every creation and every status
+    # change is counted once, none lost to another transaction's.
+    stores = [PostgresStore(postgres_url) for _ in range(4)]
+    per_store = 40
+    try:
+        barrier = threading.Barrier(len(stores))
+        claimed: list[str] = []
+
+        def work(i):
+            barrier.wait()
+            for n in range(per_store):
+                create(stores[i], f"inv-{i}-{n}", handler="counted")
+            barrier.wait()
+            for j in range(len(stores)):
+                for n in range(0, per_store, 2):
+                    try:
+                        acquire(stores[i], f"inv-{j}-{n}", owner=f"o{i}", host="elsewhere", pid=1)
+                        claimed.append(f"inv-{j}-{n}")
+                    except InvocationBusy:
+                        pass
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(stores))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(claimed) == len(set(claimed)) == len(stores) * per_store // 2
+        (summary,) = stores[0].summary()
+        assert summary.counts == {"pending": len(stores) * per_store // 2, "running": len(stores) * per_store // 2}
+    finally:
+        for s in stores:
+            s.close()
+
+
 def test_a_new_pending_invocation_wakes_a_waiting_worker(store, postgres_url):
     store.wait_for_work(0)  # listening from here on
     other = PostgresStore(postgres_url)

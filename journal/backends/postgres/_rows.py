@@ -40,6 +40,14 @@ _LOCKED = {"invocations": 1, "leases": 2}  # tables whose rows a write transacti
 _PREFIX_LOCK = 3  # the advisory lock class of a prefix that `last` reads in a write transaction
 
 
+# Counts (`Txn.add`) added in the database, a u64 BE in `v` read as a bigint and back, in key
+# order (two transactions adding to the same rows take them in one order: no deadlock).
+_AS_BIGINT = "('x' || encode({}, 'hex'))::bit(64)::bigint"
+_ADD = ("INSERT INTO {table} AS t (k, v) SELECT u.k, int8send(u.d) FROM unnest(%b::bytea[], %b::bigint[]) "
+        "AS u (k, d) ORDER BY u.k ON CONFLICT (k) DO UPDATE SET v = int8send("
+        + _AS_BIGINT.format("t.v") + " + " + _AS_BIGINT.format("EXCLUDED.v") + ")")
+
+
 def owner_lock_key(owner: str) -> tuple[int, int]:
     """The advisory lock `(classid, objid)` that a live owner's session holds."""
     return LOCK_CLASS, zlib.crc32(owner.encode()) & 0x7FFFFFFF
@@ -84,19 +92,19 @@ class _Layout:
         self.put_many = (f"INSERT INTO {self.table} ({names}) SELECT * FROM unnest({arrays}) "
                          f"ON CONFLICT ({conflict}) DO UPDATE SET v = EXCLUDED.v")
         self.select = f"SELECT {', '.join(columns)}, v FROM {self.table}"
+        # Rows removed many at a time, the keys as arrays too (`flush`).
+        self.delete_many = (f"DELETE FROM {self.table} t USING unnest({arrays.rsplit(', ', 1)[0]}) AS k "
+                            f"({', '.join(columns)}) WHERE {on}")
         cols = ", ".join(f"{c} {t} NOT NULL" for c, t in zip(columns, types, strict=True))
         self.ddl = [f"CREATE TABLE IF NOT EXISTS {self.table} ({cols}, v bytea NOT NULL, PRIMARY KEY ({conflict}))"]
         if index is not None:
             self.ddl.append(f"CREATE INDEX IF NOT EXISTS {table}_by_{index[0]} ON {self.table} ({', '.join(index)})")
 
-    def put_rows(self, rows: int) -> str:
-        """`put` of `rows` rows in one statement (their keys distinct)."""
-        values = ", ".join(["(" + ", ".join(["%s"] * (len(self.columns) + 1)) + ")"] * rows)
-        return self.put.replace(" VALUES (" + ", ".join(["%s"] * (len(self.columns) + 1)) + ")", " VALUES " + values)
-
-    def delete_many(self, rows: int) -> str:
-        one = "(" + " AND ".join(f"{c} = %s" for c in self.columns) + ")"
-        return f"DELETE FROM {self.table} WHERE " + " OR ".join([one] * rows)
+    def columns_of(self, keys: Sequence[bytes]) -> list[list[Any]]:
+        """The keys as one list per column (the arrays of `put_many` and `delete_many`)."""
+        if len(self.columns) == 1:
+            return [list(keys)]
+        return [list(column) for column in zip(*(self.split(key) for key in keys), strict=True)]
 
     def scan(self, prefix: bytes, start: bytes | None) -> tuple[str, list[Any]]:
         """The query for the rules' `scan(prefix, start)`, in key order."""
@@ -278,17 +286,17 @@ def _prefix_hash(table: str, prefix: bytes) -> int:
 _ROWS_A_STATEMENT = 1000  # rows held by a transaction written by one statement at most
 
 
-def _holdable(table: str, key: bytes) -> bool:
+def _holdable(table: str) -> bool:
     """Whether a write may be held until `flush`: not a lease (what the append path checks
-    against), nor a count of the listing (read, changed and written back: written at once,
-    it stays locked from then on, as without holding)."""
-    return table != "leases" and not (table == "listing" and key.startswith(b"c"))
+    against)."""
+    return table != "leases"
 
 
 class PgTxn(Txn):
     """A transaction of the rules on one cursor: each key read or written as its row."""
 
-    __slots__ = ("cursor", "notify", "_write", "leases", "redo", "pipeline", "_held", "_ahead", "_tried")
+    __slots__ = ("cursor", "notify", "_write", "leases", "redo", "pipeline", "_held", "_ahead", "_tried", "_adds",
+                 "_saved_adds")
 
     def __init__(self, cursor: Any, *, write: bool = False, redo: bool = False) -> None:
         self.cursor = cursor
@@ -302,6 +310,9 @@ class PgTxn(Txn):
         self._held: dict[str, dict[bytes, bytes | None]] | None = None
         self._ahead: dict[str, dict[bytes, bytes | None]] = {}  # rows read ahead (`read_ahead`), kept current
         self._tried: dict[tuple[str, bytes], bool] = {}  # prefix locks tried ahead (`try_locks`)
+        # Counts to add as the transaction ends (`add`, `finish`), and as they stood at the savepoint.
+        self._adds: dict[str, dict[bytes, int]] = {}
+        self._saved_adds: dict[str, dict[bytes, int]] | None = None
         self.notify = False
         self._write = write
         self.redo = redo  # a transaction done again after its connection was lost: it may have committed
@@ -311,7 +322,9 @@ class PgTxn(Txn):
         self._held = {}
 
     def flush(self, table: str | None = None) -> None:
-        """Write the rows held (of `table`, or all): deletions, then one upsert per table."""
+        """Write the rows held (of `table`, or all): deletions, then one upsert per table, the
+        rows as arrays (a statement's text the same however many: psycopg parses a long
+        text again at each call, 11 ms for a VALUES list of 2,560 rows)."""
         held = self._held
         if not held:
             return
@@ -320,14 +333,36 @@ class PgTxn(Txn):
             if not rows:
                 continue
             layout = LAYOUTS[name]
-            gone = [layout.split(k) for k, v in rows.items() if v is None]
-            kept = [(*layout.split(k), v) for k, v in rows.items() if v is not None]
-            for part in range(0, len(gone), _ROWS_A_STATEMENT):
-                chunk = gone[part:part + _ROWS_A_STATEMENT]
-                self.cursor.execute(layout.delete_many(len(chunk)), [x for row in chunk for x in row])
-            for part in range(0, len(kept), _ROWS_A_STATEMENT):
-                chunk = kept[part:part + _ROWS_A_STATEMENT]
-                self.cursor.execute(layout.put_rows(len(chunk)), [x for row in chunk for x in row])
+            gone = [k for k, v in rows.items() if v is None]
+            kept = [k for k, v in rows.items() if v is not None]
+            if gone:
+                self.cursor.execute(layout.delete_many, layout.columns_of(gone))
+            if kept:
+                self.cursor.execute(layout.put_many, [*layout.columns_of(kept), [rows[k] for k in kept]])
+
+    def add(self, table: str, key: bytes, delta: int) -> None:
+        """Kept until the transaction ends (`finish`): then one statement adds them all,
+        in the database, to the rows as they stand."""
+        adds = self._adds.setdefault(table, {})
+        adds[key] = adds.get(key, 0) + delta
+
+    def finish(self) -> None:
+        """The end of the transaction's work: the rows held, then the counts added."""
+        self.flush()
+        adds, self._adds = self._adds, {}
+        for table, rows in adds.items():
+            keys = sorted(k for k, d in rows.items() if d)
+            if keys:
+                assert LAYOUTS[table].columns == ("k",), table  # (counts live in tables keyed by `k`)
+                self.cursor.execute(_ADD.format(table=LAYOUTS[table].table), (keys, [rows[k] for k in keys]))
+
+    def _added(self, table: str) -> None:
+        """Before a read of `table`: the counts added to it so far, written (a read sees them)."""
+        if self._adds.get(table):
+            rows = self._adds.pop(table)
+            others, self._adds = self._adds, {table: rows}
+            self.finish()
+            self._adds = others
 
     def try_locks(self, table: str, prefixes: Sequence[bytes]) -> None:
         hashes = [_prefix_hash(table, prefix) for prefix in prefixes]
@@ -338,6 +373,8 @@ class PgTxn(Txn):
             self._tried[(table, prefix)] = bool(row[0]) or self._tried.get((table, prefix), False)
 
     def peek_many(self, table: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        if self._adds:
+            self._added(table)
         layout = LAYOUTS[table]
         if not keys or len(layout.columns) != 1:
             return super().peek_many(table, keys)
@@ -345,9 +382,11 @@ class PgTxn(Txn):
             self.flush(table)
         (column,) = layout.columns
         return {bytes(k): bytes(v) for k, v in self.cursor.execute(
-            f"SELECT {column}, v FROM {layout.table} WHERE {column} = ANY(%s::bytea[])", (list(keys),)).fetchall()}
+            f"SELECT {column}, v FROM {layout.table} WHERE {column} = ANY(%b::bytea[])", (list(keys),)).fetchall()}
 
     def read_ahead(self, table: str, keys: Sequence[bytes], *, for_update: bool = False) -> None:
+        if self._adds:
+            self._added(table)
         layout = LAYOUTS[table]
         if not keys or len(layout.columns) != 1:
             return
@@ -361,12 +400,14 @@ class PgTxn(Txn):
                                 (_LOCKED[table], [zlib.crc32(k) & 0x7FFFFFFF for k in keys]))
         lock = " ORDER BY 1 FOR UPDATE" if locked or (for_update and self._write) else ""
         found = {bytes(k): v for k, v in self.cursor.execute(
-            f"SELECT {column}, v FROM {layout.table} WHERE {column} = ANY(%s::bytea[]){lock}", (list(keys),)).fetchall()}
+            f"SELECT {column}, v FROM {layout.table} WHERE {column} = ANY(%b::bytea[]){lock}", (list(keys),)).fetchall()}
         ahead = self._ahead.setdefault(table, {})
         for key in keys:
             ahead[key] = found.get(key)
 
     def get(self, table: str, key: bytes) -> bytes | None:
+        if self._adds:
+            self._added(table)
         layout = LAYOUTS[table]
         if self._held is not None and key in self._held.get(table, ()):
             return self._held[table][key]
@@ -386,11 +427,18 @@ class PgTxn(Txn):
         return None if row is None else row[0]
 
     def savepoint(self, *, rollback: bool = False, release: bool = False) -> None:
+        if self._held:
+            self.flush()
+        if rollback and self._saved_adds is not None:
+            self._adds = self._saved_adds
+        self._saved_adds = None if rollback or release else {t: dict(rows) for t, rows in self._adds.items()}
         self.cursor.execute("ROLLBACK TO SAVEPOINT claim" if rollback else
                           "RELEASE SAVEPOINT claim" if release else "SAVEPOINT claim")
 
     def peek(self, table: str, key: bytes) -> bytes | None:
         """Read a row without locking it, even in a write transaction."""
+        if self._adds:
+            self._added(table)
         if self._held:
             self.flush(table)
         layout = LAYOUTS[table]
@@ -426,13 +474,21 @@ class PgTxn(Txn):
         return inserted_keys(self.cursor.execute(fast_append_sql(len(rows)), fast_append_args(rows)).fetchall())
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
+        if self._ahead:
+            ahead = self._ahead.get(table)
+            if ahead is not None and key in ahead:
+                ahead[key] = value
+        held = self._held
+        if held is not None and table != "leases":  # (`_holdable`)
+            rows = held.get(table)
+            if rows is None:
+                rows = held[table] = {}
+            rows[key] = value
+            if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
+                self.notify = True
+            return
         layout = LAYOUTS[table]
-        if self._ahead and key in self._ahead.get(table, ()):
-            self._ahead[table][key] = value
-        if self._held is not None and _holdable(table, key):
-            self._held.setdefault(table, {})[key] = value
-        else:
-            self.cursor.execute(layout.put, (*layout.split(key), value))
+        self.cursor.execute(layout.put, (*layout.split(key), value))
         if table == "leases":
             self.leases[key] = value
         if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
@@ -440,6 +496,8 @@ class PgTxn(Txn):
 
     def get_many(self, table: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """One statement for every key (a locked table's rows are read one by one, as `get` locks them)."""
+        if self._adds:
+            self._added(table)
         if not keys or (self._write and table in _LOCKED):
             return super().get_many(table, keys)
         layout = LAYOUTS[table]
@@ -473,12 +531,14 @@ class PgTxn(Txn):
         layout = LAYOUTS[table]
         if self._ahead and key in self._ahead.get(table, ()):
             self._ahead[table][key] = None
-        if self._held is not None and _holdable(table, key):
+        if self._held is not None and _holdable(table):
             self._held.setdefault(table, {})[key] = None
             return
         self.cursor.execute(layout.delete, layout.split(key))
 
     def scan(self, table: str, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        if self._adds:
+            self._added(table)
         if self._held:
             self.flush(table)
         layout = LAYOUTS[table]
@@ -486,6 +546,8 @@ class PgTxn(Txn):
         return iter([(layout.join(row[:-1]), row[-1]) for row in self.cursor.execute(sql, args).fetchall()])
 
     def scan_some(self, table: str, prefix: bytes, start: bytes, limit: int) -> Iterator[tuple[bytes, bytes]]:
+        if self._adds:
+            self._added(table)
         if self._held:
             self.flush(table)
         layout = LAYOUTS[table]
@@ -494,6 +556,8 @@ class PgTxn(Txn):
         return iter([(layout.join(row[:-1]), row[-1]) for row in rows])
 
     def last(self, table: str, prefix: bytes) -> bytes | None:
+        if self._adds:
+            self._added(table)
         if self._write:  # two creators must not both see the same last key of a key's queue
             self.lock(table, prefix)
         if self._held:

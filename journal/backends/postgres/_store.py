@@ -277,10 +277,11 @@ class PostgresStore(PostgresTables, KVStore):
                             with conn.pipeline() as txn.pipeline:
                                 txn.hold_writes()
                                 result = work(txn)
-                                txn.flush()
+                                txn.finish()
                             txn.pipeline = None
                         else:
                             result = work(txn)
+                            txn.finish()
                         if txn.notify:
                             cur.execute(f"NOTIFY {CHANNEL}")
                         cur.execute("COMMIT")
