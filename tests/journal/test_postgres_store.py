@@ -79,16 +79,21 @@ def test_connections_racing_for_one_invocation_never_both_get_it(postgres_url):
                 except InvocationBusy:
                     pass
 
-            threads = [threading.Thread(target=take, args=(i,)) for i in range(len(stores))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            _in_threads(take, len(stores))
             assert len(winners) == 1, winners
             assert stores[0].lease(f"inv-{round}").epoch == 1
     finally:
         for s in stores:
             s.close()
+
+
+def _in_threads(work, n: int) -> None:
+    """`work(0)` ... `work(n - 1)`, each on a thread of its own, all started before any is waited for."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def test_the_counts_by_handler_and_status_stay_exact_under_concurrent_writers(postgres_url):
@@ -114,11 +119,7 @@ def test_the_counts_by_handler_and_status_stay_exact_under_concurrent_writers(po
                     except InvocationBusy:
                         pass
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(stores))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _in_threads(work, len(stores))
         assert len(claimed) == len(set(claimed)) == len(stores) * per_store // 2
         (summary,) = stores[0].summary()
         assert summary.counts == {"pending": len(stores) * per_store // 2, "running": len(stores) * per_store // 2}
