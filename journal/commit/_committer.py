@@ -198,15 +198,6 @@ class Committer:
             self._replied.set()
             self._replied = None
 
-    def _overtake(self, op: Op) -> OpResult:
-        """Commit `op` now, in a transaction of its own, beside the batch whose fsync is in flight."""
-        began = time.perf_counter() if self.timers else 0.0
-        result = self.store.apply([op])[0]
-        self.batches += 1
-        if self.timers:
-            self._timed(time.perf_counter() - began)
-        return _unwrap(result)
-
     def _timed(self, seconds: float) -> None:
         for timer in self.timers:
             timer(seconds)
@@ -226,11 +217,6 @@ class Committer:
 
     async def _group(self, op: Op | None, durable: bool = True, settle: bool = False) -> OpResult:
         """Commit `op` in the next group transaction; its result, or its error raised."""
-        if not durable and not self.blocking and self._in_flight is not None and op is not None:
-            # An operation that need not be durable (a claim) does not wait for the fsync of
-            # the batch in flight, as `commit_now` never does: the next invocation in a limit's
-            # line was claimed only once the write of how the last one ended was on disk.
-            return self._overtake(op)
         batch = self._filling
         if batch is not None:  # its leader commits it
             batch.durable = batch.durable or durable

@@ -14,7 +14,7 @@ cannot run here (its handler does not load, its journal is damaged) is parked as
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -200,32 +200,13 @@ class Executor:
                 if limits and not unit_taken:  # a unit of its limits while it runs (asked again: held already, it is granted)
                     await self.settings.limiter.acquire(limits, hid=run_hold(invocation_id), priority=ctx.priority,
                                                         label=invocation_id, arrival=created_at)
-                holding = bool(limits)
-
-                async def release() -> None:
-                    nonlocal holding
-                    if holding:
-                        holding = False
-                        await self.settings.limiter.release(run_hold(invocation_id), limits)
-
-                async def handler_ended() -> None:
-                    # Its units go back as soon as the handler is done, before the write of how
-                    # it ended (the next in line need not wait for that commit's fsync): the
-                    # write is no work of the handler's, and a crash before it has the
-                    # invocation acquire again when it runs again.
-                    with anyio.CancelScope(shield=True):
-                        try:
-                            await release()
-                        except Exception:  # (given back below, or by its owner's death)
-                            pass
-
                 try:
                     if not watching:
-                        return await self._drive(ctx, epoch, fn, started, handler_ended if limits else None)
-                    return await self._drive_watched(ctx, epoch, fn, started, watching,
-                                                     handler_ended if limits else None)
+                        return await self._drive(ctx, epoch, fn, started)
+                    return await self._drive_watched(ctx, epoch, fn, started, watching)
                 finally:
-                    await release()  # suspended, finished or stopped: it holds nothing until it runs again
+                    if limits:  # suspended, finished or stopped: it holds nothing until it runs again
+                        await self.settings.limiter.release(run_hold(invocation_id), limits)
             finally:
                 self.leases.remove(ctx)
         finally:
@@ -261,8 +242,7 @@ class Executor:
         return ctx, started
 
     async def _drive_watched(self, ctx: InvocationContext, epoch: int, fn: Callable[..., Any], started: Started,
-                             watching: list[AttemptObserver],
-                             handler_ended: Callable[[], Awaitable[None]] | None = None) -> Outcome:
+                             watching: list[AttemptObserver]) -> Outcome:
         """`_drive` with the observers that follow this attempt entered around it."""
         # An observer that leaves step functions alone costs them nothing.
         wrappers = [w.wrap_step for w in watching if type(w).wrap_step is not AttemptObserver.wrap_step]
@@ -278,15 +258,14 @@ class Executor:
         with ExitStack() as stack:
             for watcher in watching:
                 stack.enter_context(watcher)
-            outcome = await self._drive(ctx, epoch, fn, started, handler_ended)
+            outcome = await self._drive(ctx, epoch, fn, started)
             record = await self._read(self.store.get, ctx.invocation_id)
             for watcher in watching:
                 watcher.ended(outcome.status, record, ctx.machine.replayer.replayed)
             return outcome
 
-    async def _drive(self, ctx: InvocationContext, epoch: int, fn: Callable[..., Any], started: Started,
-                     handler_ended: Callable[[], Awaitable[None]] | None = None) -> Outcome:
-        """Run the handler to its end, a wait or a stop (then `handler_ended`), and write where it stands."""
+    async def _drive(self, ctx: InvocationContext, epoch: int, fn: Callable[..., Any], started: Started) -> Outcome:
+        """Run the handler to its end, a wait or a stop, and write where it stands."""
         machine = ctx.machine
         scope = _handler_scope.set(ctx.invocation_id)
         outer_context = _context.set(ctx)  # `current_context()`, in the handler and every task it spawns
@@ -312,8 +291,6 @@ class Executor:
             _current.reset(outer_step)
             _context.reset(outer_context)
             _handler_scope.reset(scope)
-        if handler_ended is not None:
-            await handler_ended()
         return await self._write(ctx, epoch, ending)
 
     async def _write(self, ctx: InvocationContext, epoch: int, ending: Ending) -> Outcome:
