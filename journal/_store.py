@@ -265,6 +265,7 @@ class Store(Protocol):
     def get_many(self, invocation_ids: Sequence[str]) -> builtins.list[InvocationRecord | None]:
         """`get` of each, in order (one statement on a store over the network); raises
         CorruptEntry if any of them does not decode."""
+        return [self.get(invocation_id) for invocation_id in invocation_ids]
 
     def require(self, invocation_id: str) -> InvocationRecord:
         """`get`, raising InvocationNotFound (with what to do) when there is no such invocation."""

@@ -113,10 +113,6 @@ class Executor:
         self.store = settings.committer.store
         self._read = settings.committer.read  # store calls: off the loop when the store is blocking
         self.running: set[str] = set()
-        # Invocations whose unit of their limits a worker's look in this process has just taken
-        # for their run (`Worker._unit_free`): their execution does not ask for it again (on
-        # PostgreSQL a round trip, on LMDB a transaction, in the middle of every hand-over).
-        self.unit_taken: set[str] = set()
         self.leases = Leases(self.committer, settings.lease_ttl, settings.poll_interval)  # one watcher for all
         self.children = Children(self.committer, self.running, self.execute, settings.observers,
                                  settings.handler_for)
@@ -140,8 +136,6 @@ class Executor:
 
     async def _execute_once(self, invocation_id: str, fn: Callable[..., Any] | None, fresh: Fresh | None) -> Outcome:
         leased = fresh.record if fresh is not None else None  # by `Engine.run`, which marked it running here
-        unit_taken = invocation_id in self.unit_taken
-        self.unit_taken.discard(invocation_id)
         took_over = False
         if leased is None and (fresh is None or fn is None):
             record = await self._read(self.store.require, invocation_id)
@@ -197,7 +191,7 @@ class Executor:
             try:
                 if self.leases.add(ctx, epoch, claimed, mark):  # the claim took long to come back
                     await self.leases.renew_now(ctx)
-                if limits and not unit_taken:  # a unit of its limits while it runs (asked again: held already, it is granted)
+                if limits:  # a unit of its limits while it runs (a worker took it before claiming it)
                     await self.settings.limiter.acquire(limits, hid=run_hold(invocation_id), priority=ctx.priority,
                                                         label=invocation_id, arrival=created_at)
                 try:
@@ -417,7 +411,6 @@ class Executor:
                    f"Restore or fix the code, then `journal resume {invocation_id}`")
         epoch, _ = await self.committer.submit(self.acquire_op(invocation_id, now_us()), durable=False)
         await self._park(invocation_id, epoch, message)
-        self.unit_taken.discard(invocation_id)
         if record.limits:  # a worker's look may have taken it a unit: it does not run, so it holds none
             await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))))
         self.settings.observers.parked(invocation_id, message)

@@ -202,7 +202,7 @@ class Worker:
         for record in sorted(records, key=lambda r: (-r.priority, r.created_at, r.id)):
             names = tuple(sorted(set(record.limits)))
             if past_line and names in full:
-                self._asked.setdefault(record.id, now)  # passed over by the next looks without its record read
+                self._asked[record.id] = now  # passed over by the next looks without its record read
                 self._lines[record.id] = (record.priority, record.created_at, names)
                 self._in_line = True
                 continue
@@ -214,7 +214,6 @@ class Worker:
                 kept += 1  # a place kept: a few a look, so a long line costs no look much
             self._asked[record.id] = now
             if self._unit_free(record):
-                self.executor.unit_taken.add(record.id)
                 self._asked.pop(record.id, None)
                 self._lines.pop(record.id, None)
                 out.append(record.id)
