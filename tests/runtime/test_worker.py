@@ -5,9 +5,11 @@ import contextlib
 import anyio
 import pytest
 
-from journal import Status, decode_entry, kind_of
+from journal import Status, decode_entry, kind_of, now_us
 from journal.errors import StoreError
 from runtime import Context
+from runtime._engine import _worker
+from runtime._handler import _invocation
 
 from ..waiting import DEADLINE, until
 
@@ -27,12 +29,10 @@ async def test_a_short_sleep_is_journaled_and_waited_inline(open_engine):
     assert kind_of(entries[1]) == "sleep" and entries[1].until - entries[1].at == 50_000
 
 
-async def test_a_long_sleep_suspends_and_resumes_with_only_the_time_left(open_engine, calls):
+async def test_a_long_sleep_suspends_and_resumes_with_only_the_time_left(open_engine, calls, monkeypatch):
     async def agent(ctx: Context) -> str:
         await ctx.run("before", calls("before"))
-        # Long enough that the early resume below comes before the timer on a loaded machine
-        # (0.3 s did not: the resume found the time up and completed).
-        await ctx.sleep(2.0)
+        await ctx.sleep(3600)  # the early resume below comes long before it, however loaded the machine
         return await ctx.run("after", calls("after"))
 
     async with open_engine(inline_sleep_limit=0.1) as engine:
@@ -41,6 +41,11 @@ async def test_a_long_sleep_suspends_and_resumes_with_only_the_time_left(open_en
         assert engine.store.lease("t").owner == ""
         early = await engine.resume("t")  # too early: replays, sees time left, suspends again
         assert early.status == Status.SUSPENDED
+        # The hour passes: the clocks that the timer's wait and the worker's look read move on
+        # by it (timers read the wall clock, not the engine's `clock=`).
+        later = lambda: now_us() + 3_600_000_000  # noqa: E731
+        monkeypatch.setattr(_invocation, "now_us", later)
+        monkeypatch.setattr(_worker, "now_us", later)
         await until(lambda: engine.runnable() == ["t"], "the timer to fall due")
         done = await engine.resume("t")
     assert done.result == "after:()" and calls.counts == {"before": 1, "after": 1}
