@@ -166,9 +166,9 @@ async def replay_outcome(handler: Callable[..., Any] | str | None, store: Store,
         await settled.wait()
         quiet = 0
         while not machine.all_parked and quiet < _QUIET_ROUNDS and machine.divergence is None:
-            before = replayer.claims
+            before = machine.claims
             await anyio.lowlevel.checkpoint()
-            quiet = 0 if replayer.claims != before else quiet + 1
+            quiet = 0 if machine.claims != before else quiet + 1
         scope.cancel()
 
     async with anyio.create_task_group() as tg:

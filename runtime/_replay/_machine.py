@@ -1,7 +1,7 @@
 """The invocation state machine: one execution of an invocation, synchronous and I/O-free.
 
 It owns what an execution knows: each branch's position and the claims that hand out
-seqs (through the `Replayer`), the entries and state changes waiting to be written,
+seqs (the `Replayer` says which recorded entry a claim replays), the entries and state changes waiting to be written,
 cancellation (requested, delivered, seen), what stopped the execution (a lost lease, a
 broken store, a divergence), the answers `ctx.patched` gave, and the seeds of
 `ctx.random`/`ctx.uuid`. It never awaits, writes or reads the store: the shells around
@@ -112,7 +112,13 @@ class Machine:
         self._patches: dict[str, bool] = {}
         self._randoms: dict[int, _random.Random] = {}
         self._uuids: dict[int, int] = {}
-        self._live_at: dict[int, None] = {}  # positions where an operation ran live (keys; see Replayer._live)
+        # Seqs handed out to live operations, and the positions they ran at, as dict keys: a
+        # dict of a few keys is a third of the size of a set of five (one per step of a short
+        # agent, many thousand in flight).
+        self._live: dict[int, None] = {}
+        self._live_at: dict[int, None] = {}
+        self._top = replayer.top  # the highest seq recorded or handed out
+        self.claims = 0  # grows with every claim (replay-only mode watches it for progress)
         self.checked = 0  # recorded operations replayed
         self.stopped_at: int | None = None  # replay-only: the lowest seq that would have run live
         self.on_halt: Callable[[], None] | None = None  # told when a branch stops or diverges
@@ -176,14 +182,27 @@ class Machine:
         if self.lost is not None or self.broken is not None or self.divergence is not None:
             self.raise_if_stopped()
         after, last, legacy = self.position()
-        try:
-            seq, recorded = self.replayer.claim(last, kind, name, call_digest, after=after, legacy=legacy)
-        except NondeterminismError as exc:
-            self._halt(exc)
-            raise
-        if recorded is None:
+        self.claims += 1
+        replayer = self.replayer
+        found = None
+        if replayer.unclaimed:  # once every recorded entry is replayed, the replayer has no say
+            try:
+                found = replayer.claim(last, kind, name, call_digest, legacy=legacy)
+            except NondeterminismError as exc:
+                self._halt(exc)
+                raise
+        if found is None:
+            # Live: the lowest seq after the branch's last that the crashed run handed out but
+            # never committed, so that later entries' `prev` links still line up.
+            seq, recorded, taken, live = after + 1, None, replayer.seqs, self._live
+            while seq in taken or seq in live:
+                seq += 1
+            live[seq] = None
+            if seq > self._top:
+                self._top = seq
             self._went_live(seq, last, kind, name, call_digest)
         else:
+            seq, recorded = found
             self.checked += 1
             if legacy is not None and recorded.prev == legacy:
                 last = legacy  # an old journal's path goes on from the shared position
@@ -252,6 +271,7 @@ class Machine:
             after, last, legacy = self.position()
             seq = replayer.claim_recorded(last, Patched, change_id, legacy)
             if seq is not None:
+                self.claims += 1
                 self._advance(seq, last, Patched, change_id, None)
             self._patches[change_id] = seq is not None
             return seq is not None
@@ -299,7 +319,11 @@ class Machine:
 
     def take_final(self, entry: Any | None) -> tuple[list[tuple[int, bytes]], Any, bool]:
         """`take_writes` for the append that ends the execution, with its final `entry`."""
-        return self.take_writes(self.replayer.next_live() if entry is not None else 0, entry)
+        if entry is None:
+            return self.take_writes(0, None)
+        self._top += 1  # after everything recorded or handed out
+        self._live[self._top] = None
+        return self.take_writes(self._top, entry)
 
     def note_prior(self, seq: int, change: StateSet) -> None:
         """A live first change of a state name, which records what the name was before."""

@@ -10,7 +10,9 @@ one recorded entry follows a position, and an operation's claim is decided at on
 - an entry recorded there that does not match is a divergence, reported before any
   side effect: only this branch could have recorded it;
 - nothing recorded there: the operation runs live (the journal ended there, or the
-  process died before its entry was committed), with the lowest seq free after it.
+  process died before its entry was committed). The machine (runtime/_replay/_machine.py)
+  then hands it the lowest seq after it that no recorded entry holds, and once every
+  recorded entry was claimed it no longer asks the replayer at all.
 
 So concurrent branches scheduled in another order on replay than when recorded (trio
 shuffles them on purpose) each follow their own recorded path, and no branch ever waits
@@ -79,7 +81,7 @@ def _tag(kind: type[R]) -> str:
 
 
 class Replayer:
-    """Hands out seqs and checks each operation against the recorded entries."""
+    """Checks each operation against the recorded entries, and finds the one to replay."""
 
     def __init__(self, invocation_id: str, entries: dict[int, Entry]) -> None:
         self.invocation_id = invocation_id
@@ -88,22 +90,19 @@ class Replayer:
             {s: e for s, e in entries.items() if s > 0 and not isinstance(e, TERMINAL_KINDS)})
         self._start = entries.get(0)
         self._terminal = next((e for e in entries.values() if isinstance(e, TERMINAL_KINDS)), None)
-        self._unclaimed = set(self._entries)
+        self.unclaimed = set(self._entries)  # read by the machine: empty once every entry was replayed
+        self.seqs = self._entries.keys()  # the seqs recorded entries hold: never handed out live
+        self.top = max(entries, default=0)  # the highest seq recorded (the terminal entry's, if any)
         self._by_prev: dict[int, list[int]] = {}
         for seq in sorted(self._entries):
             self._by_prev.setdefault(getattr(self._entries[seq], "prev", 0), []).append(seq)
-        # Seqs handed out to live operations, as dict keys: a dict of a few keys is a third of
-        # the size of a set of five (one per step of a short agent, many thousand in flight).
-        self._live: dict[int, None] = {}
-        self._top = max(entries, default=0)  # the highest seq recorded or handed out
-        self.claims = 0  # grows with every claim
 
     # -- what was recorded -----------------------------------------------------------------
 
     @property
     def replayed(self) -> int:
         """How many recorded entries (besides `started`) the handler has matched so far."""
-        return len(self._entries) - len(self._unclaimed)
+        return len(self._entries) - len(self.unclaimed)
 
     def started(self) -> Started:
         if not isinstance(self._start, Started):
@@ -119,7 +118,7 @@ class Replayer:
     @property
     def exhausted(self) -> bool:
         """True once every recorded entry was claimed: operations from now on run live."""
-        return not self._unclaimed
+        return not self.unclaimed
 
     def recorded(self, seq: int) -> Recorded | None:
         return self._entries.get(seq)
@@ -136,68 +135,48 @@ class Replayer:
     # -- claiming --------------------------------------------------------------------------
 
     def claim(self, last: int, kind: type[R], name: str | None = None, digest: int | None = None, *,
-              after: int | None = None, legacy: int | None = None) -> tuple[int, R | CancelReceived | None]:
-        """Claim a seq for an operation whose branch stands at position `last` (`after` is the
-        real seq it claimed last, where the next live seq goes; `legacy` see the module doc).
-
-        Returns `(seq, recorded entry)` to replay, `(seq, None)` to run live; raises
-        `NondeterminismError` when the entry recorded at this position is another operation.
-        A recorded `CancelReceived` there is returned whatever the operation: cancellation
-        was delivered at that point of the branch.
+              legacy: int | None = None) -> tuple[int, R | CancelReceived] | None:
+        """The recorded entry an operation whose branch stands at position `last` replays, as
+        `(seq, entry)`, or None if nothing is recorded there (it runs live); `legacy` see the
+        module doc. Raises `NondeterminismError` when the entry recorded at this position is
+        another operation. A recorded `CancelReceived` there is returned whatever the
+        operation: cancellation was delivered at that point of the branch.
         """
-        if self._unclaimed:
-            candidates = [s for s in self._by_prev.get(last, ()) if s in self._unclaimed]
-            for seq in candidates:
+        if not self.unclaimed:
+            return None
+        candidates = [s for s in self._by_prev.get(last, ()) if s in self.unclaimed]
+        for seq in candidates:
+            entry = self._entries[seq]
+            if isinstance(entry, CancelReceived) or _matches(entry, kind, name, digest):
+                return self._take(seq, entry)
+        if candidates:
+            raise self._report(candidates[0], self._entries[candidates[0]], kind, name, digest)
+        if legacy is not None:
+            for seq in self._by_prev.get(legacy, ()):
                 entry = self._entries[seq]
-                if isinstance(entry, CancelReceived) or _matches(entry, kind, name, digest):
+                if seq in self.unclaimed and _matches(entry, kind, name, digest):
                     return self._take(seq, entry)
-            if candidates:
-                raise self._report(candidates[0], self._entries[candidates[0]], kind, name, digest)
-            if legacy is not None:
-                for seq in self._by_prev.get(legacy, ()):
-                    entry = self._entries[seq]
-                    if seq in self._unclaimed and _matches(entry, kind, name, digest):
-                        return self._take(seq, entry)
-        return self.claim_live(last if after is None else after)
+        return None
 
     def claim_recorded(self, last: int, kind: type[Recorded], name: str | None = None, legacy: int | None = None) -> int | None:
         """Claim the recorded entry after `last` that matches, if there is one; never goes live."""
         for prev in (last, legacy):
             for seq in self._by_prev.get(prev, ()) if prev is not None else ():
-                if seq in self._unclaimed and _matches(self._entries[seq], kind, name, None):
+                if seq in self.unclaimed and _matches(self._entries[seq], kind, name, None):
                     return self._take(seq, self._entries[seq])[0]
         return None
 
-    def claim_live(self, last: int) -> tuple[int, None]:
-        """A seq to run an operation live. It reuses the lowest seq after `last` that the
-        crashed run handed out but never committed, so that later entries' `prev` links
-        still line up."""
-        seq = last + 1
-        while seq in self._entries or seq in self._live:
-            seq += 1
-        self._live[seq] = None
-        self._top = max(self._top, seq)
-        self.claims += 1
-        return seq, None
-
-    def next_live(self) -> int:
-        """A seq after everything recorded or handed out (for the terminal entry)."""
-        self._top += 1
-        self._live[self._top] = None
-        return self._top
-
     def _take(self, seq: int, entry: R) -> tuple[int, R]:
-        self._unclaimed.discard(seq)
-        self.claims += 1
+        self.unclaimed.discard(seq)
         return seq, entry
 
     # -- divergence ------------------------------------------------------------------------
 
     def check_finished(self) -> None:
         """The handler returned: a recorded operation it never reached is a divergence."""
-        if not self._unclaimed:
+        if not self.unclaimed:
             return
-        left = sorted(self._unclaimed)
+        left = sorted(self.unclaimed)
         entry = self._entries[left[0]]
         raise self.divergence(
             left[0], describe(kind_of(entry), name_of(entry)), "nothing: the handler returned",
