@@ -177,12 +177,18 @@ class Executor:
             except BaseException as exc:
                 # It does not run after all (a damaged journal, a cancellation): not left `running`.
                 with anyio.CancelScope(shield=True):
-                    if isinstance(exc, CorruptEntry):  # not runnable until repaired: parked with the reason
-                        await self._park(invocation_id, epoch, (
-                            f"{exc}. It cannot run until its journal is repaired; `journal fork {invocation_id} "
-                            "--at SEQ` continues it from before the damage"))
-                    else:
-                        await self._give_back(invocation_id, epoch)
+                    try:
+                        if isinstance(exc, CorruptEntry):  # not runnable until repaired: parked with the reason
+                            await self._park(invocation_id, epoch, (
+                                f"{exc}. It cannot run until its journal is repaired; `journal fork {invocation_id} "
+                                "--at SEQ` continues it from before the damage"))
+                        else:
+                            await self._give_back(invocation_id, epoch)
+                    finally:
+                        if record.limits:  # a worker's look may have taken it a unit; with the lease held
+                            # here, no other execution of it holds that hold: it goes back too
+                            await self.settings.limiter.release(run_hold(invocation_id),
+                                                                tuple(sorted(set(record.limits))))
                 raise
             watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace,
                                                                took_over))

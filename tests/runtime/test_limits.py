@@ -254,6 +254,26 @@ async def test_an_invocation_holds_a_unit_while_it_runs_and_none_while_suspended
         assert (view.in_use, view.waiting) == (0, 0)
 
 
+async def test_an_invocation_parked_for_a_damaged_journal_gives_back_the_unit_a_look_took_for_it(open_engine):
+    """A worker's look takes a unit for an invocation before its execution reads the journal;
+    a journal found damaged there parks the invocation, and the unit goes back with it."""
+    from journal.kv._rules import entry_key
+
+    RUNS.clear()
+    async with open_engine() as engine:
+        await engine.limits.set("one", concurrency=1)
+        await engine.start(limited_job, "bad", id="bad", limit="one")
+        await engine.start(limited_job, "good", id="good", limit="one")
+        engine.store._transact(lambda txn: txn.put("entries", entry_key(b"bad", 0), b"\xc1 not msgpack"))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(engine.serve, concurrency=16))
+            await until(lambda: "good" in RUNS, "the invocation behind the damaged one to run")
+            tg.cancel_scope.cancel()
+        assert (await engine.get("bad")).status == "diverged"
+        view = await engine.limits.get("one")
+        assert (view.in_use, view.waiting) == (0, 0)
+
+
 async def test_waiting_invocations_are_served_by_priority_then_age(open_engine):
     RUNS.clear()
     async with open_engine() as engine:
