@@ -342,3 +342,70 @@ def test_an_event_loop_that_ran_plain_steps_is_not_kept_once_its_run_is_over(bac
     loop = anyio.run(main, backend=backend)
     gc.collect()
     assert loop() is None  # (the threads' mailbox for it held it: a loop kept for each run)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_quick_call_on_an_idle_loop_returns_and_raises_as_any_other():
+    # On asyncio the loop's thread may wait for a quick call itself (docs/performance.md):
+    # what the function returns or raises reaches the caller the same way.
+    from runtime._handler._step_threads import StepThreads
+
+    threads = StepThreads(limit=2)
+    for _ in range(3):  # the first starts a thread; the next find it asleep, the loop idle
+        assert await threads.run(lambda: "quick") == "quick"
+
+    def refuses() -> None:
+        raise ValueError("no such order: 42")
+
+    def exhausted() -> None:
+        raise StopIteration
+
+    with pytest.raises(ValueError, match="no such order: 42"):
+        await threads.run(refuses)
+    with pytest.raises(RuntimeError, match="raised StopIteration"):
+        await threads.run(exhausted)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_plain_call_that_needs_the_event_loop_to_finish_is_not_waited_for_on_it():
+    # If the loop's thread waited for this call until it returned, the call would wait for
+    # the loop for ever: the loop waits a moment at most, then goes on, and runs the callback.
+    from runtime._handler._step_threads import StepThreads
+
+    threads = StepThreads(limit=2)
+    assert await threads.run(lambda: "warm") == "warm"
+    token = anyio.lowlevel.current_token()
+
+    def needs_the_loop() -> str:
+        return anyio.from_thread.run_sync(lambda: "answered", token=token)  # returns once the loop ran it
+
+    with anyio.fail_after(DEADLINE):
+        assert await threads.run(needs_the_loop) == "answered"
+
+
+async def test_quick_plain_steps_one_after_another_leave_the_loop_its_turns(open_engine):
+    # In `exit` durability nothing else in a step waits; each plain step still gives the
+    # loop a turn, so a task beside the handler (a lease renewal, another invocation) runs.
+    turns = 0
+    done = False
+
+    async def beside() -> None:  # woken by a timer, as a lease renewal is
+        nonlocal turns
+        while not done:
+            turns += 1
+            await anyio.sleep(0.0001)
+
+    async def agent(ctx: Context) -> int:
+        await ctx.run("first", lambda: None)
+        before = turns
+        for i in range(200):  # 200 steps of 20 µs at the very least: 40 timers of 100 µs due
+            await ctx.run(f"s{i}", lambda: None)
+        return turns - before
+
+    async with open_engine(durability="exit") as engine:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(beside)
+            outcome = await engine.run(agent, id="quick")
+            done = True
+    assert outcome.status == Status.COMPLETED
+    assert outcome.result >= 10, outcome.result
