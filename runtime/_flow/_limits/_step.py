@@ -9,6 +9,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from journal.limits import Blocked
+
 from ..._base._step_info import Usage, _usage
 from ._pushback import pushback
 
@@ -24,7 +26,13 @@ def limited(fn: Callable[..., Any], limiter: Any, names: tuple[str, ...], tokens
     async def attempt(*args: Any, **kwargs: Any) -> Any:
         pushbacks = 0
         while True:
-            hid = await limiter.acquire(names, tokens=tokens, priority=priority, label=label)
+            # The uncontended path takes and gives back without an await (a store whose calls do
+            # not block: nothing there to cancel), the others wait in line.
+            request = limiter.request(names, tokens=tokens, priority=priority, label=label)
+            answer = limiter.acquire_now(request)
+            if answer is None or answer.__class__ is Blocked:
+                await limiter.wait(request, answer)
+            hid = request.hid
             usage = Usage(parent=_usage.get())  # a budget counts it too
             token = _usage.set(usage)
             try:
@@ -45,7 +53,8 @@ def limited(fn: Callable[..., Any], limiter: Any, names: tuple[str, ...], tokens
                 await limiter.release(hid, names, usage.tokens)
                 raise
             _usage.reset(token)
-            await limiter.release(hid, names, usage.tokens)
+            if not limiter.release_now(hid, names, usage.tokens):
+                await limiter.release(hid, names, usage.tokens)
             return value
 
     return attempt
