@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import secrets
 import time
 from collections.abc import Sequence
@@ -31,6 +32,20 @@ _FARTHEST = 1.0  # a waiter far back in the line looks at least this often (it c
 # `limit=NAME` as the names it takes, by NAME: a step under a limit does not check its name each time.
 _single: dict[str, tuple[str, ...]] = {}
 
+# A hold's id: this process's random prefix, then a count (no random bytes read for each hold).
+# A child process forked from this one draws a prefix of its own.
+_hold_prefix = secrets.token_hex(8)
+_hold_count = itertools.count()
+
+
+def _new_prefix() -> None:
+    global _hold_prefix
+    _hold_prefix = secrets.token_hex(8)
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_new_prefix)
+
 
 def limit_names(limit: str | Sequence[str] | None) -> tuple[str, ...]:
     """`limit=` as the sorted names it takes (one global order: no two holders wait on each other)."""
@@ -38,17 +53,17 @@ def limit_names(limit: str | Sequence[str] | None) -> tuple[str, ...]:
         return ()
     if isinstance(limit, str):
         found = _single.get(limit)
-        if found is None:
-            found = (check_name(limit),)
-            if len(_single) < 4096:
-                _single[limit] = found
-        return found
-    names = tuple(limit)
+        if found is not None:
+            return found
+    names = (limit,) if isinstance(limit, str) else tuple(limit)
     for name in names:
         if not isinstance(name, str) or not name:
             raise LimitError(f"limit= takes a limit name or a list of names (non-empty strings), got {limit!r}")
         check_name(name)
-    return tuple(sorted(set(names)))
+    found = tuple(sorted(set(names)))
+    if isinstance(limit, str) and len(_single) < 4096:
+        _single[limit] = found
+    return found
 
 
 class Limiter:
@@ -58,9 +73,6 @@ class Limiter:
         self._store = store
         self._owner = owner
         self._pid = _pid()
-        # A hold's id: unique to this limiter, then a count (no random bytes read for each hold).
-        self._prefix = secrets.token_hex(8)
-        self._count = itertools.count()
         self._table: LimitTable | None = None
         self._bell: anyio.Event | None = None  # rung when a unit is given back here (made by a waiter)
 
@@ -87,7 +99,7 @@ class Limiter:
 
     def request(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
                 label: str = "", arrival: int | None = None) -> Request:
-        return Request(hid or f"{self._prefix}{next(self._count):x}", names, self._owner, HOST, self._pid, tokens,
+        return Request(hid or f"{_hold_prefix}{next(_hold_count):x}", names, self._owner, HOST, self._pid, tokens,
                        priority, label, arrival)
 
     async def acquire(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
@@ -169,6 +181,4 @@ class Limiter:
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()
