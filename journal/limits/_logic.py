@@ -131,11 +131,22 @@ def _event_prefix(name: str, kind: bytes) -> bytes:
     return name.encode() + b"\x00" + kind
 
 
+# (name, kind, period) -> (the prefix of its buckets' keys, a bucket's length in µs): worked
+# out once per name rather than at each grant.
+_buckets: dict[tuple[str, bytes, float], tuple[bytes, int]] = {}
+
+
 def _bucket_key(name: str, kind: bytes, at: int, period: float) -> tuple[bytes, int]:
     """The key of the bucket a grant at `at` counts in, and when that bucket ends (µs)."""
-    length = max(1000, int(period * 1e6) // 100)
+    found = _buckets.get((name, kind, period))
+    if found is None:
+        found = (_event_prefix(name, kind), max(1000, int(period * 1e6) // 100))
+        if len(_buckets) >= 4096:
+            _buckets.clear()
+        _buckets[(name, kind, period)] = found
+    prefix, length = found
     end = (at // length + 1) * length
-    return _event_prefix(name, kind) + end.to_bytes(8, "big"), end
+    return prefix + end.to_bytes(8, "big"), end
 
 
 def _add(txn: Txn, key: bytes, amount: int) -> tuple[int, int]:
@@ -218,10 +229,14 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive,
     answer was lost). Names without a rule limit nothing and are not touched."""
     limited: list[tuple[str, LimitRule, LimitState]] = []
     for name in request.names:
-        rule = rule_for(txn, name) if known is None else rule_in(known, name)
+        rule = rule_for(txn, name) if known is None else known.get(name) or rule_in(known, name)
         if rule is not None:
-            limited.append((name, rule, _state(txn, name)))
+            raw = txn.get("limit_state", name.encode())
+            limited.append((name, rule, LimitState() if raw is None else _state_dec.decode(raw)))
     if not limited:
+        return Granted()
+    if _free(limited, request, now):  # the uncontended path: what the rules below would do, decided at once
+        _grant(txn, limited, request, now)
         return Granted()
     if all(request.hid in state.holds for _, _, state in limited):
         # Granted already (a retry whose answer was lost, or another process claiming the same
@@ -290,12 +305,45 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive,
             if name in changed:
                 _put_state(txn, name, state)
         return Blocked(tuple(blocking), retry_at, ahead)
+    _grant(txn, limited, request, now)
+    return Granted()
+
+
+def _free(limited: list[tuple[str, LimitRule, LimitState]], request: Request, now: int) -> bool:
+    """Whether `request` is granted as it is, with nothing to look at: it holds none of the
+    names yet, nobody waits on them, none is paused, and each has room in its concurrency and
+    its windows, whose oldest buckets still count (nothing to prune)."""
+    for _, rule, state in limited:
+        if request.hid in state.holds or state.waiters or state.paused_until > now:
+            return False
+        if rule.concurrency is not None and len(state.holds) >= rule.concurrency:
+            return False
+        rate = rule.rate
+        if rate is None:
+            if state.rate_count:
+                return False
+        elif state.rate_count >= rate.limit or (state.rate_count
+                                                and state.rate_oldest <= now - int(rate.period * 1e6)):
+            return False
+        window = rule.tokens
+        if window is None:
+            if state.tokens_in_window:
+                return False
+        elif state.tokens_in_window and (state.tokens_in_window + request.tokens > window.limit
+                                         or state.tokens_oldest <= now - int(window.period * 1e6)):
+            return False
+    return True
+
+
+def _grant(txn: Txn, limited: list[tuple[str, LimitRule, LimitState]], request: Request, now: int) -> None:
     for name, rule, state in limited:
-        state.waiters.pop(request.hid, None)
+        if state.waiters:
+            state.waiters.pop(request.hid, None)
         state.holds[request.hid] = Holder(request.owner, request.host, request.pid, now, request.tokens, request.label)
-        if rule.rate is not None:
+        if rule.rate is not None:  # (`_add` of one, written out: every grant under a rate passes here)
             key, end = _bucket_key(name, b"r", now, rule.rate.period)
-            _add(txn, key, 1)
+            raw = txn.get("limit_events", key)
+            txn.put("limit_events", key, ((0 if raw is None else int.from_bytes(raw, "big")) + 1).to_bytes(8, "big"))
             state.rate_count += 1
             state.rate_oldest = state.rate_oldest or end
         if rule.tokens is not None and request.tokens:
@@ -303,8 +351,7 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive,
             _add(txn, key, request.tokens)
             state.tokens_in_window += request.tokens
             state.tokens_oldest = state.tokens_oldest or end
-        _put_state(txn, name, state)
-    return Granted()
+        txn.put("limit_state", name.encode(), _enc.encode(state))
 
 
 def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None, now: int,
@@ -337,7 +384,7 @@ def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None,
                             state.tokens_oldest = end
             state.tokens_total += charged
             waited = waited or bool(state.waiters)
-        _put_state(txn, name, state)
+        txn.put("limit_state", name.encode(), _enc.encode(state))
     return waited
 
 

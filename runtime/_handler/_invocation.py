@@ -79,6 +79,21 @@ _EMITTERS_MADE = threading.Lock()
 _PROCESS_THREADS = StepThreads()
 
 
+def _limits() -> tuple[Callable[..., tuple[str, ...]], Callable[..., Callable[..., Any]]]:
+    """`limit_names` and `limited`, imported on first use (flow control imports this package)
+    and then kept: a step under a limit pays for no import statement."""
+    global _LIMITS
+    if _LIMITS is None:
+        from .._flow._limits._limiter import limit_names
+        from .._flow._limits._step import limited
+
+        _LIMITS = (limit_names, limited)
+    return _LIMITS
+
+
+_LIMITS: tuple[Callable[..., tuple[str, ...]], Callable[..., Callable[..., Any]]] | None = None
+
+
 class InvocationContext(Composition, Talking, Context):
     """One execution's context: its state machine, its lease epoch and the committer."""
 
@@ -249,9 +264,7 @@ class InvocationContext(Composition, Talking, Context):
 
     def _limited(self, name: str, fn: Callable[..., Any], limit: str | Sequence[str], tokens: int | None,
                  ) -> Callable[..., Any]:
-        from .._flow._limits._limiter import limit_names
-        from .._flow._limits._step import limited
-
+        limit_names, limited = _limits()
         names = limit_names(limit)
         if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0):
             raise TypeError(f"ctx.run({name!r}, ..., tokens=...) takes the step's token estimate (an int, 0 or "

@@ -147,6 +147,32 @@ async def test_push_back_pauses_the_limit_and_does_not_use_up_attempts(open_engi
     assert outcome.result == "ok" and len(tries) == 4
 
 
+async def test_a_plain_step_function_gives_its_unit_back_after_a_push_back_and_a_failure(open_engine):
+    # A plain function on the loop (inline=True) takes and gives back its unit without an await:
+    # with a concurrency of 1, a unit kept by a failed attempt would stop every later one.
+    tries = []
+
+    def flaky():
+        tries.append(1)
+        if len(tries) <= 2:
+            raise RateLimited(retry_after=0.01)
+        if len(tries) == 3:
+            raise ValueError("once")
+        return "ok"
+
+    async def agent(ctx: Context) -> str:
+        return await ctx.run("call", flaky, inline=True, limit="one",
+                             retry=RetryPolicy(max_attempts=2, initial_interval=0.01))
+
+    async with open_engine() as engine:
+        await engine.limits.set("one", concurrency=1)
+        with anyio.fail_after(30):
+            outcome = await engine.run(agent)
+        view = await engine.limits.get("one")
+    assert outcome.result == "ok" and len(tries) == 4
+    assert (view.in_use, view.waiting) == (0, 0)
+
+
 async def test_an_http_429_with_retry_after_pauses_every_holder_of_the_limit(open_engine):
     tries = []
 

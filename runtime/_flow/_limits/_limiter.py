@@ -12,6 +12,8 @@ and a window or a pause that ends is waited for exactly.
 from __future__ import annotations
 
 import functools
+import itertools
+import os
 import secrets
 import time
 from collections.abc import Sequence
@@ -20,23 +22,48 @@ from typing import Any
 import anyio
 
 from journal import HOST, Store
-from journal.limits import Blocked, LimitError, LimitTable, Request, check_name
+from journal.limits import Blocked, Granted, LimitError, LimitTable, Request, check_name
 
 _LOCAL_POLL = 0.02  # seconds between looks at the line, for the waiter first in it (LMDB)
 _REMOTE_POLL = 0.05  # the same on a store on the network
 _FARTHEST = 1.0  # a waiter far back in the line looks at least this often (it counts as alive)
 
 
+# `limit=NAME` as the names it takes, by NAME: a step under a limit does not check its name each time.
+_single: dict[str, tuple[str, ...]] = {}
+
+# A hold's id: this process's random prefix, then a count (no random bytes read for each hold).
+# A child process forked from this one draws a prefix of its own.
+_hold_prefix = secrets.token_hex(8)
+_hold_count = itertools.count()
+
+
+def _new_prefix() -> None:
+    global _hold_prefix
+    _hold_prefix = secrets.token_hex(8)
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_new_prefix)
+
+
 def limit_names(limit: str | Sequence[str] | None) -> tuple[str, ...]:
     """`limit=` as the sorted names it takes (one global order: no two holders wait on each other)."""
     if limit is None:
         return ()
+    if isinstance(limit, str):
+        found = _single.get(limit)
+        if found is not None:
+            return found
     names = (limit,) if isinstance(limit, str) else tuple(limit)
     for name in names:
         if not isinstance(name, str) or not name:
             raise LimitError(f"limit= takes a limit name or a list of names (non-empty strings), got {limit!r}")
         check_name(name)
-    return tuple(sorted(set(names)))
+    found = tuple(sorted(set(names)))
+    if isinstance(limit, str) and len(_single) < 4096:
+        _single[limit] = found
+    return found
 
 
 class Limiter:
@@ -72,23 +99,32 @@ class Limiter:
 
     def request(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
                 label: str = "", arrival: int | None = None) -> Request:
-        return Request(hid or secrets.token_hex(8), names, self._owner, HOST, self._pid, tokens, priority, label,
-                       arrival)
+        return Request(hid or f"{_hold_prefix}{next(_hold_count):x}", names, self._owner, HOST, self._pid, tokens,
+                       priority, label, arrival)
 
     async def acquire(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
                       label: str = "", arrival: int | None = None) -> str:
         """Take a unit of every name (all at once, in line behind earlier and higher waiters);
         the hold's id, for `release`."""
         request = self.request(names, hid=hid, tokens=tokens, priority=priority, label=label, arrival=arrival)
-        hid = request.hid
+        answer = self.acquire_now(request)
+        if answer is None or isinstance(answer, Blocked):
+            await self.wait(request, answer)
+        return request.hid
+
+    def acquire_now(self, request: Request) -> Granted | Blocked | None:
+        """The uncontended path, without an await: one unsynced transaction where the store's
+        calls do not block (Blocked: it stands in line now, `wait` for it); None where they do."""
+        table = self._table if self._table is not None else self.table
+        return None if table.blocking else table.acquire(request)
+
+    async def wait(self, request: Request, answer: Blocked | None) -> None:
+        """Until `request` is granted; `answer` what `acquire_now` said (None: nothing asked yet)."""
+        hid, names = request.hid, request.names
         table = self.table
-        if not table.blocking:  # the uncontended path: one unsynced transaction, no await
-            answer = table.acquire(request)
-            if not isinstance(answer, Blocked):
-                return hid
         poll = _REMOTE_POLL if table.blocking else _LOCAL_POLL
         try:
-            if table.blocking:
+            if answer is None:
                 answer = await self._acquire(request)
             while isinstance(answer, Blocked):
                 wait = min(_FARTHEST, poll * (1 + answer.ahead))
@@ -104,7 +140,6 @@ class Limiter:
                 await self._release(hid, names, None)
                 self._ring()  # whoever stood behind it may go now
             raise
-        return hid
 
     async def rung(self) -> None:
         """Return when a unit is next given back in this process (a worker waiting for work
@@ -114,9 +149,21 @@ class Limiter:
         await self._bell.wait()
 
     async def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> None:
+        if self.release_now(hid, names, used_tokens):
+            return
         with anyio.CancelScope(shield=True):  # a unit is given back even by a cancelled step
             await self._release(hid, names, used_tokens)
         self._ring()
+
+    def release_now(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> bool:
+        """`release` without an await, where the store's calls do not block (whether it did):
+        nothing to cancel on the way."""
+        table = self._table if self._table is not None else self.table
+        if table.blocking:
+            return False
+        table.release(hid, names, used_tokens)
+        self._ring()
+        return True
 
     async def _release(self, hid: str, names: tuple[str, ...], used_tokens: int | None) -> None:
         if not await self.table.release_async(hid, names, used_tokens, awaited=self._bell is not None):
@@ -134,6 +181,4 @@ class Limiter:
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()
