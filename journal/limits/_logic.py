@@ -62,6 +62,7 @@ class Request(msgspec.Struct, frozen=True, gc=False):
     priority: int = 0
     label: str = ""
     arrival: int | None = None  # µs: its place in line (an invocation's creation time); default now
+    claim: int = 0  # the execution's lease epoch, for an invocation's run (`Holder.claim`)
 
 
 # -- rules -----------------------------------------------------------------------------------
@@ -243,9 +244,10 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive,
         # invocation): the holder is the latest to ask, so its death frees the unit.
         for name, _, state in limited:
             held = state.holds[request.hid]
-            if (held.owner, held.pid) != (request.owner, request.pid):
+            claim = request.claim or held.claim  # a look keeps the claim of the execution that holds it
+            if (held.owner, held.pid, held.claim) != (request.owner, request.pid, claim):
                 state.holds[request.hid] = Holder(request.owner, request.host, request.pid, held.at, held.tokens,
-                                                  held.label)
+                                                  held.label, claim)
                 _put_state(txn, name, state)
         return Granted()
     blocking: list[str] = []
@@ -339,7 +341,8 @@ def _grant(txn: Txn, limited: list[tuple[str, LimitRule, LimitState]], request: 
     for name, rule, state in limited:
         if state.waiters:
             state.waiters.pop(request.hid, None)
-        state.holds[request.hid] = Holder(request.owner, request.host, request.pid, now, request.tokens, request.label)
+        state.holds[request.hid] = Holder(request.owner, request.host, request.pid, now, request.tokens, request.label,
+                                          request.claim)
         if rule.rate is not None:  # (`_add` of one, written out: every grant under a rate passes here)
             key, end = _bucket_key(name, b"r", now, rule.rate.period)
             raw = txn.get("limit_events", key)
@@ -355,18 +358,23 @@ def _grant(txn: Txn, limited: list[tuple[str, LimitRule, LimitState]], request: 
 
 
 def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None, now: int,
-            known: dict[str, LimitRule] | None = None) -> bool:
+            known: dict[str, LimitRule] | None = None, claim: int | None = None) -> bool:
     """Give back `hid`'s units; `used_tokens` (what the step reported) replaces its estimate
     in the tokens window, so an estimate too high is given back and one too low charged.
-    Whether a unit went back to a limit others wait for (a store whose workers sleep between
-    looks wakes them)."""
+    With `claim`, only a hold of that claim goes back (`Holder.claim`): another execution of
+    the same invocation may have taken it over since. Whether a unit went back to a limit
+    others wait for (a store whose workers sleep between looks wakes them)."""
     waited = False
     for name in names:
         raw = txn.get("limit_state", name.encode())
         if raw is None:
             continue
         state = _state_dec.decode(raw)
-        holder = state.holds.pop(hid, None)
+        holder = state.holds.get(hid)
+        if holder is not None and (claim is None or holder.claim == claim):
+            del state.holds[hid]
+        else:
+            holder = None  # (another claim's: it stays)
         waiter = state.waiters.pop(hid, None)
         if holder is None and waiter is None:
             continue

@@ -107,10 +107,12 @@ class LimitTable(abc.ABC):
         alive = self._alive()
         return self._transact(lambda txn: _logic.acquire(txn, request, now, alive, known))
 
-    def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> None:
+    def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
+                claim: int | None = None) -> None:
+        """Give back `hid`'s units; with `claim`, only if the hold is still that claim's (`Holder.claim`)."""
         known = self._rules() if used_tokens is not None else None
         now = now_us()
-        self._transact(lambda txn: _logic.release(txn, hid, names, used_tokens, now, known))
+        self._transact(lambda txn: _logic.release(txn, hid, names, used_tokens, now, known, claim))
 
     def withdraw(self, hid: str, names: tuple[str, ...]) -> None:
         """A waiter stops waiting (cancelled): it leaves every line it stood in."""
@@ -122,7 +124,7 @@ class LimitTable(abc.ABC):
         return None
 
     async def release_async(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
-                            awaited: bool = False) -> bool:
+                            awaited: bool = False, claim: int | None = None) -> bool:
         """`release` from the event loop without blocking it, where the backend can (whether it did).
         `awaited`: someone in this process waits for a unit (a backend that delays releases does not)."""
         return False

@@ -15,8 +15,9 @@ from ..limits import Blocked, Granted, LimitError, LimitRule, Request, Window
 
 
 def _req(hid: str, *names: str, tokens: int = 0, priority: int = 0, owner: str = "me", pid: int | None = None,
-         label: str = "") -> Request:
-    return Request(hid, tuple(sorted(names)), owner, HOST, os.getpid() if pid is None else pid, tokens, priority, label)
+         label: str = "", claim: int = 0) -> Request:
+    return Request(hid, tuple(sorted(names)), owner, HOST, os.getpid() if pid is None else pid, tokens, priority, label,
+                   None, claim)
 
 
 def _view(store: Any, name: str) -> Any:
@@ -151,6 +152,33 @@ class LimitsContract:
             assert time.time() < deadline, "the dead holder's unit never came back"
             time.sleep(0.05)
         assert _view(store, "db").in_use == 1
+
+    def test_a_shared_hold_goes_back_only_with_the_claim_that_holds_it(self, store: Any) -> None:
+        # An invocation's run hold is one id in every process: a look takes it with claim 0, each
+        # execution with its lease epoch. An execution ending late (epoch 1) must not give back
+        # the unit the next execution (epoch 2) holds, nor a look's give-up (claim 0) either.
+        limits = store.limits()
+        limits.set("one", LimitRule(concurrency=1))
+        assert limits.acquire(_req("run:x", "one", claim=0, owner="look")) == Granted()
+        assert limits.acquire(_req("run:x", "one", claim=1, owner="first")) == Granted()  # its execution
+        assert limits.acquire(_req("run:x", "one", claim=0, owner="second")) == Granted()  # another look: the same unit
+        assert limits.acquire(_req("run:x", "one", claim=2, owner="second")) == Granted()  # the next execution
+        limits.release("run:x", ("one",), claim=1)  # the first, late
+        limits.release("run:x", ("one",), claim=0)  # a look giving up
+        assert _view(store, "one").in_use == 1
+        assert isinstance(limits.acquire(_req("other", "one")), Blocked)
+        limits.release("run:x", ("one",), claim=2)
+        assert _view(store, "one").in_use == 0
+        assert limits.acquire(_req("other", "one")) == Granted()
+
+    def test_a_look_taking_a_hold_back_gives_it_up_with_claim_zero(self, store: Any) -> None:
+        limits = store.limits()
+        limits.set("one", LimitRule(concurrency=1))
+        assert limits.acquire(_req("run:x", "one", claim=0)) == Granted()
+        limits.release("run:x", ("one",), claim=3)  # no execution of that claim holds it
+        assert _view(store, "one").in_use == 1
+        limits.release("run:x", ("one",), claim=0)
+        assert _view(store, "one").in_use == 0
 
     def test_a_withdrawn_waiter_no_longer_stands_in_line(self, store: Any) -> None:
         limits = store.limits()

@@ -90,7 +90,11 @@ class Settings:
 
 def run_hold(invocation_id: str) -> str:
     """The id of the hold an invocation under limits has while it runs: the same in every
-    process, so that workers looking at it stand in its line once, and only one claims it."""
+    process, so that workers looking at it stand in its line once, and only one claims it.
+    An execution takes it with its lease epoch as the hold's claim and gives it back with the
+    same, so an execution ending late never gives back a unit a later one of the same
+    invocation holds; a worker's look takes it with claim 0, given back with 0 when the
+    invocation does not run after all (`journal/limits/_model.py::Holder.claim`)."""
     return f"run:{invocation_id}"
 
 
@@ -141,7 +145,8 @@ class Executor:
             record = await self._read(self.store.require, invocation_id)
             if record.finished:
                 if record.limits:  # a worker may have taken it a unit as it finished elsewhere: nobody runs it now
-                    await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))))
+                    await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))),
+                                                        claim=0)
                 return Outcome.of(record)
             fn = fn or self.settings.handler_for(record.handler)
             if record.status == Status.RUNNING:  # left running: a takeover, if the acquire below succeeds
@@ -185,10 +190,10 @@ class Executor:
                         else:
                             await self._give_back(invocation_id, epoch)
                     finally:
-                        if record.limits:  # a worker's look may have taken it a unit; with the lease held
-                            # here, no other execution of it holds that hold: it goes back too
+                        if record.limits:  # a worker's look may have taken it a unit: it goes back too,
+                            # unless an execution of it has taken the hold over since (claim 0: a look's)
                             await self.settings.limiter.release(run_hold(invocation_id),
-                                                                tuple(sorted(set(record.limits))))
+                                                                tuple(sorted(set(record.limits))), claim=0)
                 raise
             watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace,
                                                                took_over))
@@ -198,7 +203,8 @@ class Executor:
                 if self.leases.add(ctx, epoch, claimed, mark):  # the claim took long to come back
                     await self.leases.renew_now(ctx)
                 if limits:  # a unit of its limits while it runs (a worker took it before claiming it)
-                    await self.settings.limiter.acquire(limits, hid=run_hold(invocation_id), priority=ctx.priority,
+                    await self.settings.limiter.acquire(limits, hid=run_hold(invocation_id), claim=epoch,
+                                                        priority=ctx.priority,
                                                         label=invocation_id, arrival=created_at)
                 try:
                     if not watching:
@@ -206,7 +212,7 @@ class Executor:
                     return await self._drive_watched(ctx, epoch, fn, started, watching)
                 finally:
                     if limits:  # suspended, finished or stopped: it holds nothing until it runs again
-                        await self.settings.limiter.release(run_hold(invocation_id), limits)
+                        await self.settings.limiter.release(run_hold(invocation_id), limits, claim=epoch)
             finally:
                 self.leases.remove(ctx)
         finally:
@@ -418,7 +424,7 @@ class Executor:
         epoch, _ = await self.committer.submit(self.acquire_op(invocation_id, now_us()), durable=False)
         await self._park(invocation_id, epoch, message)
         if record.limits:  # a worker's look may have taken it a unit: it does not run, so it holds none
-            await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))))
+            await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))), claim=0)
         self.settings.observers.parked(invocation_id, message)
         return False
 

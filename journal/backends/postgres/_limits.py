@@ -125,6 +125,7 @@ class _Release(msgspec.Struct, frozen=True, gc=False):
     used_tokens: int | None
     known: dict[str, LimitRule] | None
     at: int
+    claim: int | None = None
 
 
 class PostgresLimits(LimitTable):
@@ -199,8 +200,10 @@ class PostgresLimits(LimitTable):
     def _read(self, work: Callable[[Txn], T]) -> T:
         return self._run(work, write=False)
 
-    def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> None:
-        release = _Release(hid, names, used_tokens, self._rules() if used_tokens is not None else None, now_us())
+    def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
+                claim: int | None = None) -> None:
+        release = _Release(hid, names, used_tokens, self._rules() if used_tokens is not None else None, now_us(),
+                           claim)
 
         def work(txn: _LimitTxn) -> None:
             if _release(txn, release):
@@ -229,14 +232,14 @@ class PostgresLimits(LimitTable):
         return None if answer is None or answer is True else answer  # type: ignore[return-value]
 
     async def release_async(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
-                            awaited: bool = False) -> bool:
+                            awaited: bool = False, claim: int | None = None) -> bool:
         known = self._fresh_rules() if used_tokens is not None else None
         if used_tokens is not None and known is None:
             return False
         loop = running_loop()
         if loop is None:
             return False
-        release = _Release(hid, names, used_tokens, known, now_us())
+        release = _Release(hid, names, used_tokens, known, now_us(), claim)
         if self._writer is None or self._writer.loop is not loop:  # the loop's first: sent now
             done = await self._apply_async(lambda txn, now: _release(txn, release))
             if done is True:  # a unit went back to a line
@@ -436,7 +439,8 @@ class PostgresLimits(LimitTable):
 
 
 def _release(txn: Txn, release: _Release) -> bool:
-    return _logic.release(txn, release.hid, release.names, release.used_tokens, release.at, release.known)
+    return _logic.release(txn, release.hid, release.names, release.used_tokens, release.at, release.known,
+                          release.claim)
 
 
 def _wake_workers(cur: Any) -> None:

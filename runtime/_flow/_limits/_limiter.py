@@ -98,15 +98,17 @@ class Limiter:
             bell.set()
 
     def request(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
-                label: str = "", arrival: int | None = None) -> Request:
+                label: str = "", arrival: int | None = None, claim: int = 0) -> Request:
         return Request(hid or f"{_hold_prefix}{next(_hold_count):x}", names, self._owner, HOST, self._pid, tokens,
-                       priority, label, arrival)
+                       priority, label, arrival, claim)
 
     async def acquire(self, names: tuple[str, ...], *, hid: str | None = None, tokens: int = 0, priority: int = 0,
-                      label: str = "", arrival: int | None = None) -> str:
+                      label: str = "", arrival: int | None = None, claim: int = 0) -> str:
         """Take a unit of every name (all at once, in line behind earlier and higher waiters);
-        the hold's id, for `release`."""
-        request = self.request(names, hid=hid, tokens=tokens, priority=priority, label=label, arrival=arrival)
+        the hold's id, for `release`. `claim`: the lease epoch of the invocation's execution
+        whose run it is (`Holder.claim`)."""
+        request = self.request(names, hid=hid, tokens=tokens, priority=priority, label=label, arrival=arrival,
+                               claim=claim)
         answer = self.acquire_now(request)
         if answer is None or isinstance(answer, Blocked):
             await self.wait(request, answer)
@@ -137,7 +139,7 @@ class Limiter:
                 answer = await self._acquire(request)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._release(hid, names, None)
+                await self._release(hid, names, None, request.claim)
                 self._ring()  # whoever stood behind it may go now
             raise
 
@@ -148,26 +150,30 @@ class Limiter:
             self._bell = anyio.Event()
         await self._bell.wait()
 
-    async def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> None:
-        if self.release_now(hid, names, used_tokens):
+    async def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
+                      claim: int | None = None) -> None:
+        """Give back `hid`'s units; with `claim`, only if that claim still holds them (`Holder.claim`)."""
+        if self.release_now(hid, names, used_tokens, claim=claim):
             return
         with anyio.CancelScope(shield=True):  # a unit is given back even by a cancelled step
-            await self._release(hid, names, used_tokens)
+            await self._release(hid, names, used_tokens, claim)
         self._ring()
 
-    def release_now(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None) -> bool:
+    def release_now(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
+                    claim: int | None = None) -> bool:
         """`release` without an await, where the store's calls do not block (whether it did):
         nothing to cancel on the way."""
         table = self._table if self._table is not None else self.table
         if table.blocking:
             return False
-        table.release(hid, names, used_tokens)
+        table.release(hid, names, used_tokens, claim=claim)
         self._ring()
         return True
 
-    async def _release(self, hid: str, names: tuple[str, ...], used_tokens: int | None) -> None:
-        if not await self.table.release_async(hid, names, used_tokens, awaited=self._bell is not None):
-            await self._call(self.table.release, hid, names, used_tokens)
+    async def _release(self, hid: str, names: tuple[str, ...], used_tokens: int | None,
+                       claim: int | None = None) -> None:
+        if not await self.table.release_async(hid, names, used_tokens, awaited=self._bell is not None, claim=claim):
+            await self._call(functools.partial(self.table.release, claim=claim), hid, names, used_tokens)
 
     async def settle(self) -> None:
         """Until the releases on their way are done (before the store closes)."""
