@@ -34,7 +34,12 @@ from journal import Create, InvocationRecord, Started, Status, Store, digest, en
 from runtime import Context, Engine
 
 
+URGENT_DONE = [0]  # urgent invocations whose handler has returned, in this process
+
+
 async def trivial(ctx: Context, n: int) -> int:
+    if ctx.invocation_id.startswith("urgent-"):
+        URGENT_DONE[0] += 1
     return n
 
 
@@ -54,11 +59,18 @@ async def _claims(store: Store, handler: str, urgent: list[str]) -> tuple[float,
     """Invocations per second, and this process's CPU time per invocation (µs)."""
     _fill(store, urgent, 1, handler)
     async with Engine.open(store=store, durability="async", poll_interval=0.01) as engine:
+        engine.register(trivial)  # this very function (and its counter), not a copy loaded from its file
+        URGENT_DONE[0] = 0
         began, cpu = time.perf_counter(), time.process_time()
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: engine.serve(concurrency=16))
-            while not all(store.get(i).finished for i in urgent[-16:]):
-                await anyio.sleep(0.01)
+            # Counted by the handlers rather than read from the store: a read is a blocking call
+            # on this loop, and on PostgreSQL, sixteen of them every 10 ms held up the worker
+            # they were timing (2-3 ms of this process's CPU per invocation, rounds 2.5x apart).
+            while URGENT_DONE[0] < len(urgent):
+                await anyio.sleep(0.005)
+            while not all(store.get(i).finished for i in urgent[-16:]):  # their last writes
+                await anyio.sleep(0.005)
             took, cpu = time.perf_counter() - began, time.process_time() - cpu
             tg.cancel_scope.cancel()
     done = sum(1 for i in urgent if store.get(i).finished)
