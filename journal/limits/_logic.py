@@ -244,10 +244,13 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive,
         # invocation): the holder is the latest to ask, so its death frees the unit.
         for name, _, state in limited:
             held = state.holds[request.hid]
-            claim = request.claim or held.claim  # a look keeps the claim of the execution that holds it
-            if (held.owner, held.pid, held.claim) != (request.owner, request.pid, claim):
+            if request.claim < held.claim:
+                # A look (claim 0), or an execution that has lost its lease to a later one: the
+                # hold stays the later execution's, whose death (not the asker's) frees it.
+                continue
+            if (held.owner, held.pid, held.claim) != (request.owner, request.pid, request.claim):
                 state.holds[request.hid] = Holder(request.owner, request.host, request.pid, held.at, held.tokens,
-                                                  held.label, claim)
+                                                  held.label, request.claim)
                 _put_state(txn, name, state)
         return Granted()
     blocking: list[str] = []
@@ -361,8 +364,9 @@ def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None,
             known: dict[str, LimitRule] | None = None, claim: int | None = None) -> bool:
     """Give back `hid`'s units; `used_tokens` (what the step reported) replaces its estimate
     in the tokens window, so an estimate too high is given back and one too low charged.
-    With `claim`, only a hold of that claim goes back (`Holder.claim`): another execution of
-    the same invocation may have taken it over since. Whether a unit went back to a limit
+    With `claim`, only a hold of that claim or an earlier one goes back (`Holder.claim`; lease
+    epochs only grow): an execution gives back what a look or an earlier execution of the same
+    invocation took, never what a later one has taken over since. Whether a unit went back to a limit
     others wait for (a store whose workers sleep between looks wakes them)."""
     waited = False
     for name in names:
@@ -371,7 +375,7 @@ def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None,
             continue
         state = _state_dec.decode(raw)
         holder = state.holds.get(hid)
-        if holder is not None and (claim is None or holder.claim == claim):
+        if holder is not None and (claim is None or holder.claim <= claim):
             del state.holds[hid]
         else:
             holder = None  # (another claim's: it stays)

@@ -46,7 +46,7 @@ class Holder(msgspec.Struct, array_like=True, gc=False):
     label: str = ""  # what holds it: an invocation id, for an operator
     # The claim (the lease epoch) of the invocation's execution that holds it, 0 for a worker's
     # look: a hold shared by every process (an invocation's run) is given back by the
-    # execution that holds it, never by an earlier one ending late.
+    # execution that holds it (or a later one), never by an earlier one ending late.
     claim: int = 0
 
 

@@ -163,21 +163,26 @@ class LimitsContract:
         assert limits.acquire(_req("run:x", "one", claim=1, owner="first")) == Granted()  # its execution
         assert limits.acquire(_req("run:x", "one", claim=0, owner="second")) == Granted()  # another look: the same unit
         assert limits.acquire(_req("run:x", "one", claim=2, owner="second")) == Granted()  # the next execution
-        limits.release("run:x", ("one",), claim=1)  # the first, late
-        limits.release("run:x", ("one",), claim=0)  # a look giving up
+        assert limits.acquire(_req("run:x", "one", claim=1, owner="first")) == Granted()  # the first, late
+        limits.release("run:x", ("one",), claim=1)  # ... and ending late
+        limits.release("run:x", ("one",), claim=0)
         assert _view(store, "one").in_use == 1
         assert isinstance(limits.acquire(_req("other", "one")), Blocked)
         limits.release("run:x", ("one",), claim=2)
         assert _view(store, "one").in_use == 0
         assert limits.acquire(_req("other", "one")) == Granted()
 
-    def test_a_look_taking_a_hold_back_gives_it_up_with_claim_zero(self, store: Any) -> None:
+    def test_an_execution_gives_back_what_a_look_or_a_dead_earlier_execution_took(self, store: Any) -> None:
+        # Parked at epoch 4 (a damaged journal), after a look took the unit, or after the
+        # execution at epoch 3 died holding it and another worker's look found it held.
         limits = store.limits()
         limits.set("one", LimitRule(concurrency=1))
         assert limits.acquire(_req("run:x", "one", claim=0)) == Granted()
-        limits.release("run:x", ("one",), claim=3)  # no execution of that claim holds it
-        assert _view(store, "one").in_use == 1
-        limits.release("run:x", ("one",), claim=0)
+        limits.release("run:x", ("one",), claim=4)
+        assert _view(store, "one").in_use == 0
+        assert limits.acquire(_req("run:y", "one", claim=3, owner="dead")) == Granted()
+        assert limits.acquire(_req("run:y", "one", claim=0, owner="look")) == Granted()  # found held
+        limits.release("run:y", ("one",), claim=4)
         assert _view(store, "one").in_use == 0
 
     def test_a_withdrawn_waiter_no_longer_stands_in_line(self, store: Any) -> None:

@@ -93,8 +93,9 @@ def run_hold(invocation_id: str) -> str:
     process, so that workers looking at it stand in its line once, and only one claims it.
     An execution takes it with its lease epoch as the hold's claim and gives it back with the
     same, so an execution ending late never gives back a unit a later one of the same
-    invocation holds; a worker's look takes it with claim 0, given back with 0 when the
-    invocation does not run after all (`journal/limits/_model.py::Holder.claim`)."""
+    invocation holds; a worker's look takes it with claim 0, and an execution that leased the
+    invocation but does not run it gives that back with its epoch
+    (`journal/limits/_model.py::Holder.claim`)."""
     return f"run:{invocation_id}"
 
 
@@ -145,8 +146,7 @@ class Executor:
             record = await self._read(self.store.require, invocation_id)
             if record.finished:
                 if record.limits:  # a worker may have taken it a unit as it finished elsewhere: nobody runs it now
-                    await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))),
-                                                        claim=0)
+                    await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))))
                 return Outcome.of(record)
             fn = fn or self.settings.handler_for(record.handler)
             if record.status == Status.RUNNING:  # left running: a takeover, if the acquire below succeeds
@@ -190,10 +190,10 @@ class Executor:
                         else:
                             await self._give_back(invocation_id, epoch)
                     finally:
-                        if record.limits:  # a worker's look may have taken it a unit: it goes back too,
-                            # unless an execution of it has taken the hold over since (claim 0: a look's)
+                        if record.limits:  # a worker's look (or an earlier execution) may have taken it a
+                            # unit: it goes back too, unless a later execution has taken it over since
                             await self.settings.limiter.release(run_hold(invocation_id),
-                                                                tuple(sorted(set(record.limits))), claim=0)
+                                                                tuple(sorted(set(record.limits))), claim=epoch)
                 raise
             watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace,
                                                                took_over))
@@ -424,7 +424,8 @@ class Executor:
         epoch, _ = await self.committer.submit(self.acquire_op(invocation_id, now_us()), durable=False)
         await self._park(invocation_id, epoch, message)
         if record.limits:  # a worker's look may have taken it a unit: it does not run, so it holds none
-            await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))), claim=0)
+            await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))),
+                                                claim=epoch)
         self.settings.observers.parked(invocation_id, message)
         return False
 
