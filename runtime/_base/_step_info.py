@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 _context: ContextVar[Context | None] = ContextVar("journal_current_context", default=None)
 
+# Result types that are certainly not awaitable: a step returning one skips `inspect.isawaitable`.
+PLAIN = frozenset({bytes, str, int, float, bool, dict, list, tuple, type(None)})
+
 
 def current_context() -> Context:
     """The `Context` of the invocation whose handler (or a task it spawned) is calling.

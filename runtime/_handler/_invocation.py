@@ -43,7 +43,7 @@ from journal import (
 )
 from journal.errors import JournalError, LeaseLost, StoreError
 
-from .._base._step_info import Running, _current
+from .._base._step_info import PLAIN, Running, _current
 from .._replay._machine import EndOfJournal, Machine
 from .._replay._replayer import R, Replayer
 from .._replay._suspend import Restart, Suspend
@@ -56,7 +56,6 @@ from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._state import State
 from ._step_threads import StepThreads, runs_on_loop
 from ._steps import (
-    PLAIN,
     attempts,
     check_step,
     idempotency_key,

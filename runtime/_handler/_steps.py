@@ -22,9 +22,6 @@ from ..errors import PromiseRejected, StepTimeout, TerminalError
 from ._handlers import type_text
 from ._retry import RetryPolicy
 
-# Result types that are certainly not awaitable: a step returning one skips `inspect.isawaitable`.
-PLAIN = frozenset({bytes, str, int, float, bool, dict, list, tuple, type(None)})
-
 _bare_digests: dict[str, int] = {}
 
 

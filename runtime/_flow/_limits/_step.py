@@ -11,8 +11,7 @@ from typing import Any
 
 from journal.limits import Blocked
 
-from ..._base._step_info import Usage, _usage
-from ..._handler._steps import PLAIN
+from ..._base._step_info import PLAIN, Usage, _usage
 from ._pushback import pushback
 
 # A provider that keeps pushing back this many times in a row fails the attempt as an ordinary
