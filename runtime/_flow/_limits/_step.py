@@ -58,44 +58,36 @@ def limited(fn: Callable[..., Any], limiter: Any, names: tuple[str, ...], tokens
     async def finish(hid: str, usage: Usage, token: Any, value: Any, args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Any:
         """The rest of an attempt whose function returned an awaitable."""
-        try:
-            value = await value
-        except Exception as exc:
-            _usage.reset(token)
-            await limiter.release(hid, names, usage.tokens)
-            wait = pushback(exc)
-            if wait is None or MOST_PUSHBACKS <= 0:
-                raise
-            return await attempts(None, None, args, kwargs, wait)
-        except BaseException:
-            _usage.reset(token)
-            await limiter.release(hid, names, usage.tokens)
-            raise
-        _usage.reset(token)
-        await limiter.release(hid, names, usage.tokens)
-        return value
+        return await attempts(None, None, args, kwargs, held=(hid, usage, token, value))
 
     async def attempts(request: Any, answer: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                       wait: float | None = None) -> Any:
+                       wait: float | None = None, held: tuple[str, Usage, Any, Any] | None = None) -> Any:
         """Attempts that wait: in line (`request`, as `acquire_now` answered it), or first for a
-        provider's push-back of `wait` seconds (the first of `MOST_PUSHBACKS`)."""
+        provider's push-back of `wait` seconds (the first of `MOST_PUSHBACKS`); or the rest of
+        one under way (`held`: its hold, usage, usage token and the awaitable it returned)."""
         pushbacks = 0
         while True:
-            if wait is not None:  # a push-back: every process pauses, then the step runs again
-                pushbacks += 1
-                await limiter.pause(names, wait)
-                wait = None
-            if request is None:
-                request = limiter.request(names, tokens=tokens, priority=priority, label=label)
-                answer = limiter.acquire_now(request)
-            if answer is None or answer.__class__ is Blocked:
-                await limiter.wait(request, answer)
-            hid = request.hid
-            request = None
-            usage = Usage(parent=_usage.get())
-            token = _usage.set(usage)
+            if held is not None:
+                hid, usage, token, value = held
+                held = None
+            else:
+                if wait is not None:  # a push-back: every process pauses, then the step runs again
+                    pushbacks += 1
+                    await limiter.pause(names, wait)
+                    wait = None
+                if request is None:
+                    request = limiter.request(names, tokens=tokens, priority=priority, label=label)
+                    answer = limiter.acquire_now(request)
+                if answer is None or answer.__class__ is Blocked:
+                    await limiter.wait(request, answer)
+                hid = request.hid
+                request = None
+                usage = Usage(parent=_usage.get())
+                token = _usage.set(usage)
+                value = None
             try:
-                value = fn(*args, **kwargs)
+                if value is None:
+                    value = fn(*args, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
             except Exception as exc:
