@@ -65,8 +65,8 @@ async def _claims(store: Store, handler: str, urgent: list[str]) -> tuple[float,
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: engine.serve(concurrency=16))
             # Counted by the handlers rather than read from the store: a read is a blocking call
-            # on this loop, and on PostgreSQL, sixteen of them every 10 ms held up the worker
-            # they were timing (2-3 ms of this process's CPU per invocation, rounds 2.5x apart).
+            # on this loop, and on PostgreSQL sixteen of them every 10 ms would be round trips
+            # inside the loop being timed (the figures came out the same either way).
             while URGENT_DONE[0] < len(urgent):
                 await anyio.sleep(0.005)
             while not all(store.get(i).finished for i in urgent[-16:]):  # their last writes

@@ -132,22 +132,11 @@ def _event_prefix(name: str, kind: bytes) -> bytes:
     return name.encode() + b"\x00" + kind
 
 
-# (name, kind, period) -> (the prefix of its buckets' keys, a bucket's length in µs): worked
-# out once per name rather than at each grant.
-_buckets: dict[tuple[str, bytes, float], tuple[bytes, int]] = {}
-
-
 def _bucket_key(name: str, kind: bytes, at: int, period: float) -> tuple[bytes, int]:
     """The key of the bucket a grant at `at` counts in, and when that bucket ends (µs)."""
-    found = _buckets.get((name, kind, period))
-    if found is None:
-        found = (_event_prefix(name, kind), max(1000, int(period * 1e6) // 100))
-        if len(_buckets) >= 4096:
-            _buckets.clear()
-        _buckets[(name, kind, period)] = found
-    prefix, length = found
+    length = max(1000, int(period * 1e6) // 100)
     end = (at // length + 1) * length
-    return prefix + end.to_bytes(8, "big"), end
+    return _event_prefix(name, kind) + end.to_bytes(8, "big"), end
 
 
 def _add(txn: Txn, key: bytes, amount: int) -> tuple[int, int]:
@@ -232,8 +221,7 @@ def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive,
     for name in request.names:
         rule = rule_for(txn, name) if known is None else known.get(name) or rule_in(known, name)
         if rule is not None:
-            raw = txn.get("limit_state", name.encode())
-            limited.append((name, rule, LimitState() if raw is None else _state_dec.decode(raw)))
+            limited.append((name, rule, _state(txn, name)))
     if not limited:
         return Granted()
     if _free(limited, request, now):  # the uncontended path: what the rules below would do, decided at once
@@ -346,10 +334,9 @@ def _grant(txn: Txn, limited: list[tuple[str, LimitRule, LimitState]], request: 
             state.waiters.pop(request.hid, None)
         state.holds[request.hid] = Holder(request.owner, request.host, request.pid, now, request.tokens, request.label,
                                           request.claim)
-        if rule.rate is not None:  # (`_add` of one, written out: every grant under a rate passes here)
+        if rule.rate is not None:
             key, end = _bucket_key(name, b"r", now, rule.rate.period)
-            raw = txn.get("limit_events", key)
-            txn.put("limit_events", key, ((0 if raw is None else int.from_bytes(raw, "big")) + 1).to_bytes(8, "big"))
+            _add(txn, key, 1)
             state.rate_count += 1
             state.rate_oldest = state.rate_oldest or end
         if rule.tokens is not None and request.tokens:
@@ -357,7 +344,7 @@ def _grant(txn: Txn, limited: list[tuple[str, LimitRule, LimitState]], request: 
             _add(txn, key, request.tokens)
             state.tokens_in_window += request.tokens
             state.tokens_oldest = state.tokens_oldest or end
-        txn.put("limit_state", name.encode(), _enc.encode(state))
+        _put_state(txn, name, state)
 
 
 def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None, now: int,

@@ -99,6 +99,11 @@ def run_hold(invocation_id: str) -> str:
     return f"run:{invocation_id}"
 
 
+def run_limits(record: InvocationRecord) -> tuple[str, ...]:
+    """The limits an invocation's run holds a unit of, in their one order (`limit_names`)."""
+    return tuple(sorted(set(record.limits)))
+
+
 class Fresh(NamedTuple):
     """An invocation `Engine.run` has just created: its creation time, entry 0, and its record
     if this engine holds its lease (epoch 1) since then."""
@@ -145,8 +150,8 @@ class Executor:
         if leased is None and (fresh is None or fn is None):
             record = await self._read(self.store.require, invocation_id)
             if record.finished:
-                if record.limits:  # a worker may have taken it a unit as it finished elsewhere: nobody runs it now
-                    await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))))
+                # A worker may have taken it a unit as it finished elsewhere: nobody runs it now.
+                await self._release_run(invocation_id, run_limits(record))
                 return Outcome.of(record)
             fn = fn or self.settings.handler_for(record.handler)
             if record.status == Status.RUNNING:  # left running: a takeover, if the acquire below succeeds
@@ -189,15 +194,12 @@ class Executor:
                                 "--at SEQ` continues it from before the damage"))
                         else:
                             await self._give_back(invocation_id, epoch)
-                    finally:
-                        if record.limits:  # a worker's look (or an earlier execution) may have taken it a
-                            # unit: it goes back too, unless a later execution has taken it over since
-                            await self.settings.limiter.release(run_hold(invocation_id),
-                                                                tuple(sorted(set(record.limits))), claim=epoch)
+                    finally:  # a worker's look (or an earlier execution) may have taken it a unit
+                        await self._release_run(invocation_id, run_limits(record), epoch)
                 raise
             watching = self.settings.observers.attempt(Attempt(invocation_id, record.handler, epoch, started.trace,
                                                                took_over))
-            limits, ctx.priority, created_at = tuple(sorted(set(record.limits))), record.priority, record.created_at
+            limits, ctx.priority, created_at = run_limits(record), record.priority, record.created_at
             del record, leased, fresh  # not kept for the whole run by this frame (many thousands may be in flight)
             try:
                 if self.leases.add(ctx, epoch, claimed, mark):  # the claim took long to come back
@@ -210,9 +212,8 @@ class Executor:
                     if not watching:
                         return await self._drive(ctx, epoch, fn, started)
                     return await self._drive_watched(ctx, epoch, fn, started, watching)
-                finally:
-                    if limits:  # suspended, finished or stopped: it holds nothing until it runs again
-                        await self.settings.limiter.release(run_hold(invocation_id), limits, claim=epoch)
+                finally:  # suspended, finished or stopped: it holds nothing until it runs again
+                    await self._release_run(invocation_id, limits, epoch)
             finally:
                 self.leases.remove(ctx)
         finally:
@@ -423,11 +424,15 @@ class Executor:
                    f"Restore or fix the code, then `journal resume {invocation_id}`")
         epoch, _ = await self.committer.submit(self.acquire_op(invocation_id, now_us()), durable=False)
         await self._park(invocation_id, epoch, message)
-        if record.limits:  # a worker's look may have taken it a unit: it does not run, so it holds none
-            await self.settings.limiter.release(run_hold(invocation_id), tuple(sorted(set(record.limits))),
-                                                claim=epoch)
+        await self._release_run(invocation_id, run_limits(record), epoch)  # a worker's look may have taken it a unit
         self.settings.observers.parked(invocation_id, message)
         return False
+
+    async def _release_run(self, invocation_id: str, limits: tuple[str, ...], claim: int | None = None) -> None:
+        """Give back the unit of `limits` the invocation's run holds, unless an execution later
+        than `claim` has taken it over (`run_hold`); None: whoever holds it."""
+        if limits:
+            await self.settings.limiter.release(run_hold(invocation_id), limits, claim=claim)
 
     async def _park(self, invocation_id: str, epoch: int, reason: str) -> None:
         """Set the invocation `diverged` with `reason` (the status whose meaning is "the code

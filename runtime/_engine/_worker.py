@@ -25,7 +25,7 @@ from journal.errors import CorruptEntry, DiskFull, InvocationBusy, LeaseLost
 from journal.limits import Blocked
 
 from .._handler._handlers import is_handler_name
-from ._executor import Executor, run_hold
+from ._executor import Executor, run_hold, run_limits
 from ._first_of import first_of
 from ._outcome import Outcome
 
@@ -203,7 +203,7 @@ class Worker:
         out = []
         kept = 0
         for record in sorted(records, key=lambda r: (-r.priority, r.created_at, r.id)):
-            names = tuple(sorted(set(record.limits)))
+            names = run_limits(record)
             if past_line and names in full:
                 self._asked[record.id] = now  # passed over by the next looks without its record read
                 self._lines[record.id] = (record.priority, record.created_at, names)
@@ -236,7 +236,7 @@ class Worker:
         then age): a worker claims no invocation whose limit is full. The hold is the one the
         execution takes (`run_hold`), so taking it here and there is taking it once."""
         limiter = self.executor.settings.limiter
-        request = limiter.request(tuple(sorted(set(record.limits))), hid=run_hold(record.id), priority=record.priority,
+        request = limiter.request(run_limits(record), hid=run_hold(record.id), priority=record.priority,
                                   label=record.id, arrival=record.created_at)
         return not isinstance(limiter.table.acquire(request), Blocked)
 

@@ -478,21 +478,15 @@ class PgTxn(Txn):
             ahead = self._ahead.get(table)
             if ahead is not None and key in ahead:
                 ahead[key] = value
-        held = self._held
-        if held is not None and table != "leases":  # (`_holdable`)
-            rows = held.get(table)
-            if rows is None:
-                rows = held[table] = {}
-            rows[key] = value
-            if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
-                self.notify = True
+        if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
+            self.notify = True
+        if self._held is not None and _holdable(table):
+            self._held.setdefault(table, {})[key] = value
             return
         layout = LAYOUTS[table]
         self.cursor.execute(layout.put, (*layout.split(key), value))
         if table == "leases":
             self.leases[key] = value
-        if table == "timers" or (table == "status" and key.startswith(b"pending\x00")):
-            self.notify = True
 
     def get_many(self, table: str, keys: Sequence[bytes]) -> list[bytes | None]:
         """One statement for every key (a locked table's rows are read one by one, as `get` locks them)."""
