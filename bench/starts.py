@@ -33,7 +33,6 @@ import anyio
 from journal import Create, InvocationRecord, Started, Status, Store, digest, encode_entry, encode_value
 from runtime import Context, Engine
 
-
 URGENT_DONE = [0]  # urgent invocations whose handler has returned, in this process
 
 
