@@ -21,7 +21,8 @@ For LMDB the commit itself runs on the caller's thread: a commit without fsync t
 microseconds, less than the cost of handing it to another thread, and the writer lock is
 never held across a disk flush. The fsync of a batch goes to a thread of its own
 (`_flusher.Flusher`), so the event loop keeps serving other invocations while the disk
-works; only a batch of one, on a disk whose recent fsyncs were quick, is flushed inline.
+works. A batch that nobody else on the loop could work beside (a batch of one, or one that
+every runnable task has joined), on a disk whose recent fsyncs were quick, is flushed inline.
 """
 
 from __future__ import annotations
@@ -256,7 +257,8 @@ class Committer:
                 else:
                     results = iter(self.store.apply(ops) if ops else ())
                     if batch.durable:  # a batch of acquires alone needs no flush
-                        await self._flusher.run(alone=len(batch.ops) == 1, deferred=deferred)
+                        await self._flusher.run(alone=len(batch.ops) == 1 or _nothing_else_ready(),
+                                                deferred=deferred)
                 self.batches += 1
                 batch.results = [None if o is None else next(results) for o in batch.ops]
                 if self.timers:
@@ -271,6 +273,16 @@ class Committer:
         if deferred:
             raise deferred[0]
         return _unwrap(batch.results[0])
+
+
+def _nothing_else_ready() -> bool:
+    """Whether the running asyncio loop has no callback ready to run besides this task: every
+    task that could have joined the batch has, so the loop would only sleep through its fsync.
+    (False off asyncio's own loop, trio or uvloop, which do not show what is ready.)"""
+    try:
+        return not asyncio.get_running_loop()._ready  # type: ignore[attr-defined]
+    except (RuntimeError, AttributeError):
+        return False
 
 
 async def _seen_out(done: anyio.Event) -> None:

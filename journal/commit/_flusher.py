@@ -4,11 +4,12 @@ a thread of its own that wakes the loop when done.
 Handing an fsync to a thread and being woken when it is done costs a round trip: about
 100 µs for a no-op on a small VM (`python -m bench.breakdown`), as much as a quick fsync
 itself, and a lone invocation making one step after another pays it on every step. So
-an fsync that only its own caller waits for (a batch of one), while recent fsyncs took
-under a millisecond, runs where the caller is: it holds the loop for no longer than the
-round trip would have. A larger batch, or a disk that has been slow lately,
-goes to the thread, so the loop keeps working for the other invocations while the disk
-flushes.
+an fsync that nothing else on the loop could work beside (a batch of one, or a batch that
+every runnable task has joined: an agent's parallel tool calls), while recent fsyncs took
+under a millisecond, runs where the caller is: the loop would only have slept through
+it, and what comes in meanwhile (a socket, a timer) waits at most that millisecond. A batch
+while other tasks are ready, or a disk that has been slow lately, goes to the thread, so
+the loop keeps working for the other invocations while the disk flushes.
 
 The thread is fed through a queue and replies with one thread-safe call into the loop
 (`anyio.to_thread.run_sync` measured about 40 µs slower). anyio's own way back into a
@@ -61,7 +62,7 @@ class Flusher:
             self.recent = max(took, 0.9 * self.recent + 0.1 * took)
 
     async def run(self, *, alone: bool = False, deferred: list[BaseException] | None = None) -> None:
-        """Run one fsync. `alone`: nobody but the caller waits for it, so it may run inline."""
+        """Run one fsync. `alone`: nothing else on the loop could run meanwhile, so it may run inline."""
         if alone and self.recent < _INLINE_BELOW:
             self._timed()
             return

@@ -231,7 +231,9 @@ async def test_a_lone_append_is_fsynced_on_the_loop_until_the_disk_turns_slow(tm
     store.close()
 
 
-async def test_the_fsync_of_a_batch_of_several_leaves_the_loop(tmp_path, monkeypatch):
+async def _batch_of_three(tmp_path, monkeypatch, *, busy: bool) -> _WatchedSync:
+    """Three appends committed together, with (`busy`) or without a task beside them that is
+    ready to run on every turn of the loop; which thread fsynced them."""
     store = LmdbStore(tmp_path / "db")
     watched = _WatchedSync(store, monkeypatch)
     committer = Committer(store, "sync")
@@ -239,11 +241,35 @@ async def test_the_fsync_of_a_batch_of_several_leaves_the_loop(tmp_path, monkeyp
     for name in ("a", "b", "c"):
         create(store, name)
         epochs[name], _ = acquire(store, name)
-    async with anyio.create_task_group() as tg:
-        for name in ("a", "b", "c"):
-            tg.start_soon(committer.submit, Append(name, epochs[name], [(1, step())]))
-    assert committer.batches == 1 and watched.threads == ["journal-fsync"]
+    done = False
+
+    async def busy_beside():
+        while not done:
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as outer:
+        if busy:
+            outer.start_soon(busy_beside)
+        async with anyio.create_task_group() as tg:
+            for name in ("a", "b", "c"):
+                tg.start_soon(committer.submit, Append(name, epochs[name], [(1, step())]))
+        done = True
+    assert committer.batches == 1 and all(store.entry_count(name) == 2 for name in ("a", "b", "c"))  # started, step
     store.close()
+    return watched
+
+
+async def test_the_fsync_of_a_batch_leaves_the_loop_while_other_work_is_ready(tmp_path, monkeypatch):
+    watched = await _batch_of_three(tmp_path, monkeypatch, busy=True)
+    assert watched.threads == ["journal-fsync"]
+
+
+async def test_the_fsync_of_a_batch_that_every_ready_task_joined_runs_on_the_loop(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setattr(_flusher, "_INLINE_BELOW", 0.05)  # this disk's fsyncs count as quick
+    watched = await _batch_of_three(tmp_path, monkeypatch, busy=False)
+    assert watched.threads == [threading.current_thread().name]  # the loop had nothing else to do
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])

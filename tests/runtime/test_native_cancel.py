@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from journal import LmdbStore, Status, now_us
+from journal.commit import _flusher
 from runtime import Context, Engine
 
 from ..waiting import DEADLINE, until
@@ -23,6 +24,14 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _fsyncs_on_their_thread(monkeypatch):
+    """Every fsync on the committer's thread, as on a disk that has been slow lately: these
+    tests hold a batch's fsync and cancel runs while it is held, which needs the loop free
+    meanwhile (a quick disk's batch that every ready task has joined is fsynced on the loop)."""
+    monkeypatch.setattr(_flusher, "_INLINE_BELOW", 0.0)
 
 
 async def agent(ctx: Context, q: str) -> str:
