@@ -382,3 +382,53 @@ async def test_a_rule_changed_while_steps_wait_is_obeyed_at_once_and_prefix_rule
                     await anyio.sleep(0.01)
             release.set()
         assert (await engine.get("a")).result == list(range(6))
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_waiter_cancelled_while_its_look_runs_on_a_thread_leaves_no_unit_held(postgres_url, anyio_backend):
+    """The waiter leaves at once; its look at the line goes on, on the thread, and may be
+    granted the unit after the waiter gave back what it held: the thread gives it back."""
+    from journal import PostgresStore
+    from journal.limits import LimitRule
+    from runtime._flow._limits._limiter import Limiter
+
+    store = PostgresStore(postgres_url)
+    try:
+        table = store.limits()
+        table.set("one", LimitRule(concurrency=1))
+        limiter = Limiter(store, "owner-a")
+        first = await limiter.acquire(("one",))
+        # The waiter's looks go to the thread, and its first one is held at the door until the
+        # test lets it through, after the waiter has gone.
+        entered, door, finished = threading.Event(), threading.Event(), threading.Event()
+        real_acquire = table.acquire
+
+        def held_acquire(request):
+            if request.hid == first:
+                return real_acquire(request)
+            entered.set()
+            door.wait(60)
+            try:
+                return real_acquire(request)
+            finally:
+                finished.set()
+
+        async def no_loop_path(request):
+            return None
+
+        table.acquire = held_acquire
+        table.acquire_async = no_loop_path
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(limiter.acquire, ("one",))
+                await until(entered.is_set, "the waiter's look to start on the thread")
+                await limiter.release(first, ("one",))  # the unit is free: the held look will be granted it
+                scope.cancel()
+        door.set()
+        await until(finished.is_set, "the abandoned look to end")
+        await limiter.settle()
+        await until(lambda: next(v.in_use for v in table.ls() if v.name == "one") == 0,
+                    "the unit the abandoned look took to be given back")
+        assert next(v.waiting for v in table.ls() if v.name == "one") == 0
+    finally:
+        store.close()

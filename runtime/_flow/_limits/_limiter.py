@@ -15,6 +15,7 @@ import functools
 import itertools
 import os
 import secrets
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,9 @@ from journal.limits import Blocked, Granted, LimitError, LimitTable, Request, ch
 _LOCAL_POLL = 0.02  # seconds between looks at the line, for the waiter first in it (LMDB)
 _REMOTE_POLL = 0.05  # the same on a store on the network
 _FARTHEST = 1.0  # a waiter far back in the line looks at least this often (it counts as alive)
+
+# An acquisition on a thread: still running, done, or left by its waiter while it ran.
+_RUNNING, _DONE, _LEFT = "running", "done", "left"
 
 
 # `limit=NAME` as the names it takes, by NAME: a step under a limit does not check its name each time.
@@ -90,7 +94,34 @@ class Limiter:
     async def _acquire(self, request: Request) -> Any:
         """One look at the line: from the event loop where the store can, else on a thread."""
         answer = await self.table.acquire_async(request)
-        return answer if answer is not None else await self._call(self.table.acquire, request)
+        return answer if answer is not None else await self._acquire_on_thread(request)
+
+    async def _acquire_on_thread(self, request: Request) -> Granted | Blocked:
+        """`table.acquire(request)` on a thread. A waiter cancelled meanwhile leaves at once, and
+        the thread goes on to the end of its transaction, which may grant the unit or put the
+        request in line after the waiter gave back what it held (its give-back may even be
+        carried in front of that transaction). So the thread, seeing the waiter gone, gives
+        back whatever its own transaction took."""
+        table = self.table
+        lock = threading.Lock()
+        state = [_RUNNING]
+
+        def call() -> Granted | Blocked:
+            answer = table.acquire(request)
+            with lock:
+                left = state[0] is _LEFT
+                state[0] = _DONE
+            if left:
+                table.release(request.hid, request.names, None, claim=request.claim)
+            return answer
+
+        try:
+            return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        except BaseException:
+            with lock:
+                if state[0] is _RUNNING:
+                    state[0] = _LEFT
+            raise
 
     def _ring(self) -> None:
         bell, self._bell = self._bell, None
