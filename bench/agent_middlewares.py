@@ -19,6 +19,10 @@ two together; `3 * turns + 1` in all, results of the size the integrations journ
 the runtime's step costs by itself, commit and fsync included. "Beyond bare steps" is the
 added time less that, the integration's own part; "fsyncs/op" counts the durable run's
 fsyncs (the two tool calls of a turn share one).
+LangChain runs every model and tool call through its middleware chain once an agent has
+a middleware at all, which costs by itself; "over a pass-through" is the added time less
+that of the same agent with a middleware that only calls on (LangChain's part, which any
+middleware-based integration pays), an upper bound on what `JournalMiddleware` itself adds.
 Restate's and Temporal's integrations of the same frameworks need their servers, which do
 not install here: not measured.
 """
@@ -39,9 +43,12 @@ import anyio
 
 from . import _raw
 
+Built = tuple[Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[Any]], Callable[[], Awaitable[Any]] | None]
 
-def _langchain(turns: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[Any]]]:
+
+def _langchain(turns: int) -> Built:
     from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, BaseMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
@@ -69,22 +76,33 @@ def _langchain(turns: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[Any]
         """Look something up."""
         return q
 
+    class PassThrough(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
     config = {"recursion_limit": 2 * turns + 10}
     question = {"messages": [{"role": "user", "content": "go"}]}
     plain = create_agent(Model(messages=iter(())), [lookup])
+    passing = create_agent(Model(messages=iter(())), [lookup], middleware=[PassThrough()])
     durable = create_agent(Model(messages=iter(())), [lookup], middleware=[JournalMiddleware()])
 
     async def run_plain() -> Any:
         return await plain.ainvoke(question, config)  # type: ignore[arg-type]
 
+    async def run_passing() -> Any:
+        return await passing.ainvoke(question, config)  # type: ignore[arg-type]
+
     async def handler(ctx: Any) -> str:
         state = await durable.ainvoke(question, config)  # type: ignore[arg-type]
         return str(state["messages"][-1].content)
 
-    return run_plain, handler
+    return run_plain, handler, run_passing
 
 
-def _adk(turns: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[Any]]]:
+def _adk(turns: int) -> Built:
     from collections.abc import AsyncGenerator
 
     from google.adk.agents import LlmAgent
@@ -135,7 +153,7 @@ def _adk(turns: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[Any], Awai
     async def handler(ctx: Any) -> str:
         return await run(durable_app)
 
-    return run_plain, handler
+    return run_plain, handler, None
 
 
 def _bare_steps(turns: int) -> Callable[[Any], Awaitable[Any]]:
@@ -181,14 +199,19 @@ async def _timed(run: Callable[[], Awaitable[Any]]) -> tuple[Any, tuple[float, f
     return out, (time.perf_counter() - started, time.process_time() - cpu, _turns[0] - turns)
 
 
-async def _one(build: Callable[[int], Any], turns: int, db: str,
-               ) -> tuple[tuple[float, ...], tuple[float, ...], float, int]:
+async def _one(build: Callable[[int], Built], turns: int, db: str,
+               ) -> tuple[tuple[float, ...], tuple[float, ...], float, int, float | None]:
     """(wall, CPU, loop turns) of the plain run (the mean of the two around the durable one)
-    and of the durable run; the wall time of the bare steps; the durable run's fsyncs."""
+    and of the durable run; the wall time of the bare steps; the durable run's fsyncs; the
+    wall time of the run with a pass-through middleware, where the framework has one."""
     from runtime import Engine
 
-    run_plain, handler = build(turns)
+    run_plain, handler, run_passing = build(turns)
     await run_plain()  # warm: imports, first-call caches
+    passing = None
+    if run_passing is not None:
+        await run_passing()
+        passing = (await _timed(run_passing))[1][0]
     _, before = await _timed(run_plain)
     async with Engine.open(db, durability="sync") as engine:
         fsyncs = engine.committer.batches
@@ -200,7 +223,7 @@ async def _one(build: Callable[[int], Any], turns: int, db: str,
     assert out.status == "completed" and out.result == f"done after {turns} turns", out
     assert done.status == "completed", done
     _, after = await _timed(run_plain)
-    return tuple((b + a) / 2 for b, a in zip(before, after, strict=True)), durable, steps[0], fsyncs
+    return tuple((b + a) / 2 for b, a in zip(before, after, strict=True)), durable, steps[0], fsyncs, passing
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -213,11 +236,11 @@ def main(argv: list[str] | None = None) -> None:
     operations = 3 * args.turns + 1
     rows = []
     for name, build in (("LangChain JournalMiddleware", _langchain), ("ADK JournalPlugin", _adk)):
-        added, commits, plains, cpus, turns, beyond, fsyncs = [], [], [], [], [], [], []
+        added, commits, plains, cpus, turns, beyond, fsyncs, over = [], [], [], [], [], [], [], []
         for _ in range(args.reps):
             parent = tempfile.mkdtemp(prefix="bench-mw-")
             before = _raw.fsynced_commit_us(parent=parent)
-            plain, durable, bare, synced = anyio.run(_one, build, args.turns, parent + "/db")
+            plain, durable, bare, synced, passing = anyio.run(_one, build, args.turns, parent + "/db")
             after = _raw.fsynced_commit_us(parent=parent)
             commits.append((before + after) / 2)
             added.append((durable[0] - plain[0]) / operations * 1e6)
@@ -226,16 +249,21 @@ def main(argv: list[str] | None = None) -> None:
             turns.append((durable[2] - plain[2]) / operations)
             beyond.append((durable[0] - plain[0] - bare) / operations * 1e6)
             fsyncs.append(synced / operations)
+            if passing is not None:
+                over.append((durable[0] - passing) / operations * 1e6 / commits[-1])
         ratios = [a / c for a, c in zip(added, commits, strict=True)]
         rows.append((name, statistics.median(plains), statistics.median(added), statistics.median(commits),
-                     statistics.median(ratios), statistics.median(cpus), statistics.median(turns),
-                     statistics.median(beyond), statistics.median(fsyncs)))
+                     statistics.median(ratios), statistics.median(over) if over else None,
+                     statistics.median(cpus), statistics.median(turns), statistics.median(beyond),
+                     statistics.median(fsyncs)))
     print(f"{args.turns} turns ({operations} durable operations a run), {args.reps} repetitions, medians:")
     print(f"{'integration':<28} {'plain/op':>10} {'added/op':>10} {'synced commit':>14} {'added/commit':>13} "
-          f"{'added CPU/op':>13} {'added turns/op':>15} {'beyond bare steps/op':>21} {'fsyncs/op':>10}")
-    for name, plain, add, commit, ratio, cpu, turn, past, synced in rows:
-        print(f"{name:<28} {plain:>8.0f}us {add:>8.0f}us {commit:>12.0f}us {ratio:>12.2f}x {cpu:>11.0f}us "
-              f"{turn:>15.1f} {past:>19.0f}us {synced:>10.2f}")
+          f"{'over a pass-through':>20} {'added CPU/op':>13} {'added turns/op':>15} {'beyond bare steps/op':>21} "
+          f"{'fsyncs/op':>10}")
+    for name, plain, add, commit, ratio, over_passing, cpu, turn, past, synced in rows:
+        passing = f"{over_passing:>19.2f}x" if over_passing is not None else f"{'-':>20}"
+        print(f"{name:<28} {plain:>8.0f}us {add:>8.0f}us {commit:>12.0f}us {ratio:>12.2f}x {passing} "
+              f"{cpu:>11.0f}us {turn:>15.1f} {past:>19.0f}us {synced:>10.2f}")
     sys.stdout.flush()
 
 
