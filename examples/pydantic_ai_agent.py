@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 
 from llm import record_call, simulated_latency
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.capabilities import RequestInput
+from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
@@ -94,7 +94,7 @@ agent = Agent(
     _model(),
     name="travel",
     instructions=INSTRUCTIONS,
-    capabilities=[JournalDurability(stream=True), RequestInput(_ask_for_approval, name="book")],
+    capabilities=[JournalDurability(stream=True), HandleDeferredToolCalls(_ask_for_approval, name="book")],
 )
 
 

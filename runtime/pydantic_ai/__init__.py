@@ -12,7 +12,7 @@ capability on Pydantic AI's public backend API (`pydantic_ai.durable_exec`).
 Inside a handler, `agent.run(...)` journals every model request, every function, MCP and
 dynamic tool call and the discovery of MCP tools as a step, under Pydantic AI's own
 operation names; parallel tool calls run in parallel; a wait for external input
-(`RequestInput`) is a promise, answered with `journal resolve`; with `stream=True` the text
+(`HandleDeferredToolCalls` with a handler that takes a resume token) is a promise, answered with `journal resolve`; with `stream=True` the text
 the model streams reaches followers live (`Engine.stream`, the HTTP events stream,
 `journal tail -f`). Outside a handler the agent refuses to run instead of running without
 durability."""

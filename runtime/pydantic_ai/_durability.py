@@ -56,7 +56,7 @@ class JournalDurability(BaseDurabilityCapability[AgentDepsT]):
     run inside a handler is a journaled step named as Pydantic AI names it
     (`{agent}__model.request`, `{agent}__function_toolset__{id}.call_tool:{tool}`, ...); on
     replay the journaled results come back and nothing is called again. Tool calls the model
-    makes together run in parallel. A wait for external input (`RequestInput`) becomes a
+    makes together run in parallel. A wait for external input (`HandleDeferredToolCalls`) becomes a
     promise, answered with `journal resolve`.
 
     Args:

@@ -1,4 +1,4 @@
-"""Pydantic AI's waits for external input (`RequestInput`, `wait_for_external_event`) as promises.
+"""Pydantic AI's waits for external input (`HandleDeferredToolCalls`, `wait_for_external_event`) as promises.
 
 A wait is two operations of the handler: a step that makes the wait's token and calls
 `ask` with it (so a replay neither makes another token nor asks again), then, unless `ask`
@@ -9,7 +9,8 @@ different for every wait (`deferred_tool_calls.3f2a9c1d4e5b`). Resolving it
 the run, in whichever process resumes it; a rejection or the timeout ends the wait with
 `ExternalEventError`, as Pydantic AI's own waits do.
 
-A wait of Pydantic AI's `RequestInput` for deferred tool calls is a typed promise
+A wait of Pydantic AI's `HandleDeferredToolCalls` for deferred tool calls (a handler that
+takes a resume token; `RequestInput` before pydantic-ai 2.78) is a typed promise
 (`ctx.promise(token, type=...)`): its value must decide each call pending at that wait,
 `{"approvals": {CALL_ID: true | false | {...}}, "calls": {CALL_ID: RESULT}}`. So a value
 that would fail the run later (`true`, or a decision for other calls) is refused when it is
@@ -25,7 +26,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, create_model
-from pydantic_ai.capabilities import RequestInput
+from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.durable_exec import ExternalEventError, ExternalEventWaiter
 from pydantic_ai.tools import DeferredToolRequests
 
@@ -65,14 +66,15 @@ class PromiseWaits(ExternalEventWaiter):
 
 
 def _decision_type(ask: Callable[[str], Awaitable[JsonValue]]) -> Any:
-    """The type of the value a `RequestInput` wait takes, if `ask` is one's (None for any other
-    wait, whose value is any JSON). `wait_for_external_event` hands the waiter a closure over
-    the `ask` it was given, which for `RequestInput` is a partial of the capability's method
-    over the run context and the pending requests (pydantic-ai 2.68): found there, or not at
-    all, in which case the wait takes any JSON as before."""
+    """The type of the value a `HandleDeferredToolCalls` wait takes, if `ask` is one's (None for
+    any other wait, whose value is any JSON). `wait_for_external_event` hands the waiter a
+    closure over the `ask` it was given, which for `HandleDeferredToolCalls` is a partial of
+    the capability's method over the run context and the pending requests (pydantic-ai 2.78;
+    the deprecated `RequestInput` is a subclass): found there, or not at all, in which case the
+    wait takes any JSON as before."""
     cells = [cell.cell_contents for cell in getattr(ask, "__closure__", None) or ()]
     given = next((c for c in (ask, *cells) if isinstance(c, functools.partial)
-                  and isinstance(getattr(c.func, "__self__", None), RequestInput)), None)
+                  and isinstance(getattr(c.func, "__self__", None), HandleDeferredToolCalls)), None)
     if given is None:
         return None
     requests = next((arg for arg in given.args if isinstance(arg, DeferredToolRequests)), None)

@@ -9,7 +9,7 @@ import os
 import time
 
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.capabilities import RequestInput
+from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -24,9 +24,11 @@ from runtime import Context
 from runtime.pydantic_ai import JournalDurability
 
 LOG = "JOURNAL_TEST_LOG"  # the file every model request and tool call appends to
-# A test model answers the same at every call, its timestamp too: `check_determinism` compares
+# A test model answers the same at every call, its times too: `check_determinism` compares
 # what a step that ran again after a crash returned with what it returned the first time.
-AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+# (Pydantic AI fills in `request_timestamp` and `duration` from the clock where a model leaves them out.)
+_AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+FIXED_TIMES = {"timestamp": _AT, "request_timestamp": _AT, "duration": datetime.timedelta(0)}
 
 
 def _record(line: str) -> None:
@@ -62,12 +64,12 @@ def forecast_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
     _record(f"model {len(returns)}")
     if not returns:
         return ModelResponse(parts=[ToolCallPart("forecast", {"city": "Paris"}, tool_call_id="paris"),
-                                    ToolCallPart("forecast", {"city": "Oslo"}, tool_call_id="oslo")], timestamp=AT)
+                                    ToolCallPart("forecast", {"city": "Oslo"}, tool_call_id="oslo")], **FIXED_TIMES)
     release = os.environ.get("JOURNAL_TEST_RELEASE")
     if release:  # the second request waits here: a test kills the process in it
         _wait_for("the release", lambda: os.path.exists(release))
     text = "; ".join(sorted(str(r.content) for r in returns))
-    return ModelResponse(parts=[TextPart(f"Forecast: {text}")], timestamp=AT)
+    return ModelResponse(parts=[TextPart(f"Forecast: {text}")], **FIXED_TIMES)
 
 
 forecaster = Agent(FunctionModel(forecast_model), name="forecaster", capabilities=[JournalDurability()])
@@ -86,15 +88,15 @@ async def forecast_handler(ctx: Context, question: str) -> str:
     return (await forecaster.run(question)).output
 
 
-# -- a tool that needs approval, asked for through RequestInput ----------------------------------------
+# -- a tool that needs approval, asked for through HandleDeferredToolCalls --------------------------------
 
 
 def refund_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     returns = _returns(messages)
     _record(f"model {len(returns)}")
     if not returns:
-        return ModelResponse(parts=[ToolCallPart("refund", {"order": "A-17", "amount": 40}, tool_call_id="refund-1")], timestamp=AT)
-    return ModelResponse(parts=[TextPart(f"Done: {returns[0].content}")], timestamp=AT)
+        return ModelResponse(parts=[ToolCallPart("refund", {"order": "A-17", "amount": 40}, tool_call_id="refund-1")], **FIXED_TIMES)
+    return ModelResponse(parts=[TextPart(f"Done: {returns[0].content}")], **FIXED_TIMES)
 
 
 def _ask(ctx: RunContext[None], requests, token: str) -> None:
@@ -103,7 +105,7 @@ def _ask(ctx: RunContext[None], requests, token: str) -> None:
 
 
 refunder = Agent(FunctionModel(refund_model), name="refunder",
-                 capabilities=[JournalDurability(), RequestInput(_ask, name="approve_refund")])
+                 capabilities=[JournalDurability(), HandleDeferredToolCalls(_ask, name="approve_refund")])
 
 
 @refunder.tool_plain(requires_approval=True)
@@ -177,8 +179,8 @@ def payer_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if not returns:
         return ModelResponse(parts=[ToolCallPart("charge", {"customer": "ada"}, tool_call_id="charge-1"),
                                     ToolCallPart("lookup", {"customer": "ada"}, tool_call_id="lookup-1")],
-                             timestamp=AT)
-    return ModelResponse(parts=[TextPart("; ".join(sorted(str(r.content) for r in returns)))], timestamp=AT)
+                             **FIXED_TIMES)
+    return ModelResponse(parts=[TextPart("; ".join(sorted(str(r.content) for r in returns)))], **FIXED_TIMES)
 
 
 def _payer() -> Agent[None, str]:
