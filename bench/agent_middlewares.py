@@ -19,10 +19,13 @@ two together; `3 * turns + 1` in all, results of the size the integrations journ
 the runtime's step costs by itself, commit and fsync included. "Beyond bare steps" is the
 added time less that, the integration's own part; "fsyncs/op" counts the durable run's
 fsyncs (the two tool calls of a turn share one).
-LangChain runs every model and tool call through its middleware chain once an agent has
-a middleware at all, which costs by itself; "over a pass-through" is the added time less
-that of the same agent with a middleware that only calls on (LangChain's part, which any
-middleware-based integration pays), an upper bound on what `JournalMiddleware` itself adds.
+"Over a pass-through" (LangChain) is the durable run's time less that of the same agent with
+a middleware whose `async def` hooks only call on, as LangChain documents hooks: what a
+middleware written that way pays before it does anything (LangSmith's wrapper runs each
+such hook through a thread pool, about 150 µs an operation here), so a yardstick for
+middleware-based integrations that cannot run here (Restate's `ext/langchain`).
+`JournalMiddleware` hands LangChain plain functions instead, and a pass-through written
+that way costs nothing measurable over no middleware: its honest figure is "added/op".
 Restate's and Temporal's integrations of the same frameworks need their servers, which do
 not install here: not measured.
 """
