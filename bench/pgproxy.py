@@ -10,6 +10,11 @@ commits by itself). When armed, it forwards such a commit, reads the server's wh
 answer up to its ReadyForQuery (so the commit is done), drops that answer, and closes
 both sides. The client sees its connection end in the middle of a commit.
 
+It can also hold back a request on its way: `hold(pattern)` keeps the first message to the
+server that contains `pattern`, and everything after it on that connection, until
+`let_through()`, even past the client closing its end, as the network delivers a packet it
+retransmits late. The server then gets a statement its client has given up on.
+
 It listens on 127.0.0.1 only, one thread per direction of each connection.
 """
 
@@ -43,6 +48,10 @@ class CommitCutter:
         self.cut: list[bytes] = []  # the SQL of each commit whose answer was dropped
         self._pairs: set[_Pair] = set()
         self._stopped = False
+        self._hold_pattern: bytes | None = None  # `hold`: what the next held message contains
+        self.holding = threading.Event()  # set once a message is held back
+        self.released = threading.Event()  # `let_through`
+        self.delivered = threading.Event()  # set once what was held has gone to the server and its connection ended
         self._thread = threading.Thread(target=self._accept, name="commit-cutter", daemon=True)
 
     def start(self) -> CommitCutter:
@@ -57,6 +66,23 @@ class CommitCutter:
         """Cut the connection of the `n`-th commit that passes from now on (1: the next one)."""
         with self._lock:
             self._countdown = n
+
+    def hold(self, pattern: bytes) -> None:
+        """Hold back the first message to the server that contains `pattern`, and the rest of its
+        connection's, until `let_through` (`holding` is set when one is held)."""
+        with self._lock:
+            self._hold_pattern = pattern
+
+    def let_through(self) -> None:
+        self.released.set()
+
+    def _should_hold(self, body: bytes) -> bool:
+        with self._lock:
+            if self._hold_pattern is None or self._hold_pattern not in body:
+                return False
+            self._hold_pattern = None
+        self.holding.set()
+        return True
 
     def cut_all(self) -> None:
         """Close every connection now, whatever it is doing."""
@@ -92,7 +118,7 @@ class CommitCutter:
             for sock in (client, server):
                 if sock.family != socket.AF_UNIX:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            pair = _Pair(client, server, self._should_cut, self._pairs.discard)
+            pair = _Pair(client, server, self._should_cut, self._pairs.discard, self)
             self._pairs.add(pair)
             pair.start()
 
@@ -114,9 +140,11 @@ class _Pair:
     """One client connection and its server connection, read message by message."""
 
     def __init__(self, client: socket.socket, server: socket.socket, should_cut: Callable[[list[bytes]], bool],
-                 gone: Callable[[_Pair], None]) -> None:
+                 gone: Callable[[_Pair], None], proxy: CommitCutter) -> None:
         self.client, self.server = client, server
         self._should_cut, self._gone = should_cut, gone
+        self._proxy = proxy
+        self._held: list[bytes] | None = None  # messages held back (`CommitCutter.hold`)
         self._idle = True  # the server's last ReadyForQuery said: no transaction block open
         self._cutting = threading.Event()  # a commit went to the server: drop its answer, then cut
         self._closed = False
@@ -161,12 +189,35 @@ class _Pair:
                     self._unit = []
                 if commits and self._should_cut(unit):
                     self._cutting.set()  # before the message leaves: its answer must not get through
-                self.server.sendall(kind + struct.pack("!I", len(body) + 4) + body)
+                message = kind + struct.pack("!I", len(body) + 4) + body
+                if self._held is None and self._proxy._should_hold(body):
+                    self._held = []
+                if self._held is not None:
+                    self._held.append(message)
+                    continue
+                self.server.sendall(message)
         except (OSError, ConnectionError):
             pass
         finally:
-            if not self._cutting.is_set():
+            if self._held is not None:
+                self._deliver_held()
+            elif not self._cutting.is_set():
                 self.close()
+
+    def _deliver_held(self) -> None:
+        """Once let through, what was held goes to the server (which may have ended the
+        session meanwhile), and the connection ends when the server is done with it."""
+        self._proxy.released.wait()
+        try:
+            for message in self._held or ():
+                self.server.sendall(message)
+            self.server.shutdown(socket.SHUT_WR)
+            while self.server.recv(65536):
+                pass
+        except OSError:
+            pass
+        self.close()
+        self._proxy.delivered.set()
 
     def _prelude(self) -> bool:
         """The untyped start of a connection: TLS or GSS requests (each answered by one byte),

@@ -385,10 +385,14 @@ async def test_a_rule_changed_while_steps_wait_is_obeyed_at_once_and_prefix_rule
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_a_waiter_cancelled_while_its_look_runs_on_a_thread_leaves_no_unit_held(postgres_url, anyio_backend):
+@pytest.mark.parametrize("reply", ["answered", "lost"])
+async def test_a_waiter_cancelled_while_its_look_runs_on_a_thread_leaves_no_unit_held(postgres_url, anyio_backend,
+                                                                                      reply):
     """The waiter leaves at once; its look at the line goes on, on the thread, and may be
-    granted the unit after the waiter gave back what it held: the thread gives it back."""
+    granted the unit after the waiter gave back what it held: the thread gives it back, also
+    when the look's transaction committed and its answer was lost (the call raises)."""
     from journal import PostgresStore
+    from journal.errors import StoreError
     from journal.limits import LimitRule
     from runtime._flow._limits._limiter import Limiter
 
@@ -409,7 +413,10 @@ async def test_a_waiter_cancelled_while_its_look_runs_on_a_thread_leaves_no_unit
             entered.set()
             door.wait(60)
             try:
-                return real_acquire(request)
+                answer = real_acquire(request)
+                if reply == "lost":
+                    raise StoreError("the connection ended before the commit's answer came")
+                return answer
             finally:
                 finished.set()
 
@@ -432,3 +439,40 @@ async def test_a_waiter_cancelled_while_its_look_runs_on_a_thread_leaves_no_unit
         assert next(v.waiting for v in table.ls() if v.name == "one") == 0
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_waiter_cancelled_while_its_look_is_on_the_network_leaves_no_unit_held(pg_server, anyio_backend):
+    """A look at the line sent from the event loop, cancelled before the server got it: the
+    waiter drops the connection and gives back what it held; the look reaches the server
+    later still (a packet the network retransmits), and would take the unit for a live owner.
+    The give-back first ends the dropped session at the server, so the late look finds none."""
+    from bench.pgproxy import CommitCutter
+    from journal import PostgresStore
+    from journal.limits import LimitRule
+    from runtime._flow._limits._limiter import Limiter
+
+    proxy = CommitCutter(str(pg_server.dir), pg_server.port).start()
+    store = PostgresStore(proxy.url(pg_server.create_database()))
+    try:
+        table = store.limits()
+        table.set("one", LimitRule(concurrency=1))
+        limiter = Limiter(store, "owner-a")
+        for _ in range(3):  # the event loop's connection opened, the rules and the line known
+            await limiter.release(await limiter.acquire(("one",)), ("one",))
+        await limiter.settle()
+        assert table._writer is not None
+        proxy.hold(b"late-waiter")
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(limiter.acquire, ("one",), hid="late-waiter"))
+                await until(proxy.holding.is_set, "the look to be sent from the event loop")
+                scope.cancel()
+        await limiter.settle()
+        proxy.let_through()
+        await until(proxy.delivered.is_set, "the late look to reach the server and its connection to end")
+        assert next(v.in_use for v in table.ls() if v.name == "one") == 0
+        assert next(v.waiting for v in table.ls() if v.name == "one") == 0
+    finally:
+        store.close()
+        proxy.stop()

@@ -159,6 +159,11 @@ class PostgresLimits(LimitTable):
                     session.conn.execute("SET synchronous_commit = off")
                 conn = session.conn
                 try:
+                    if connector.unsettled:
+                        # A session this process dropped (the loop's connection, cancelled in the
+                        # middle of a call) may still be committing what it was sent: ended first,
+                        # so what this transaction does (a waiter's give-back) comes after it.
+                        connector.settle(conn)
                     with conn.cursor() as cur:
                         if not self._ready:
                             for statement in _DDL:
@@ -331,6 +336,8 @@ class PostgresLimits(LimitTable):
         """The deferred releases, then `work`, over the rows as last seen; then one call that
         writes what they wrote if the rows they read are unchanged. What `work` returned
         (True without one); None when the transaction on a thread must do `work`."""
+        if self._store._connector.unsettled:
+            return None  # a dropped session may still commit what it was sent: the thread ends it first (`_run`)
         writer = await self._loop_writer()
         if writer is None:
             return None

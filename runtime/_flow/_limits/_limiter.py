@@ -107,13 +107,14 @@ class Limiter:
         state = [_RUNNING]
 
         def call() -> Granted | Blocked:
-            answer = table.acquire(request)
-            with lock:
-                left = state[0] is _LEFT
-                state[0] = _DONE
-            if left:
-                table.release(request.hid, request.names, None, claim=request.claim)
-            return answer
+            try:
+                return table.acquire(request)
+            finally:  # (a failed call too: its transaction may have committed before the reply was lost)
+                with lock:
+                    left = state[0] is _LEFT
+                    state[0] = _DONE
+                if left:
+                    table.release(request.hid, request.names, None, claim=request.claim)
 
         try:
             return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
