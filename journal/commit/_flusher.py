@@ -7,7 +7,8 @@ itself, and a lone invocation making one step after another pays it on every ste
 an fsync that nothing else on the loop could work beside (a batch of one, or a batch that
 every runnable task has joined: an agent's parallel tool calls), while recent fsyncs took
 under a millisecond, runs where the caller is: the loop would only have slept through
-it, and what comes in meanwhile (a socket, a timer) waits at most that millisecond. A batch
+it, and what comes in meanwhile (a socket, a timer, a step thread's result) waits for the fsync,
+which lately took under that millisecond (the first slow one still holds the loop). A batch
 while other tasks are ready, or a disk that has been slow lately, goes to the thread, so
 the loop keeps working for the other invocations while the disk flushes.
 

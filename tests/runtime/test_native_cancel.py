@@ -28,9 +28,10 @@ def anyio_backend():
 
 @pytest.fixture(autouse=True)
 def _fsyncs_on_their_thread(monkeypatch):
-    """Every fsync on the committer's thread, as on a disk that has been slow lately: these
-    tests hold a batch's fsync and cancel runs while it is held, which needs the loop free
-    meanwhile (a quick disk's batch that every ready task has joined is fsynced on the loop)."""
+    """Every fsync on the committer's thread, as on a disk that has been slow lately: most of
+    these tests hold a batch's fsync and cancel runs while it is held, which needs the loop
+    free meanwhile (a quick disk's batch that every ready task has joined is fsynced on the
+    loop); the others cancel while a batch's fsync is under way on the thread."""
     monkeypatch.setattr(_flusher, "_INLINE_BELOW", 0.0)
 
 
