@@ -194,6 +194,13 @@ async def test_a_unit_given_back_to_a_line_wakes_every_worker(stores, postgres_u
 # -- shares (`journal/backends/postgres/_limits_share.py`) ------------------------------------
 
 
+@pytest.fixture
+def long_shares(monkeypatch):
+    """Shares live for the test (ending by age, on a slow machine, would change what it looks at)."""
+    monkeypatch.setattr("journal.backends.postgres._limits_share.LIFE", 3600.0)
+    monkeypatch.setattr("journal.backends.postgres._limits_share.LIFE_US", 3600 * 10**6)
+
+
 def _no_call(table):
     """Any call of the loop's connection (or the thread's transaction) fails the test."""
     _no_thread_path(table)
@@ -217,7 +224,7 @@ async def _shared(stores, rule):
     return table, b.limits()
 
 
-async def test_steps_go_on_a_share_with_no_call_until_its_rate_units_are_used(stores, anyio_backend):
+async def test_steps_go_on_a_share_with_no_call_until_its_rate_units_are_used(stores, anyio_backend, long_shares):
     from journal.limits._logic import SHARE_UNITS
 
     table, other = await _shared(stores, LimitRule(concurrency=100, rate=Window(100_000, 60)))
@@ -304,7 +311,7 @@ async def test_no_share_without_plenty_of_room(stores, anyio_backend, rule):
     await table.release_async("s0", ("llm",))
 
 
-async def test_the_rate_units_a_share_did_not_use_leave_the_window_with_it(stores, anyio_backend):
+async def test_the_rate_units_a_share_did_not_use_leave_the_window_with_it(stores, anyio_backend, long_shares):
     table, other = await _shared(stores, LimitRule(concurrency=100, rate=Window(100_000, 60)))
 
     def counted():
@@ -317,15 +324,17 @@ async def test_the_rate_units_a_share_did_not_use_leave_the_window_with_it(store
     assert counted() == 4  # the steps granted, no more
 
 
-async def test_a_step_standing_in_line_does_not_go_on_a_share(stores, anyio_backend):
+async def test_a_step_standing_in_line_does_not_go_on_a_share(stores, anyio_backend, long_shares):
     table, other = await _shared(stores, LimitRule(concurrency=4))
     for n in range(3):
         assert isinstance(other.acquire(_req(f"t{n}", "llm", owner="them")), Granted)
     assert isinstance(table.acquire(_req("w", "llm")), Blocked)  # full: it waits in line
     # The share is idle, and this process has not seen the line: still, the waiter asking again
     # is not granted on the share (its place in the line would stay behind, in everyone's way).
-    assert await table.acquire_async(_req("w", "llm")) is None
+    assert await table.acquire_async(_req("w", "llm")) is None  # (in line still: the thread's question)
+    assert "w" not in table._users
     other.release("t0", ("llm",))
     assert isinstance(table.acquire(_req("w", "llm")), Granted)
+    await table.settle()
     view = next(v for v in other.ls() if v.name == "llm")
-    assert (view.in_use, view.waiting) == (4, 0)
+    assert (view.in_use, view.waiting) == (3, 0)  # t1, t2 and w (settled: the share went back)
