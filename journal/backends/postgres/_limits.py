@@ -382,8 +382,8 @@ class PostgresLimits(LimitTable):
         loop.call_at(loop.time() + _limits_share.LIFE, self._share_expired, share)
 
     def _share_expired(self, share: Share) -> None:
-        if share.user is None and not share.ended:
-            self._end_share(share)
+        if share.user is None and not share.ended:  # no step for a while: none will carry its release soon
+            self._end_share(share, awaited=True)
 
     def _share_of(self, hid: str, used_tokens: int | None) -> Share | None:
         """The share the step attempt `hid` used, now free of it (None: it used none)."""
