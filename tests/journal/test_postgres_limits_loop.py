@@ -333,6 +333,10 @@ async def test_a_step_standing_in_line_does_not_go_on_a_share(stores, anyio_back
     # is not granted on the share (its place in the line would stay behind, in everyone's way).
     assert await table.acquire_async(_req("w", "llm")) is None  # (in line still: the thread's question)
     assert "w" not in table._users
+    # Nor does a later step of this process pass it on the share: the share ends.
+    assert await table.acquire_async(_req("later", "llm")) is None
+    assert "later" not in table._users and not table._shares
+    table.release("later", ("llm",))  # (it leaves the line: the test goes on with "w")
     other.release("t0", ("llm",))
     assert isinstance(table.acquire(_req("w", "llm")), Granted)
     await table.settle()

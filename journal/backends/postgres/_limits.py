@@ -161,7 +161,10 @@ class PostgresLimits(LimitTable):
         self._shares: dict[tuple[tuple[str, ...], str], Share] = {}
         self._users: dict[str, Share] = {}
         self._share_lock = threading.Lock()
-        self._in_lines: set[str] = set()  # the steps' holds that stand in a line (`_lined`)
+        # The steps' holds of this process that stand in a line (`_lined`), with their names, and
+        # how many stand in each name's line.
+        self._in_lines: dict[str, tuple[str, ...]] = {}
+        self._lined_names: dict[str, int] = {}
 
     def _run(self, work: Callable[[_LimitTxn], T], *, write: bool, durable: bool = False) -> T:
         connector = self._store._connector
@@ -223,7 +226,7 @@ class PostgresLimits(LimitTable):
                 self._end_share(share)
                 return self._run(lambda txn: None, write=True)  # (`_run` sends it first)
         if self._in_lines:
-            self._in_lines.discard(hid)
+            self._unlined(hid)
         release = _Release(hid, names, used_tokens, self._rules() if used_tokens is not None else None, now_us(),
                            claim)
 
@@ -288,11 +291,13 @@ class PostgresLimits(LimitTable):
         if self._users:
             share = self._share_of(hid, used_tokens)
             if share is not None:  # a step's hold on a share: the share is free for the next step
-                if awaited or share.ended or not share.usable(self._known, self._seen):
+                # (`awaited` says someone in this process waits, but not for which limit: a step
+                # of this process in the line of one of the share's names ends it, `_share_usable`.)
+                if share.ended or not self._share_usable(share):
                     self._end_share(share, awaited)
                 return True
         if self._in_lines:
-            self._in_lines.discard(hid)
+            self._unlined(hid)
         known = self._fresh_rules() if used_tokens is not None else None
         if used_tokens is not None and known is None:
             return False
@@ -334,13 +339,33 @@ class PostgresLimits(LimitTable):
 
     def _lined(self, request: Request, answer: Granted | Blocked) -> Granted | Blocked:
         """`answer`, noting whether a step's `request` stands in a line now: a request in a line
-        never goes on a share (it would leave its place in the line behind, in everyone's way)."""
+        never goes on a share (it would leave its place in the line behind, in everyone's way),
+        and no share of its names is used while it waits (the next steps would pass it)."""
         if request.tokens == 0 and request.claim == 0 and request.arrival is None:
             if answer.__class__ is Blocked:
-                self._in_lines.add(request.hid)
+                with self._share_lock:  # (on a thread, or on the loop)
+                    if request.hid not in self._in_lines:
+                        self._in_lines[request.hid] = request.names
+                        for name in request.names:
+                            self._lined_names[name] = self._lined_names.get(name, 0) + 1
             elif self._in_lines:
-                self._in_lines.discard(request.hid)
+                self._unlined(request.hid)
         return answer
+
+    def _unlined(self, hid: str) -> None:
+        with self._share_lock:
+            names = self._in_lines.pop(hid, None)
+            for name in names or ():
+                left = self._lined_names.pop(name, 1) - 1
+                if left:
+                    self._lined_names[name] = left
+
+    def _share_usable(self, share: Share) -> bool:
+        """Whether the next step may use `share`: as `Share.usable`, and no step of this process
+        stands in the line of one of its names (a line it has not seen if it was joined on a thread)."""
+        if self._lined_names and any(name in self._lined_names for name in share.names):
+            return False
+        return share.usable(self._known, self._seen)
 
     def _use_share(self, request: Request) -> bool:
         """Whether `request` goes on this process's share of its names (granted, with no call)."""
@@ -353,7 +378,7 @@ class PostgresLimits(LimitTable):
         with self._share_lock:
             if share.ended or share.user is not None:
                 return False
-            usable = share.usable(self._known, self._seen)
+            usable = self._share_usable(share)
             if usable:
                 share.user = request.hid
                 self._users[request.hid] = share
