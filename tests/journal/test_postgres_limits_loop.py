@@ -342,3 +342,19 @@ async def test_a_step_standing_in_line_does_not_go_on_a_share(stores, anyio_back
     await table.settle()
     view = next(v for v in other.ls() if v.name == "llm")
     assert (view.in_use, view.waiting) == (3, 0)  # t1, t2 and w (settled: the share went back)
+
+
+async def test_a_step_that_stopped_asking_no_longer_holds_the_share_up(stores, anyio_backend, long_shares, monkeypatch):
+    """A step noted in a line that never asks again (its wait cancelled while its acquisition ran on
+    a thread, and that acquisition ending after the release) stops counting after a while."""
+    table, other = await _shared(stores, LimitRule(concurrency=4))
+    table._lined(_req("w", "llm"), Blocked(("llm",), None, 0))  # noted in a line after its release
+    assert await table.acquire_async(_req("s1", "llm")) is not None
+    assert "s1" not in table._users and not table._shares  # neither on the share nor on a new one
+    await table.release_async("s1", ("llm",))
+    monkeypatch.setattr("journal.backends.postgres._limits._LINED_GONE", 0.0)
+    assert isinstance(await table.acquire_async(_req("s2", "llm")), Granted)
+    assert "s2" in table._users and "w" not in table._in_lines
+    await table.release_async("s2", ("llm",))
+    await table.settle()
+    assert _in_use(stores[1], "llm") == 0

@@ -61,6 +61,7 @@ _log = logging.getLogger("journal.limits")
 _DEFER = 0.02  # seconds a release waits for the next acquisition to carry it, when nobody waits
 _TRIES = 3  # calls of the loop's path, each after another process changed a row it read
 _SEEN_MOST = 10_000  # rows remembered for the loop's path (beyond: forgotten, read again)
+_LINED_GONE = 5.0  # seconds after which a step of this process no longer counts as in a line (`_lined`)
 _GRANTED = Granted()
 _SHARED = object()  # (what the loop's call answered when it took a share)
 _ALIVE = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
@@ -160,10 +161,10 @@ class PostgresLimits(LimitTable):
         # listing the limits or pausing a name ends them).
         self._shares: dict[tuple[tuple[str, ...], str], Share] = {}
         self._users: dict[str, Share] = {}
-        self._share_lock = threading.Lock()
-        # The steps' holds of this process that stand in a line (`_lined`), with their names, and
-        # how many stand in each name's line.
-        self._in_lines: dict[str, tuple[str, ...]] = {}
+        self._share_lock = threading.RLock()  # (re-entered: `_use_share` -> `_share_usable` -> `_unlined`)
+        # The steps' holds of this process that stand in a line (`_lined`), with their names and
+        # when they last asked, and how many stand in each name's line.
+        self._in_lines: dict[str, tuple[tuple[str, ...], float]] = {}
         self._lined_names: dict[str, int] = {}
 
     def _run(self, work: Callable[[_LimitTxn], T], *, write: bool, durable: bool = False) -> T:
@@ -261,7 +262,8 @@ class PostgresLimits(LimitTable):
         # A step's attempt (no tokens to count, no invocation's claim or place in line) takes a
         # share where there is plenty of room, else its own hold.
         units = _logic.share_units(known, request.names) \
-            if request.tokens == 0 and request.claim == 0 and request.arrival is None else 0
+            if request.tokens == 0 and request.claim == 0 and request.arrival is None \
+            and not (self._lined_names and self._lined_on(request.names)) else 0
         if units == 0:
             answer = await self._apply_async(lambda txn, now: _logic.acquire(txn, request, now, no_alive, known))
             return None if answer is None or answer is True else self._lined(request, answer)  # type: ignore[arg-type]
@@ -345,25 +347,37 @@ class PostgresLimits(LimitTable):
             if answer.__class__ is Blocked:
                 with self._share_lock:  # (on a thread, or on the loop)
                     if request.hid not in self._in_lines:
-                        self._in_lines[request.hid] = request.names
                         for name in request.names:
                             self._lined_names[name] = self._lined_names.get(name, 0) + 1
+                    self._in_lines[request.hid] = (request.names, time.monotonic())
             elif self._in_lines:
                 self._unlined(request.hid)
         return answer
 
     def _unlined(self, hid: str) -> None:
         with self._share_lock:
-            names = self._in_lines.pop(hid, None)
-            for name in names or ():
+            names, _ = self._in_lines.pop(hid, ((), 0.0))
+            for name in names:
                 left = self._lined_names.pop(name, 1) - 1
                 if left:
                     self._lined_names[name] = left
 
+    def _lined_on(self, names: tuple[str, ...]) -> bool:
+        """Whether a step of this process stands in the line of one of `names` (a line this
+        process may not have seen in the rows, if the step joined it on a thread)."""
+        if not any(name in self._lined_names for name in names):
+            return False
+        # A waiter asks again at least every second: one not seen for long has gone without a
+        # word (a cancelled wait whose acquisition ended on a thread after its release).
+        gone = time.monotonic() - _LINED_GONE
+        for hid in [hid for hid, (_, seen) in list(self._in_lines.items()) if seen < gone]:
+            self._unlined(hid)
+        return any(name in self._lined_names for name in names)
+
     def _share_usable(self, share: Share) -> bool:
         """Whether the next step may use `share`: as `Share.usable`, and no step of this process
-        stands in the line of one of its names (a line it has not seen if it was joined on a thread)."""
-        if self._lined_names and any(name in self._lined_names for name in share.names):
+        stands in the line of one of its names (the next steps would pass it)."""
+        if self._lined_names and self._lined_on(share.names):
             return False
         return share.usable(self._known, self._seen)
 
