@@ -12,13 +12,19 @@
 
 - `w1-engine` (not run by default): W1 and W1 under the limit alternately in one engine,
   REPS pairs of STEPS-step runs, in steady state (nothing opened inside the timing).
+- `share-wait` (not run by default, PostgreSQL only): two engines on one database, a limit of
+  concurrency 2; one runs a few steps and stops (its share, if it took one, holds a unit a
+  moment longer), then a step of the other needs the second unit while its first holds one:
+  how long that step waited for it (p50 and the most, over WAITERS // 50 rounds).
 
-    python -m bench.limits [--reps 5] [--only w1,w1-engine,fleet,handover] [--period 60] [--pg] [--steps 500]
+    python -m bench.limits [--reps 5] [--only w1,w1-engine,fleet,handover,share-wait] [--period 60] [--pg]
+                           [--steps 500]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import tempfile
@@ -186,6 +192,46 @@ async def _handover(path: str, waiters: int) -> dict[str, Any]:
             "in_order": served == expected, "order_mismatches": sum(a != b for a, b in zip(served, expected, strict=False))}
 
 
+async def _few(ctx: Context, n: int) -> int:
+    for i in range(n):
+        await ctx.run(f"s{i}", _agents.noop, inline=True, limit="db")
+    return n
+
+
+async def _second_unit(ctx: Context) -> float:
+    """Seconds a step waited for the second unit of `db` while the first step holds the first."""
+    holding, done = anyio.Event(), anyio.Event()
+    waited: list[float] = []
+
+    async def hold() -> int:
+        holding.set()
+        await done.wait()
+        return 0
+
+    async def second() -> None:
+        await holding.wait()
+        asked = time.perf_counter()
+        got = await ctx.run("second", time.perf_counter, limit="db")
+        waited.append(got - asked)
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(ctx.run, "first", hold, limit="db"))
+        tg.start_soon(second)
+    return waited[0]
+
+
+async def _share_wait(path: str, rounds: int) -> dict[str, float]:
+    waits: list[float] = []
+    async with Engine.open(path, durability="async") as a, Engine.open(path, durability="async") as b:
+        await a.limits.set("db", concurrency=2)
+        for r in range(rounds):
+            await a.run(_few, 3, id=f"a{r}")
+            outcome = await b.run(_second_unit, id=f"b{r}")
+            waits.append(outcome.result)
+    return {"p50_ms": statistics.median(waits) * 1000, "max_ms": max(waits) * 1000}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5)
@@ -260,6 +306,18 @@ def main() -> None:
             print(f"hand-over, {out['waiters']} waiters on concurrency 10 (PostgreSQL, one process): p50 "
                   f"{out['handover_ms_p50']:.2f} ms (target <= 20 ms); first ten by priority then arrival: "
                   f"{out['in_order']}; positions out of that order: {out['order_mismatches']}")
+
+
+    if "share-wait" in only and args.pg:
+        from .pgserver import PgServer
+
+        server = PgServer(fsync=True).start()
+        try:
+            out = anyio.run(_share_wait, server.new_database(), max(1, args.waiters // 50))
+        finally:
+            server.stop()
+        print(f"a waiter in another engine for the unit of a limit's idle share (PostgreSQL): p50 "
+              f"{out['p50_ms']:.2f} ms, most {out['max_ms']:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -328,23 +328,100 @@ def _free(limited: list[tuple[str, LimitRule, LimitState]], request: Request, no
     return True
 
 
-def _grant(txn: Txn, limited: list[tuple[str, LimitRule, LimitState]], request: Request, now: int) -> None:
+def _grant(txn: Txn, limited: list[tuple[str, LimitRule, LimitState]], request: Request, now: int,
+           units: int = 1, counted_at: int = 0) -> None:
+    """Grant `request`; `units` rate units counted at `counted_at` (µs, default now): a share's."""
     for name, rule, state in limited:
         if state.waiters:
             state.waiters.pop(request.hid, None)
         state.holds[request.hid] = Holder(request.owner, request.host, request.pid, now, request.tokens, request.label,
                                           request.claim)
         if rule.rate is not None:
-            key, end = _bucket_key(name, b"r", now, rule.rate.period)
-            _add(txn, key, 1)
-            state.rate_count += 1
-            state.rate_oldest = state.rate_oldest or end
+            key, end = _bucket_key(name, b"r", counted_at or now, rule.rate.period)
+            _add(txn, key, units)
+            state.rate_count += units
+            if not state.rate_oldest or end < state.rate_oldest:  # (a share's bucket may end after later ones)
+                state.rate_oldest = end
         if rule.tokens is not None and request.tokens:
             key, end = _bucket_key(name, b"t", now, rule.tokens.period)
             _add(txn, key, request.tokens)
             state.tokens_in_window += request.tokens
             state.tokens_oldest = state.tokens_oldest or end
         _put_state(txn, name, state)
+
+
+# -- shares ----------------------------------------------------------------------------------
+
+SHARE_UNITS = 16  # rate units a share takes at most: at most 1% of the rule's N
+
+
+def share_units(known: dict[str, LimitRule], names: tuple[str, ...]) -> int | None:
+    """The rate units a share of `names` would take (None: no rate to count, the share ends by
+    age only), or 0 when a share cannot be had: a tokens window (each step's estimate and usage
+    count there), or a rate too small for a block of two to be under 1% of it."""
+    units: int | None = None
+    for name in names:
+        rule = rule_in(known, name)
+        if rule is None:
+            continue
+        if rule.tokens is not None:
+            return 0
+        if rule.rate is not None:
+            units = min(SHARE_UNITS if units is None else units, rule.rate.limit // 100)
+            if units < 2:
+                return 0
+    return units
+
+
+def acquire_share(txn: Txn, request: Request, now: int, until: int, units: int | None,
+                  known: dict[str, LimitRule]) -> list[tuple[str, bytes]] | None:
+    """Take a share of `request.names` for the hold `request.hid`, if every limited name has
+    plenty of room: one concurrency unit (with the holders after it at most half the limit),
+    and `units` rate units at once (the window's count after them at most half of N), counted
+    in the bucket of `until`, the end of the share's life, so each of them counts for a whole
+    period after whichever moment of that life it is used. The buckets it counted them in, for
+    `return_units` (None: no share, nothing written). A share is for a process's steps one at a
+    time, with no call to the store each (`journal/backends/postgres/_limits.py`)."""
+    limited: list[tuple[str, LimitRule, LimitState]] = []
+    for name in request.names:
+        rule = rule_in(known, name)
+        if rule is not None:
+            limited.append((name, rule, _state(txn, name)))
+    if not limited:
+        return None
+    for _, rule, state in limited:
+        if rule.tokens is not None:
+            return None
+        if rule.concurrency is not None and 2 * (len(state.holds) + 1) > rule.concurrency:
+            return None
+        if rule.rate is not None and (units is None or 2 * (state.rate_count + units) > rule.rate.limit):
+            return None
+    if not _free(limited, request, now):
+        return None
+    _grant(txn, limited, request, now, units or 1, until)
+    return [(name, _bucket_key(name, b"r", until, rule.rate.period)[0]) for name, rule, _ in limited
+            if rule.rate is not None]
+
+
+def return_units(txn: Txn, counted: tuple[tuple[str, bytes], ...], units: int) -> None:
+    """Take `units` rate units a share counted in the buckets `counted` and never used out of
+    their windows again (a bucket gone since, with its window, has nothing left to take)."""
+    for name, key in counted:
+        raw = txn.get("limit_state", name.encode())
+        if raw is None:
+            continue
+        before, after = _add(txn, key, -units)
+        if before != after:
+            state = _state_dec.decode(raw)
+            state.rate_count = max(0, state.rate_count - (before - after))
+            _put_state(txn, name, state)
+
+
+def roomy(state: LimitState, rule: LimitRule, now: int) -> bool:
+    """Whether a share of a name may go on, as its state was last seen: nobody waits, it is not
+    paused, and its concurrency is at most half taken."""
+    return not state.waiters and state.paused_until <= now and (
+        rule.concurrency is None or 2 * len(state.holds) <= rule.concurrency)
 
 
 def release(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None, now: int,

@@ -49,6 +49,24 @@ def held(i: int) -> int:
     return i
 
 
+def briefly(i: int) -> int:
+    """`held`, a shorter moment of work, no runs noted."""
+    entry = f"{os.getpid()} {i}"
+    _update(entry, True)
+    try:
+        time.sleep(0.002)
+    finally:
+        _update(entry, False)
+    return i
+
+
+async def many_steps(ctx: Context, n: int) -> int:
+    """Twenty-five short steps one after another (on PostgreSQL, on their process's share while the limit has room)."""
+    for i in range(25):
+        await ctx.run(f"step-{i}", briefly, n * 100 + i, limit="db")
+    return n
+
+
 async def three_steps(ctx: Context, n: int) -> int:
     for i in range(3):
         await ctx.run(f"step-{i}", held, n * 10 + i, limit="db")

@@ -33,10 +33,11 @@ def journal(*args: str, db: str, env: dict[str, str]) -> subprocess.CompletedPro
                           timeout=120, env=env)
 
 
-def worker(db: str, env: dict[str, str], log: Path) -> subprocess.Popen:
+def worker(db: str, env: dict[str, str], log: Path, concurrency: int = 8, handler: str = "three_steps",
+           ) -> subprocess.Popen:
     with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "cli", "worker", "--db", db, "--concurrency", "8",
-                                 "--handler", f"steps={AGENTS}:three_steps"], stdout=out, stderr=subprocess.STDOUT,
+        return subprocess.Popen([sys.executable, "-m", "cli", "worker", "--db", db, "--concurrency", str(concurrency),
+                                 "--handler", f"steps={AGENTS}:{handler}"], stdout=out, stderr=subprocess.STDOUT,
                                 env=env)
 
 
@@ -72,5 +73,30 @@ def test_concurrency_holds_across_worker_processes_and_a_killed_holder_gives_its
     assert int(most) <= 3, f"{most} steps ran at once under --concurrency 3"
     if not kill:
         assert running == [] and int(most) == 3
+    listed = json.loads(journal("limit", "ls", "--json", db=db, env=env).stdout)
+    assert [(v["name"], v["in_use"], v["waiting"]) for v in listed] == [("db", 0, 0)]
+
+
+def test_steps_on_shares_keep_the_concurrency_across_worker_processes(postgres_url, tmp_path):
+    """Short steps one after another in each invocation, eight invocations at once for six units:
+    on PostgreSQL a worker's steps go on its process's share whenever the limit has plenty of room
+    (`_limits_share.py`; here a few times, as the runs start and end), and in line when it has
+    not. Never more than six run at once, and no unit is left held once the workers stop."""
+    db = postgres_url
+    gauge = tmp_path / "gauge"
+    env = {**os.environ, "LIMIT_GAUGE": str(gauge)}
+    assert journal("limit", "set", "db", "--concurrency", "6", db=db, env=env).returncode == 0
+    for n in range(10):
+        started = journal("start", "steps", "--input", str(n), "--id", f"r{n}", db=db, env=env)
+        assert started.returncode == 0, started.stderr
+    workers = [worker(db, env, tmp_path / f"w{i}.log", 4, "many_steps") for i in range(2)]
+    try:
+        wait_until(lambda: statuses(db, env).count("completed") == 10, "every run to complete", timeout=120)
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+            w.wait(timeout=60)
+    most, *running = gauge.read_text().split("\n")
+    assert 1 <= int(most) <= 6 and running == [], f"{most} steps ran at once under --concurrency 6"
     listed = json.loads(journal("limit", "ls", "--json", db=db, env=env).stdout)
     assert [(v["name"], v["in_use"], v["waiting"]) for v in listed] == [("db", 0, 0)]

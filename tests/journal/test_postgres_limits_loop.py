@@ -7,7 +7,7 @@ import os
 import pytest
 
 from journal import HOST, PostgresStore
-from journal.limits import Blocked, Granted, LimitRule, Request
+from journal.limits import Blocked, Granted, LimitRule, Request, Window, _logic
 
 from ..waiting import until
 
@@ -189,3 +189,172 @@ async def test_a_unit_given_back_to_a_line_wakes_every_worker(stores, postgres_u
         heard = [n.channel for n in listener.notifies(timeout=30, stop_after=1)]
     assert heard == [CHANNEL]
     assert isinstance(other.acquire(_req("first", "llm", owner="them", priority=5)), Granted)
+
+
+# -- shares (`journal/backends/postgres/_limits_share.py`) ------------------------------------
+
+
+@pytest.fixture
+def long_shares(monkeypatch):
+    """Shares live for the test (ending by age, on a slow machine, would change what it looks at)."""
+    monkeypatch.setattr("journal.backends.postgres._limits_share.LIFE", 3600.0)
+    monkeypatch.setattr("journal.backends.postgres._limits_share.LIFE_US", 3600 * 10**6)
+
+
+def _no_call(table):
+    """Any call of the loop's connection (or the thread's transaction) fails the test."""
+    _no_thread_path(table)
+    writer = table._writer
+
+    async def refuse(params):
+        raise AssertionError("made a call to the server")
+    writer.apply = refuse
+
+
+async def _shared(stores, rule):
+    """The first store's table with a share of `llm` taken by the attempt "s0" and given back
+    (idle): (its table, the other store's table)."""
+    a, b = stores
+    table = a.limits()
+    table.set("llm", rule)
+    await _warm(table)
+    assert isinstance(await table.acquire_async(_req("s0", "llm")), Granted)
+    assert table._shares and _in_use(b, "llm") == 1
+    assert await table.release_async("s0", ("llm",))
+    return table, b.limits()
+
+
+async def test_steps_go_on_a_share_with_no_call_until_its_rate_units_are_used(stores, anyio_backend, long_shares):
+    from journal.limits._logic import SHARE_UNITS
+
+    table, other = await _shared(stores, LimitRule(concurrency=100, rate=Window(100_000, 60)))
+    counted = _logic.decode_state(table._seen[("limit_state", b"llm")]).rate_count
+    run, apply = table._run, table._writer.apply
+    _no_call(table)
+    for n in range(1, SHARE_UNITS):  # the first of the share's rate units went to "s0"
+        assert isinstance(await table.acquire_async(_req(f"s{n}", "llm")), Granted)
+        assert await table.release_async(f"s{n}", ("llm",))
+    assert not table._shares  # used up: its unit goes back with the next call, which takes a new share
+    table._run, table._writer.apply = run, apply
+    assert isinstance(await table.acquire_async(_req("next", "llm")), Granted)
+    assert table._shares
+    assert _in_use(stores[1], "llm") == 1
+    # The window counts a block of units for each share taken: never fewer than the steps granted.
+    assert _logic.decode_state(table._seen[("limit_state", b"llm")]).rate_count == counted + SHARE_UNITS
+
+
+async def test_a_second_attempt_at_once_takes_its_own_unit(stores, anyio_backend):
+    table, other = await _shared(stores, LimitRule(concurrency=4))
+    assert isinstance(await table.acquire_async(_req("first", "llm")), Granted)  # on the share
+    assert isinstance(await table.acquire_async(_req("second", "llm")), Granted)  # the share is busy
+    assert _in_use(stores[1], "llm") == 2
+    await table.release_async("first", ("llm",))
+    await table.release_async("second", ("llm",))
+    await table.settle()
+    assert _in_use(stores[1], "llm") == 0
+
+
+async def test_a_share_ends_when_this_process_sees_someone_wait(stores, anyio_backend):
+    table, other = await _shared(stores, LimitRule(concurrency=2))
+    # The other process fills the limit and stands in line.
+    assert isinstance(other.acquire(_req("theirs", "llm", owner="them")), Granted)
+    assert isinstance(other.acquire(_req("waits", "llm", owner="them")), Blocked)
+    # This process sees it at its next call (a step under other names here, in line too), and
+    # gives its share back rather than use it again: the next step stands in line.
+    assert await table.acquire_async(_req("look", "llm", "other")) is None
+    assert await table.acquire_async(_req("mine", "llm")) is None
+    assert not table._shares
+    await table.settle()
+    assert isinstance(other.acquire(_req("waits", "llm", owner="them")), Granted)
+
+
+async def test_an_idle_share_ends_by_itself(stores, anyio_backend):
+    table, other = await _shared(stores, LimitRule(concurrency=2))
+    assert isinstance(other.acquire(_req("theirs", "llm", owner="them")), Granted)
+    assert isinstance(other.acquire(_req("waits", "llm", owner="them")), Blocked)
+    # Nothing of this process calls the server again: the share ends after its life, its unit
+    # goes back alone, and the waiter gets it.
+    await until(lambda: isinstance(other.acquire(_req("waits", "llm", owner="them")), Granted),
+                "the waiter to get the share's unit")
+    assert not table._shares and not table._deferred
+
+
+async def test_the_share_of_a_store_closing_or_listing_goes_back(stores, anyio_backend):
+    table, other = await _shared(stores, LimitRule(concurrency=10))
+    assert [(v.name, v.in_use) for v in table.ls()] == [("llm", 0)]  # its own listing: its idle share gone
+    assert not table._shares
+    assert isinstance(await table.acquire_async(_req("again", "llm")), Granted)
+    assert table._shares and _in_use(stores[1], "llm") == 1
+    stores[0].close()  # while a step is on it
+    assert _in_use(stores[1], "llm") == 0
+
+
+async def test_a_step_released_on_the_thread_gives_its_share_back(stores, anyio_backend):
+    table, other = await _shared(stores, LimitRule(concurrency=10))
+    assert isinstance(await table.acquire_async(_req("s1", "llm")), Granted)
+    assert table.acquire(_req("s1", "llm")) == Granted()  # (asked again on the thread: on the share still)
+    table.release("s1", ("llm",), 7)
+    assert not table._shares and not table._users
+    assert [(v.name, v.in_use, v.tokens_total) for v in other.ls()] == [("llm", 0, 7)]
+
+
+@pytest.mark.parametrize("rule", [LimitRule(concurrency=1), LimitRule(rate=Window(150, 60)),
+                                  LimitRule(concurrency=10, tokens=Window(100_000, 60))],
+                         ids=["concurrency-1", "small-rate", "tokens"])
+async def test_no_share_without_plenty_of_room(stores, anyio_backend, rule):
+    a, b = stores
+    table = a.limits()
+    table.set("llm", rule)
+    await _warm(table)
+    assert isinstance(await table.acquire_async(_req("s0", "llm")), Granted)
+    assert not table._shares
+    await table.release_async("s0", ("llm",))
+
+
+async def test_the_rate_units_a_share_did_not_use_leave_the_window_with_it(stores, anyio_backend, long_shares):
+    table, other = await _shared(stores, LimitRule(concurrency=100, rate=Window(100_000, 60)))
+
+    def counted():
+        return other._read(lambda txn: _logic._state(txn, "llm")).rate_count
+
+    assert counted() == 2 + _logic.SHARE_UNITS  # (`_warm`: two steps; "s0" took a share of 16)
+    assert isinstance(await table.acquire_async(_req("s1", "llm")), Granted)
+    assert await table.release_async("s1", ("llm",))
+    await table.settle()
+    assert counted() == 4  # the steps granted, no more
+
+
+async def test_a_step_standing_in_line_does_not_go_on_a_share(stores, anyio_backend, long_shares):
+    table, other = await _shared(stores, LimitRule(concurrency=4))
+    for n in range(3):
+        assert isinstance(other.acquire(_req(f"t{n}", "llm", owner="them")), Granted)
+    assert isinstance(table.acquire(_req("w", "llm")), Blocked)  # full: it waits in line
+    # The share is idle, and this process has not seen the line: still, the waiter asking again
+    # is not granted on the share (its place in the line would stay behind, in everyone's way).
+    assert await table.acquire_async(_req("w", "llm")) is None  # (in line still: the thread's question)
+    assert "w" not in table._users
+    # Nor does a later step of this process pass it on the share: the share ends.
+    assert await table.acquire_async(_req("later", "llm")) is None
+    assert "later" not in table._users and not table._shares
+    table.release("later", ("llm",))  # (it leaves the line: the test goes on with "w")
+    other.release("t0", ("llm",))
+    assert isinstance(table.acquire(_req("w", "llm")), Granted)
+    await table.settle()
+    view = next(v for v in other.ls() if v.name == "llm")
+    assert (view.in_use, view.waiting) == (3, 0)  # t1, t2 and w (settled: the share went back)
+
+
+async def test_a_step_that_stopped_asking_no_longer_holds_the_share_up(stores, anyio_backend, long_shares, monkeypatch):
+    """A step noted in a line that never asks again (its wait cancelled while its acquisition ran on
+    a thread, and that acquisition ending after the release) stops counting after a while."""
+    table, other = await _shared(stores, LimitRule(concurrency=4))
+    table._lined(_req("w", "llm"), Blocked(("llm",), None, 0))  # noted in a line after its release
+    assert await table.acquire_async(_req("s1", "llm")) is not None
+    assert "s1" not in table._users and not table._shares  # neither on the share nor on a new one
+    await table.release_async("s1", ("llm",))
+    monkeypatch.setattr("journal.backends.postgres._limits._LINED_GONE", 0.0)
+    assert isinstance(await table.acquire_async(_req("s2", "llm")), Granted)
+    assert "s2" in table._users and "w" not in table._in_lines
+    await table.release_async("s2", ("llm",))
+    await table.settle()
+    assert _in_use(stores[1], "llm") == 0

@@ -9,7 +9,9 @@ other. A holder or a waiter is dead once no session holds its owner's advisory l
 (`_owners.py`): the server ended the session of its process.
 
 On asyncio, `acquire_async` and `release_async` do the same in one round trip from the event
-loop (`_limits_loop.py`), and hand what they cannot decide alone to the transaction here.
+loop (`_limits_loop.py`), and hand what they cannot decide alone to the transaction here. A
+step's acquisition on an uncontended limit takes a share of it for this process's next steps,
+which use it with no round trip at all (`_limits_share.py`).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ import msgspec
 from ...errors import StoreError
 from ...kv._rules import Txn, prefix_end
 from ...limits import LIMIT_TABLES, LimitRule, LimitTable, Request, _logic
-from ...limits._model import Blocked, Granted
+from ...limits._model import Blocked, Granted, LimitView
 from ...limits._table import RULES_FOR, now_us
+from . import _limits_share
 from ._connect import conninfo
 from ._limits_loop import (
     CREATE_FUNCTION,
@@ -42,6 +45,7 @@ from ._limits_loop import (
     open_writer,
     running_loop,
 )
+from ._limits_share import Share
 from ._rows import CHANNEL, SCHEMA, owner_lock_key
 from ._urls import redact_url
 
@@ -57,6 +61,9 @@ _log = logging.getLogger("journal.limits")
 _DEFER = 0.02  # seconds a release waits for the next acquisition to carry it, when nobody waits
 _TRIES = 3  # calls of the loop's path, each after another process changed a row it read
 _SEEN_MOST = 10_000  # rows remembered for the loop's path (beyond: forgotten, read again)
+_LINED_GONE = 5.0  # seconds after which a step of this process no longer counts as in a line (`_lined`)
+_GRANTED = Granted()
+_SHARED = object()  # (what the loop's call answered when it took a share)
 _ALIVE = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
           "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
           "AND classid = %s::int::oid AND objid = %s::int::oid AND objsubid = 2)")
@@ -126,6 +133,8 @@ class _Release(msgspec.Struct, frozen=True, gc=False):
     known: dict[str, LimitRule] | None
     at: int
     claim: int | None = None
+    unused: int = 0  # a share's rate units never used, taken out of the buckets `counted` again
+    counted: tuple[tuple[str, bytes], ...] = ()
 
 
 class PostgresLimits(LimitTable):
@@ -147,6 +156,16 @@ class PostgresLimits(LimitTable):
         self._deferred_lock = threading.Lock()
         self._flush: asyncio.TimerHandle | None = None  # sends them alone when no acquisition took them
         self._flushing: set[asyncio.Task[None]] = set()
+        # Shares (`_limits_share.py`): by (names, owner), the one steps may use next; by the hold
+        # id of the step attempt using one, that share. Changed under `_share_lock` (a thread
+        # listing the limits or pausing a name ends them).
+        self._shares: dict[tuple[tuple[str, ...], str], Share] = {}
+        self._users: dict[str, Share] = {}
+        self._share_lock = threading.RLock()  # (re-entered: `_use_share` -> `_share_usable` -> `_unlined`)
+        # The steps' holds of this process that stand in a line (`_lined`), with their names and
+        # when they last asked, and how many stand in each name's line.
+        self._in_lines: dict[str, tuple[tuple[str, ...], float]] = {}
+        self._lined_names: dict[str, int] = {}
 
     def _run(self, work: Callable[[_LimitTxn], T], *, write: bool, durable: bool = False) -> T:
         connector = self._store._connector
@@ -207,6 +226,13 @@ class PostgresLimits(LimitTable):
 
     def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
                 claim: int | None = None) -> None:
+        if self._users:
+            share = self._share_of(hid, used_tokens)
+            if share is not None:  # a step's hold on a share: the share ends here, and its hold goes back
+                self._end_share(share)
+                return self._run(lambda txn: None, write=True)  # (`_run` sends it first)
+        if self._in_lines:
+            self._unlined(hid)
         release = _Release(hid, names, used_tokens, self._rules() if used_tokens is not None else None, now_us(),
                            claim)
 
@@ -217,15 +243,20 @@ class PostgresLimits(LimitTable):
         self._run(work, write=True)
 
     def acquire(self, request: Request) -> Granted | Blocked:
+        if request.hid in self._users:
+            return _GRANTED  # (on a share: granted already)
         # The owner's advisory lock is what tells others it lives: held before it holds a unit.
         self._store._lives.hold(request.owner)
         known = self._rules()
         now = now_us()
-        return self._run(lambda txn: _logic.acquire(txn, request, now, txn.owner_alive, known), write=True)
+        return self._lined(request, self._run(lambda txn: _logic.acquire(txn, request, now, txn.owner_alive, known),
+                                              write=True))
 
     # -- from the event loop, in one round trip ------------------------------------------------
 
     async def acquire_async(self, request: Request) -> Granted | Blocked | None:
+        if self._shares and self._use_share(request):
+            return _GRANTED
         if not self._store._lives.held(request.owner):
             return None  # taking the owner's lock is a round trip: the thread's
         known = self._fresh_rules()
@@ -233,11 +264,47 @@ class PostgresLimits(LimitTable):
             return None
         if any(self._in_line(name) for name in request.names):
             return None  # a line: whether its first waiters live is the thread's question (no call to find out)
-        answer = await self._apply_async(lambda txn, now: _logic.acquire(txn, request, now, no_alive, known))
-        return None if answer is None or answer is True else answer  # type: ignore[return-value]
+        # A step's attempt (no tokens to count, no invocation's claim or place in line) takes a
+        # share where there is plenty of room, else its own hold.
+        units = _logic.share_units(known, request.names) \
+            if request.tokens == 0 and request.claim == 0 and request.arrival is None \
+            and not (self._lined_names and self._lined_on(request.names)) else 0
+        if units == 0:
+            answer = await self._apply_async(lambda txn, now: _logic.acquire(txn, request, now, no_alive, known))
+            return None if answer is None or answer is True else self._lined(request, answer)  # type: ignore[arg-type]
+        key = (request.names, request.owner)
+        share_request = msgspec.structs.replace(request, hid=request.hid + _limits_share.SUFFIX)
+        until = time.monotonic() + _limits_share.LIFE  # (before `now`: the share ends before its window's count does)
+        counted: list[tuple[str, bytes]] = []
+
+        def work(txn: Guess, now: int) -> object:
+            if key not in self._shares:
+                buckets = _logic.acquire_share(txn, share_request, now, now + _limits_share.LIFE_US, units, known)
+                if buckets is not None:
+                    counted[:] = buckets
+                    return _SHARED
+            return _logic.acquire(txn, request, now, no_alive, known)
+
+        shared = await self._apply_async(work)
+        if shared is _SHARED:
+            self._new_share(share_request, request.hid, units, until, tuple(counted))
+            return _GRANTED
+        if shared is None:  # in doubt whether the call took the share: given back, with the next call
+            self._give_back(_Release(share_request.hid, request.names, None, None, now_us()))
+        return None if shared is None or shared is True else self._lined(request, shared)  # type: ignore[arg-type]
 
     async def release_async(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
                             awaited: bool = False, claim: int | None = None) -> bool:
+        if self._users:
+            share = self._share_of(hid, used_tokens)
+            if share is not None:  # a step's hold on a share: the share is free for the next step
+                # (`awaited` says someone in this process waits, but not for which limit: a step
+                # of this process in the line of one of the share's names ends it, `_share_usable`.)
+                if share.ended or not self._share_usable(share):
+                    self._end_share(share, awaited)
+                return True
+        if self._in_lines:
+            self._unlined(hid)
         known = self._fresh_rules() if used_tokens is not None else None
         if used_tokens is not None and known is None:
             return False
@@ -258,14 +325,153 @@ class PostgresLimits(LimitTable):
         # `_DEFER`; at once when the unit may be wanted (`_wanted`, or `awaited`). A process that
         # has not stood in line yet finds the unit held a little longer: it looks again within a
         # few tens of milliseconds anyway. Any call of this process on a thread sends it first (`_run`).
+        self._give_back(release, awaited)
+        return True
+
+    def _give_back(self, release: _Release, awaited: bool = False) -> None:
+        """Send `release` with the next call of this process (see `release_async`); off the
+        event loop, with its next call on a thread."""
         with self._deferred_lock:
             self._deferred.append(release)
-        waited = awaited or self._wanted(names)
+        loop = running_loop()
+        if loop is None:
+            return
+        waited = awaited or self._wanted(release.names)
         if waited or self._flush is None:
             if self._flush is not None:
                 self._flush.cancel()
             self._flush = loop.call_later(0 if waited else _DEFER, self._flush_now, loop)
-        return True
+
+    # -- shares (`_limits_share.py`) -----------------------------------------------------------
+
+    def _lined(self, request: Request, answer: Granted | Blocked) -> Granted | Blocked:
+        """`answer`, noting whether a step's `request` stands in a line now: a request in a line
+        never goes on a share (it would leave its place in the line behind, in everyone's way),
+        and no share of its names is used while it waits (the next steps would pass it)."""
+        if request.tokens == 0 and request.claim == 0 and request.arrival is None:
+            if answer.__class__ is Blocked:
+                with self._share_lock:  # (on a thread, or on the loop)
+                    if request.hid not in self._in_lines:
+                        for name in request.names:
+                            self._lined_names[name] = self._lined_names.get(name, 0) + 1
+                    self._in_lines[request.hid] = (request.names, time.monotonic())
+            elif self._in_lines:
+                self._unlined(request.hid)
+        return answer
+
+    def _unlined(self, hid: str) -> None:
+        with self._share_lock:
+            names, _ = self._in_lines.pop(hid, ((), 0.0))
+            for name in names:
+                left = self._lined_names.pop(name, 1) - 1
+                if left:
+                    self._lined_names[name] = left
+
+    def _lined_on(self, names: tuple[str, ...]) -> bool:
+        """Whether a step of this process stands in the line of one of `names` (a line this
+        process may not have seen in the rows, if the step joined it on a thread)."""
+        if not any(name in self._lined_names for name in names):
+            return False
+        # A waiter asks again at least every second: one not seen for long has gone without a
+        # word (a cancelled wait whose acquisition ended on a thread after its release).
+        gone = time.monotonic() - _LINED_GONE
+        for hid in [hid for hid, (_, seen) in list(self._in_lines.items()) if seen < gone]:
+            self._unlined(hid)
+        return any(name in self._lined_names for name in names)
+
+    def _share_usable(self, share: Share) -> bool:
+        """Whether the next step may use `share`: as `Share.usable`, and no step of this process
+        stands in the line of one of its names (the next steps would pass it)."""
+        if self._lined_names and self._lined_on(share.names):
+            return False
+        return share.usable(self._known, self._seen)
+
+    def _use_share(self, request: Request) -> bool:
+        """Whether `request` goes on this process's share of its names (granted, with no call)."""
+        if request.hid in self._users:
+            return True  # (granted already)
+        share = self._shares.get((request.names, request.owner))
+        if share is None or share.user is not None or request.tokens or request.claim or request.arrival is not None \
+                or request.hid in self._in_lines:
+            return False  # none, busy with another attempt, or not for this one: it takes the ordinary path
+        with self._share_lock:
+            if share.ended or share.user is not None:
+                return False
+            usable = self._share_usable(share)
+            if usable:
+                share.user = request.hid
+                self._users[request.hid] = share
+                if share.left is not None:
+                    share.left -= 1
+        if not usable:
+            self._end_share(share)
+        return usable
+
+    def _new_share(self, request: Request, user: str, units: int | None, until: float,
+                   counted: tuple[tuple[str, bytes], ...]) -> None:
+        """The share the last call took (`request`, with the share's hold id), in use by the step
+        attempt `user` that took it; it ends by itself at `until` if no step is using it then."""
+        assert self._known is not None
+        rows = [("limit_state", name.encode()) for name in request.names]
+        share = Share(request.hid, request.names, request.owner, None if units is None else units - 1, until,
+                      self._known, {row: self._seen.get(row) for row in rows}, user, counted)
+        key = (request.names, request.owner)
+        with self._share_lock:
+            self._users[user] = share
+            if key in self._shares:  # (another task took one meanwhile: this one serves its taker only)
+                share.ended = True
+            else:
+                self._shares[key] = share
+        loop = asyncio.get_running_loop()
+        loop.call_at(loop.time() + _limits_share.LIFE, self._share_expired, share)
+
+    def _share_expired(self, share: Share) -> None:
+        if share.user is None and not share.ended:  # no step for a while: none will carry its release soon
+            self._end_share(share, awaited=True)
+
+    def _share_of(self, hid: str, used_tokens: int | None) -> Share | None:
+        """The share the step attempt `hid` used, now free of it (None: it used none)."""
+        with self._share_lock:
+            share = self._users.pop(hid, None)
+            if share is not None:
+                share.user = None
+                share.used += used_tokens or 0
+        return share
+
+    def _end_share(self, share: Share, awaited: bool = False) -> None:
+        """No step uses `share` any more: its hold goes back once the step using it (if any) ends."""
+        with self._share_lock:
+            key = (share.names, share.owner)
+            if self._shares.get(key) is share:
+                del self._shares[key]
+            share.ended = True
+            if share.user is not None or share.returned:
+                return
+            share.returned = True
+        self._give_back(_Release(share.hid, share.names, share.used or None, share.known[1], now_us(),
+                                 unused=share.left or 0, counted=share.counted), awaited)
+
+    def _end_shares(self, names: tuple[str, ...] | None = None) -> None:
+        """End this process's shares (those of any of `names`): their holds go back with the next call."""
+        for share in list(self._users.values()) + list(self._shares.values()):
+            if names is None or any(name in share.names for name in names):
+                self._end_share(share)
+
+    def ls(self) -> list[LimitView]:
+        self._end_shares()  # (this process's idle shares are not listed as units in use)
+        return super().ls()
+
+    def pause(self, names: tuple[str, ...], until_us: int) -> list[str]:
+        self._end_shares(names)
+        return super().pause(names, until_us)
+
+    def set(self, name: str, rule: LimitRule) -> None:
+        self._end_shares()
+        super().set(name, rule)
+
+    def remove(self, name: str) -> bool:
+        self._end_shares()
+        return super().remove(name)
 
     def _in_line(self, name: str) -> bool:
         """Whether someone waited for `name` when this process last saw it."""
@@ -317,6 +523,7 @@ class PostgresLimits(LimitTable):
             self._run(lambda txn: None, write=True)  # (`_run` sends them first)
 
     async def settle(self) -> None:
+        self._end_shares()
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
@@ -433,6 +640,13 @@ class PostgresLimits(LimitTable):
     def close(self) -> None:
         if self._flush is not None:
             self._flush.cancel()
+        with self._share_lock:  # (a step still on a share: the store is closing anyway)
+            shares = [*self._users.values(), *self._shares.values()]
+            for share in shares:
+                share.user = None
+            self._users.clear()
+        for share in shares:
+            self._end_share(share)
         try:
             self._release_deferred()
         except StoreError as exc:
@@ -446,8 +660,11 @@ class PostgresLimits(LimitTable):
 
 
 def _release(txn: Txn, release: _Release) -> bool:
-    return _logic.release(txn, release.hid, release.names, release.used_tokens, release.at, release.known,
-                          release.claim)
+    waited = _logic.release(txn, release.hid, release.names, release.used_tokens, release.at, release.known,
+                            release.claim)
+    if release.unused:
+        _logic.return_units(txn, release.counted, release.unused)
+    return waited
 
 
 def _wake_workers(cur: Any) -> None:

@@ -1,0 +1,149 @@
+"""Shares of uncontended limits on PostgreSQL (`journal/backends/postgres/_limits_share.py`):
+steps of one process use a share with no call to the server, and still, across engines of
+their own (as two processes would be), a concurrency is never exceeded, a rate holds in every
+window, a line formed elsewhere gets its unit, a rule changed elsewhere is obeyed, and no unit
+is left held once the engines close."""
+
+import functools
+import time
+
+import anyio
+import pytest
+
+from journal.backends.postgres._limits import PostgresLimits
+from runtime import Context, Engine
+
+from ..waiting import until
+from .test_limits import Gauge
+
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
+
+
+@pytest.fixture
+def shares(monkeypatch):
+    """How many shares were taken (by any engine of the test)."""
+    taken = []
+    new_share = PostgresLimits._new_share
+
+    def counted(self, *args, **kwargs):
+        taken.append(args[0].names)
+        return new_share(self, *args, **kwargs)
+
+    monkeypatch.setattr(PostgresLimits, "_new_share", counted)
+    return taken
+
+
+async def _in_use(url, name):
+    async with Engine.open(url) as engine:
+        view = await engine.limits.get(name)
+    return view.in_use, view.waiting
+
+
+async def test_a_concurrency_limit_holds_across_engines_using_shares(postgres_url, anyio_backend, shares):
+    gauge = Gauge()
+    bursts_done = anyio.Event()
+
+    async def steady(ctx: Context, n: int) -> None:
+        for i in range(n):  # (until the bursts are over: steps on shares before, in line during)
+            await ctx.run(f"s{i}", gauge, i, 0, limit="db")
+            if bursts_done.is_set():
+                break
+
+    async def bursts(ctx: Context, n: int) -> None:
+        for b in range(n):
+            async with anyio.create_task_group() as tg:
+                for i in range(6):
+                    tg.start_soon(functools.partial(ctx.run, f"b{b}-{i}", gauge, i, 0.002, limit="db"))
+
+    async with Engine.open(postgres_url) as a, Engine.open(postgres_url) as b:
+        await a.limits.set("db", concurrency=4)
+        async with anyio.create_task_group() as tg:
+            for engine, tag in ((a, "a"), (b, "b")):
+                tg.start_soon(functools.partial(engine.run, steady, 10_000, id=f"{tag}-steady"))
+            await until(lambda: shares, "a step to go on a share")
+            # Then bursts of more steps at once than the limit, in both engines, while steps go on shares.
+            async with anyio.create_task_group() as inner:
+                for engine, tag in ((a, "a"), (b, "b")):
+                    inner.start_soon(functools.partial(engine.run, bursts, 6, id=f"{tag}-bursts"))
+            bursts_done.set()
+        for engine, tag in ((a, "a"), (b, "b")):
+            for kind in ("steady", "bursts"):
+                assert (await engine.get(f"{tag}-{kind}")).status == "completed"
+    assert 1 <= gauge.most <= 4, gauge.most
+    assert await _in_use(postgres_url, "db") == (0, 0)
+
+
+async def test_a_rate_holds_in_every_window_with_shares(postgres_url, anyio_backend, shares):
+    limit, period = 300, 1.0
+    spans: list[tuple[float, float]] = []  # (asked, ran): each step was granted between the two
+
+    async def steady(ctx: Context, n: int) -> None:
+        for i in range(n):
+            asked = time.time()
+            ran = await ctx.run(f"s{i}", time.time, limit="api")
+            spans.append((asked, ran))
+
+    async with Engine.open(postgres_url) as a, Engine.open(postgres_url) as b:
+        await a.limits.set("api", rate=f"{limit}/{period:g}s")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(a.run, steady, 300, id="a"))
+            tg.start_soon(functools.partial(b.run, steady, 300, id="b"))
+    assert shares, "no step went on a share"
+    # Steps granted within one period: those asked no earlier than a step was and run less than a
+    # period after it was asked (where exactly each was granted between the two is not known).
+    spans.sort()
+    most = max(sum(1 for asked, ran in spans[i:] if ran < start + period) for i, (start, _) in enumerate(spans))
+    assert most <= limit, most
+    assert len(spans) == 600
+
+
+async def test_a_waiter_elsewhere_gets_the_unit_of_an_idle_share(postgres_url, anyio_backend, shares):
+    gauge = Gauge(meet=2)
+
+    async def until_shared(ctx: Context) -> int:
+        n = 0  # (the first steps of an engine go to the thread: its owner's lock, the rules)
+        while not shares:
+            n += await ctx.run(f"s{n}", lambda: 1, limit="db")
+        return n
+
+    async def two(ctx: Context) -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(2):
+                tg.start_soon(functools.partial(ctx.run, f"s{i}", gauge, i, 0, limit="db"))
+
+    async with Engine.open(postgres_url) as a, Engine.open(postgres_url) as b:
+        await a.limits.set("db", concurrency=2)
+        assert (await a.run(until_shared)).status == "completed"  # its share holds a unit a moment longer
+        # b needs both units at once: it gets the second when a's share ends by itself (a makes no
+        # further call to the server that would give it back sooner).
+        assert (await b.run(two)).status == "completed"
+        assert gauge.most == 2
+    assert await _in_use(postgres_url, "db") == (0, 0)
+
+
+async def test_a_rule_changed_elsewhere_stops_steps_on_a_share(postgres_url, anyio_backend, shares):
+    stop = anyio.Event()
+    ran = []
+
+    async def looping(ctx: Context) -> int:
+        n = 0
+        while not stop.is_set():
+            ran.append(await ctx.run(f"s{n}", lambda: 1, limit="api"))
+            n += 1
+        return n
+
+    async with Engine.open(postgres_url) as a, Engine.open(postgres_url) as b:
+        await a.limits.set("api", concurrency=100, rate="1000000/m")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(a.run, looping, id="loop"))
+            await until(lambda: len(ran) > 100 and shares, "steps on shares")
+            # Another process lets no more in this hour (the window holds far more already): the
+            # looping steps stop, and stand in line.
+            await b.limits.set("api", concurrency=100, rate="1/h")
+            with anyio.fail_after(30):
+                while (await b.limits.get("api")).waiting != 1:
+                    await anyio.sleep(0.01)
+            stop.set()
+            await b.limits.set("api", concurrency=100)  # (the one waiting goes on, and ends)
+        assert (await a.get("loop")).status == "completed"
+    assert await _in_use(postgres_url, "api") == (0, 0)
