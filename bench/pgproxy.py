@@ -77,6 +77,8 @@ class CommitCutter:
         self.released.set()
 
     def _should_hold(self, body: bytes) -> bool:
+        if self._hold_pattern is None:  # (not armed: every message of every connection asks)
+            return False
         with self._lock:
             if self._hold_pattern is None or self._hold_pattern not in body:
                 return False

@@ -140,9 +140,9 @@ async def test_a_rule_changed_elsewhere_stops_steps_on_a_share(postgres_url, any
             # Another process lets no more in this hour (the window holds far more already): the
             # looping steps stop, and stand in line.
             await b.limits.set("api", concurrency=100, rate="1/h")
-            with anyio.fail_after(30):
-                while (await b.limits.get("api")).waiting != 1:
-                    await anyio.sleep(0.01)
+            table = b.store.limits()
+            await until(lambda: next(v.waiting for v in table.ls() if v.name == "api") == 1,
+                        "the looping step to stand in line")
             stop.set()
             await b.limits.set("api", concurrency=100)  # (the one waiting goes on, and ends)
         assert (await a.get("loop")).status == "completed"
