@@ -10,6 +10,8 @@ import pytest
 
 from bench.pgserver import PgServer, find_bin_dir
 
+pytest_plugins = ["tests.watchdog"]
+
 
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
