@@ -358,3 +358,40 @@ async def test_a_step_that_stopped_asking_no_longer_holds_the_share_up(stores, a
     await table.release_async("s2", ("llm",))
     await table.settle()
     assert _in_use(stores[1], "llm") == 0
+
+
+async def test_a_reply_of_several_statements_is_awaited_without_holding_the_loop(postgres_url, anyio_backend):
+    # The loop's connection reads a reply part by part: waiting for a later statement's result
+    # inside libpq would hold the GIL, so no other thread could run until the server answered.
+    # The server sends the first result and most of the second (larger than its buffer), then
+    # the third statement waits on a lock that only another thread can give up; the server
+    # gives up by itself after `lock_timeout`.
+    import threading
+
+    import psycopg
+
+    from journal.backends.postgres._loop import LoopWriter
+
+    from ..waiting import wait_until
+
+    writer = await LoopWriter.open(postgres_url)
+    holder = psycopg.connect(postgres_url, autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(4242)")
+
+    def give_up_the_lock_once_waited_on() -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as watcher:
+            wait_until(lambda: watcher.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                                               " AND NOT granted").fetchone()[0],
+                       "the third statement to wait on the lock")
+        holder.execute("SELECT pg_advisory_unlock(4242)")
+
+    releaser = threading.Thread(target=give_up_the_lock_once_waited_on, daemon=True)
+    releaser.start()
+    try:
+        writer._pg.send_query(b"SET lock_timeout = '5s'; SELECT repeat('x', 100000); SELECT pg_advisory_lock(4242); SELECT 2")
+        result = await writer._result(None)
+        assert result.get_value(0, 0) == b"2"
+    finally:
+        releaser.join(timeout=60)
+        writer.close()
+        holder.close()

@@ -103,13 +103,17 @@ class LoopWriter:
         pg, pq = self._pg, self._psycopg.pq
         while pg.flush():
             await self._wait(True, deferred)
-        while True:
-            pg.consume_input()
-            if not pg.is_busy():
-                break
-            await self._wait(False, deferred)
+        pg.consume_input()
         result, failed = None, None
-        while (res := pg.get_result()) is not None:
+        while True:
+            # Before every result, not only the first: a reply of several statements comes in
+            # parts, and libpq's get_result waits for the next part holding the GIL, which
+            # stalls the loop (and every thread) until the server sends it.
+            while pg.is_busy():
+                await self._wait(False, deferred)
+                pg.consume_input()
+            if (res := pg.get_result()) is None:
+                break
             if res.status == pq.ExecStatus.FATAL_ERROR and failed is None:
                 failed = res
             result = res
