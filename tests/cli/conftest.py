@@ -86,9 +86,14 @@ def sh(db, tmp_path):
         Started as from a terminal, where Ctrl-C reaches a command, whatever the test run was
         started as: a script's background job (`pytest &`) ignores SIGINT, and so would its
         children (`journal` keeps a SIGINT it was started with ignored, as other programs do)."""
-        proc = subprocess.Popen(run.argv(*args), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+        # Not `preexec_fn`: it makes Python fork and run code before exec, which can deadlock
+        # beside this process's threads; a child stuck there keeps every descriptor of the test
+        # process, the test runner's own channel among them, so even its timeout ends nothing.
+        # A first Python sets SIGINT and execs `journal` in its place (same pid).
+        setup = (f"import os, signal, sys; signal.signal(signal.SIGINT, signal.{sigint.name}); "
+                 "os.execv(sys.executable, sys.argv[1:])")
+        proc = subprocess.Popen([sys.executable, "-c", setup, *run.argv(*args)], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         started.append(proc)
         return proc
 
