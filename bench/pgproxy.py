@@ -126,6 +126,7 @@ class CommitCutter:
 
     def stop(self) -> None:
         self._stopped = True
+        self.released.set()  # a pair still holding messages stops waiting (its sockets close below)
         self._listener.close()
         self.cut_all()
 

@@ -12,6 +12,8 @@ from click.testing import CliRunner
 from bench.pgserver import PgServer
 from cli import cli
 
+from ..waiting import DEADLINE
+
 HERE = Path(__file__).parent
 AGENTS = HERE / "cli_agents.py"
 
@@ -107,7 +109,7 @@ def sh(db, tmp_path):
     for proc in started:
         if proc.poll() is None:
             proc.kill()
-        proc.communicate()
+        proc.communicate(timeout=DEADLINE)  # (bounded: a grandchild could hold its pipes open)
 
 
 @pytest.fixture
