@@ -388,10 +388,41 @@ async def test_a_reply_of_several_statements_is_awaited_without_holding_the_loop
     releaser = threading.Thread(target=give_up_the_lock_once_waited_on, daemon=True)
     releaser.start()
     try:
-        writer._pg.send_query(b"SET lock_timeout = '5s'; SELECT repeat('x', 100000); SELECT pg_advisory_lock(4242); SELECT 2")
+        writer._pg.send_query(b"SET lock_timeout = '30s'; SELECT repeat('x', 100000); SELECT pg_advisory_lock(4242); SELECT 2")
         result = await writer._result(None)
         assert result.get_value(0, 0) == b"2"
     finally:
         releaser.join(timeout=60)
         writer.close()
         holder.close()
+
+
+async def test_a_session_ended_by_the_server_mid_reply_says_why(postgres_url, anyio_backend):
+    # The server sends its FATAL error, then closes: the error it sent is what the caller gets,
+    # not the closed socket's.
+    import threading
+
+    import psycopg
+
+    from journal.backends.postgres._loop import LoopWriter
+
+    from ..waiting import wait_until
+
+    writer = await LoopWriter.open(postgres_url)
+    pid = writer._pg.backend_pid
+
+    def end_it_once_it_sleeps() -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            wait_until(lambda: admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND query LIKE "
+                                             "'%%pg_sleep%%'", (pid,)).fetchone(), "the statement to run")
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    ender = threading.Thread(target=end_it_once_it_sleeps, daemon=True)
+    ender.start()
+    try:
+        writer._pg.send_query(b"SELECT pg_sleep(60)")
+        with pytest.raises(psycopg.errors.AdminShutdown):
+            await writer._result(None)
+    finally:
+        ender.join(timeout=60)
+        writer.close()

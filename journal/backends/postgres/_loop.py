@@ -109,9 +109,14 @@ class LoopWriter:
             # Before every result, not only the first: a reply of several statements comes in
             # parts, and libpq's get_result waits for the next part holding the GIL, which
             # stalls the loop (and every thread) until the server sends it.
-            while pg.is_busy():
-                await self._wait(False, deferred)
-                pg.consume_input()
+            try:
+                while pg.is_busy():
+                    await self._wait(False, deferred)
+                    pg.consume_input()
+            except self._psycopg.OperationalError:
+                if failed is None:
+                    raise
+                break  # the server said why, then closed the connection (FATAL): say what it said
             if (res := pg.get_result()) is None:
                 break
             if res.status == pq.ExecStatus.FATAL_ERROR and failed is None:
