@@ -37,20 +37,25 @@ _last_progress = time.monotonic()
 
 
 def _test_timeout(item: pytest.Item) -> float:
-    marker = item.get_closest_marker("timeout")
-    if marker is not None and marker.args:
-        return float(marker.args[0])
-    option = item.config.getoption("timeout", None)
-    if option is not None:
-        return float(option)
-    return float(item.config.getini("timeout") or 0)
+    """The item's timeout as pytest-timeout reckons it (marker, command line, environment, ini)."""
+    try:
+        import pytest_timeout
+
+        return float(pytest_timeout._get_item_settings(item).timeout or 0)
+    except (ImportError, AttributeError):  # (a pytest-timeout without that helper: its marker or ini)
+        marker = item.get_closest_marker("timeout")
+        if marker is not None and marker.args:
+            return float(marker.args[0])
+        return float(item.config.getini("timeout") or 0)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-timeout's, which reads the timeout set for the run
 def pytest_configure(config: pytest.Config) -> None:
     global _terminal
     _terminal = os.fdopen(os.dup(sys.__stderr__.fileno()), "w", buffering=1)
     faulthandler.register(signal.SIGUSR1, file=_terminal, all_threads=True)
-    if not hasattr(config, "workerinput"):
+    # Not with timeouts turned off (`--timeout 0`: a debugger, a long property run).
+    if not hasattr(config, "workerinput") and getattr(config, "_env_timeout", None):
         threading.Thread(target=_watch, name="test-run watchdog", daemon=True).start()
 
 
@@ -58,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     seconds = _test_timeout(item)
     if seconds > 0:
-        faulthandler.dump_traceback_later(max(seconds - 1, 0.5), exit=True, file=_terminal)
+        faulthandler.dump_traceback_later(max(seconds - 1, seconds * 0.9), exit=True, file=_terminal)
     try:
         yield
     finally:
@@ -96,11 +101,14 @@ def _watch() -> None:
             continue
         out = _terminal
         print(f"\n\nwatchdog: no test has finished for {idle:.0f} s; the processes under this run:", file=out)
-        below = _descendants(os.getpid())
-        pids = ",".join(str(pid) for pid in [os.getpid(), *below])
-        tree = subprocess.run(["ps", "-ww", "--forest", "-o", "pid,ppid,stat,wchan:32,etime,args", "-p", pids],
-                              capture_output=True, text=True).stdout
-        print(tree, file=out)
+        below: list[int] = []
+        try:  # (what it can tell; the kill below happens whatever fails here)
+            below = _descendants(os.getpid())
+            pids = ",".join(str(pid) for pid in [os.getpid(), *below])
+            print(subprocess.run(["ps", "-ww", "--forest", "-o", "pid,ppid,stat,wchan:32,etime,args", "-p", pids],
+                                 capture_output=True, text=True, timeout=30).stdout, file=out)
+        except Exception as exc:  # noqa: BLE001
+            print(f"watchdog: cannot list them: {exc!r}", file=out)
         for pid in below:
             try:
                 os.kill(pid, signal.SIGUSR1)  # test processes print their stacks; others ignore or die

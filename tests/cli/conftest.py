@@ -109,7 +109,11 @@ def sh(db, tmp_path):
     for proc in started:
         if proc.poll() is None:
             proc.kill()
-        proc.communicate(timeout=DEADLINE)  # (bounded: a grandchild could hold its pipes open)
+    for proc in started:
+        try:
+            proc.communicate(timeout=DEADLINE)  # (bounded: a grandchild could hold its pipes open)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 @pytest.fixture
