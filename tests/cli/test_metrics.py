@@ -58,7 +58,11 @@ def test_metrics_after_a_known_workload_and_a_sigkill_count_every_number(tmp_pat
 
         response = server.client.get("/metrics")
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
-        found = samples(response.text)
+        # A run's status is its committed outcome; the server counts it finished just after.
+        finished = (("ok", "completed", N_OK), ("bad", "failed", N_BAD), ("long", "completed", 1))
+        found = wait_for(lambda: (f := samples(server.client.get("/metrics").text)) and all(
+            value(f, "journal_invocations_finished_total", handler=h, status=s) >= n for h, s, n in finished) and f,
+            what="every finished run to be counted")
     finally:
         server.stop()
 
@@ -115,11 +119,13 @@ def test_a_worker_serves_the_same_store_gauges_and_keeps_the_token_and_host_rule
             return samples(response.text)
 
         handler = f"{AGENTS}:ok"
+        # The store's gauge counts an invocation completed once its outcome is committed, and
+        # the worker's own counter just after: a scrape between the two sees 3 and 2.
         found = wait_for(lambda: (f := scrape()) and value(
-            f, "journal_invocations", handler=handler, status="completed") == 3 and f,
-            what="the worker to run the three invocations")
+            f, "journal_invocations", handler=handler, status="completed") == 3 and value(
+            f, "journal_invocations_finished_total", handler=handler, status="completed") == 3 and f,
+            what="the worker to run the three invocations and count them finished")
         assert value(found, "journal_queue_depth", handler=handler) == 0
-        assert value(found, "journal_invocations_finished_total", handler=handler, status="completed") == 3
         assert value(found, "journal_invocations_started_total") == 0  # `journal start` created them, not the worker
         assert httpx.get(url).status_code == 401
         host = url.split("/")[2]
