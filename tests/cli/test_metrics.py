@@ -120,7 +120,7 @@ def test_a_worker_serves_the_same_store_gauges_and_keeps_the_token_and_host_rule
 
         handler = f"{AGENTS}:ok"
         # The store's gauge counts an invocation completed once its outcome is committed, and
-        # the worker's own counter just after: a scrape between the two sees 3 and 2.
+        # the worker's own counter a moment later: a scrape can fall between the two.
         found = wait_for(lambda: (f := scrape()) and value(
             f, "journal_invocations", handler=handler, status="completed") == 3 and value(
             f, "journal_invocations_finished_total", handler=handler, status="completed") == 3 and f,
