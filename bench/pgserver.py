@@ -178,7 +178,7 @@ class PgServer:
             return
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 60
-        while (_backends_of(self.data) or _exists(pid)) and time.monotonic() < deadline:
+        while (_backends_of(self.data) or pid_running(pid)) and time.monotonic() < deadline:
             time.sleep(0.01)  # sampling the process table: the kernel gives no event for it
         # A crash leaves these behind. A postmaster's parent that has not reaped it yet leaves
         # a zombie with its pid, which a new postmaster would take for a live one.
@@ -288,8 +288,9 @@ def _backends_of(data: str) -> list[int]:
     return found
 
 
-def _exists(pid: int) -> bool:
-    """Whether `pid` is a process that is not a zombie."""
+def pid_running(pid: int) -> bool:
+    """Whether `pid` is a process that is not a zombie (a zombie runs nothing, though a signal
+    to it succeeds)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[-1].split()[0] != "Z"

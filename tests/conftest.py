@@ -34,6 +34,14 @@ def pg_server():
 
 
 @pytest.fixture
+def pg_limit_rules_kept(monkeypatch):
+    """The limit rules a PostgreSQL store read once stay fresh for the test. They are read again
+    every half second, on a thread: on a slow machine a call a test expects from the event loop
+    would otherwise go out from a thread's connection instead."""
+    monkeypatch.setattr("journal.backends.postgres._limits.RULES_FOR", 3600.0)
+
+
+@pytest.fixture
 def postgres_url(pg_server):
     """A fresh, empty database on the session's server: its postgresql:// URL."""
     return pg_server.new_database()

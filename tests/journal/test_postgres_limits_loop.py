@@ -11,14 +11,8 @@ from journal.limits import Blocked, Granted, LimitRule, Request, Window, _logic
 
 from ..waiting import until
 
-pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
-
-
-@pytest.fixture(autouse=True)
-def rules_kept(monkeypatch):
-    """The rules read once stay fresh for the test (they are read again every half second,
-    on the thread: a slow machine would otherwise send calls there that a test expects on the loop)."""
-    monkeypatch.setattr("journal.backends.postgres._limits.RULES_FOR", 3600.0)
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"]),
+              pytest.mark.usefixtures("pg_limit_rules_kept")]
 
 
 def _req(hid, *names, owner="me", priority=0):

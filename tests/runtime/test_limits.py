@@ -443,22 +443,19 @@ async def test_a_waiter_cancelled_while_its_look_runs_on_a_thread_leaves_no_unit
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_waiter_cancelled_while_its_look_is_on_the_network_leaves_no_unit_held(pg_server, anyio_backend,
-                                                                                         monkeypatch):
+                                                                                         pg_limit_rules_kept):
     """A look at the line sent from the event loop, cancelled before the server got it: the
     waiter drops the connection and gives back what it held; the look reaches the server
     later still (a packet the network retransmits), and would take the unit for a live owner.
     The give-back first ends the dropped session at the server, so the late look finds none."""
     from bench.pgproxy import CommitCutter
     from journal import PostgresStore
-    from journal.backends.postgres import _limits
     from journal.limits import LimitRule
     from runtime._flow._limits._limiter import Limiter
 
-    # The look goes out from the event loop only while the rules read are fresh. On a slow
-    # machine they could go stale between the warm-up and the look, which then goes out from a
-    # thread's connection instead: the held message would be that one's, mid-transaction with
-    # the state row locked, and never let go (that connection is not dropped).
-    monkeypatch.setattr(_limits, "RULES_FOR", 3600.0)
+    # (`pg_limit_rules_kept`: the look must go out from the event loop. From a thread's
+    # connection, the held message would be that one's, mid-transaction with the state row
+    # locked, and never let go, since that connection is not dropped.)
     proxy = CommitCutter(str(pg_server.dir), pg_server.port).start()
     store = PostgresStore(proxy.url(pg_server.create_database()))
     try:
@@ -482,6 +479,5 @@ async def test_a_waiter_cancelled_while_its_look_is_on_the_network_leaves_no_uni
         assert next(v.in_use for v in table.ls() if v.name == "one") == 0
         assert next(v.waiting for v in table.ls() if v.name == "one") == 0
     finally:
-        proxy.let_through()  # (a failure above must not leave a session waiting on a held message)
-        proxy.stop()
+        proxy.stop()  # (first: a failure above must not leave the store's close waiting on a held message)
         store.close()
