@@ -12,7 +12,7 @@
 
 - `w1-engine` (not run by default): W1 and W1 under the limit alternately in one engine,
   REPS pairs of STEPS-step runs, in steady state (nothing opened inside the timing).
-- `share-wait` (not run by default, PostgreSQL only): two engines on one database, a limit of
+- `share-wait` (not run by default; with `--pg` on PostgreSQL too): two engines on one store, a limit of
   concurrency 2; one runs a few steps and stops (its share, if it took one, holds a unit a
   moment longer), then a step of the other needs the second unit while its first holds one:
   how long that step waited for it (p50 and the most, over WAITERS // 50 rounds).
@@ -306,18 +306,21 @@ def main() -> None:
             print(f"hand-over, {out['waiters']} waiters on concurrency 10 (PostgreSQL, one process): p50 "
                   f"{out['handover_ms_p50']:.2f} ms (target <= 20 ms); first ten by priority then arrival: "
                   f"{out['in_order']}; positions out of that order: {out['order_mismatches']}")
-
-
-    if "share-wait" in only and args.pg:
-        from .pgserver import PgServer
-
-        server = PgServer(fsync=True).start()
-        try:
-            out = anyio.run(_share_wait, server.new_database(), max(1, args.waiters // 50))
-        finally:
-            server.stop()
-        print(f"a waiter in another engine for the unit of a limit's idle share (PostgreSQL): p50 "
+    if "share-wait" in only:
+        rounds = max(1, args.waiters // 50)
+        out = anyio.run(_share_wait, lmdb(), rounds)
+        print(f"a waiter in another engine for the unit of a limit's idle share (LMDB): p50 "
               f"{out['p50_ms']:.2f} ms, most {out['max_ms']:.2f} ms")
+        if args.pg:
+            from .pgserver import PgServer
+
+            server = PgServer(fsync=True).start()
+            try:
+                out = anyio.run(_share_wait, server.new_database(), rounds)
+            finally:
+                server.stop()
+            print(f"a waiter in another engine for the unit of a limit's idle share (PostgreSQL): p50 "
+                  f"{out['p50_ms']:.2f} ms, most {out['max_ms']:.2f} ms")
 
 
 if __name__ == "__main__":

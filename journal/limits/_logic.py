@@ -352,10 +352,10 @@ def _grant(txn: Txn, limited: list[tuple[str, LimitRule, LimitState]], request: 
 
 # -- shares ----------------------------------------------------------------------------------
 
-SHARE_UNITS = 16  # rate units a share takes at most: at most 1% of the rule's N
+SHARE_UNITS = 16  # rate units a share takes at most (unless the backend says): at most 1% of the rule's N
 
 
-def share_units(known: dict[str, LimitRule], names: tuple[str, ...]) -> int | None:
+def share_units(known: dict[str, LimitRule], names: tuple[str, ...], most: int = SHARE_UNITS) -> int | None:
     """The rate units a share of `names` would take (None: no rate to count, the share ends by
     age only), or 0 when a share cannot be had: a tokens window (each step's estimate and usage
     count there), or a rate too small for a block of two to be under 1% of it."""
@@ -367,7 +367,7 @@ def share_units(known: dict[str, LimitRule], names: tuple[str, ...]) -> int | No
         if rule.tokens is not None:
             return 0
         if rule.rate is not None:
-            units = min(SHARE_UNITS if units is None else units, rule.rate.limit // 100)
+            units = min(most if units is None else units, rule.rate.limit // 100)
             if units < 2:
                 return 0
     return units

@@ -185,14 +185,14 @@ async def test_a_unit_given_back_to_a_line_wakes_every_worker(stores, postgres_u
     assert isinstance(other.acquire(_req("first", "llm", owner="them", priority=5)), Granted)
 
 
-# -- shares (`journal/backends/postgres/_limits_share.py`) ------------------------------------
+# -- shares (`journal/limits/_shares.py`) ------------------------------------
 
 
 @pytest.fixture
 def long_shares(monkeypatch):
     """Shares live for the test (ending by age, on a slow machine, would change what it looks at)."""
-    monkeypatch.setattr("journal.backends.postgres._limits_share.LIFE", 3600.0)
-    monkeypatch.setattr("journal.backends.postgres._limits_share.LIFE_US", 3600 * 10**6)
+    monkeypatch.setattr("journal.limits._shares.LIFE", 3600.0)
+    monkeypatch.setattr("journal.limits._shares.LIFE_US", 3600 * 10**6)
 
 
 def _no_call(table):

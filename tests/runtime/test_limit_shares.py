@@ -1,8 +1,8 @@
-"""Shares of uncontended limits on PostgreSQL (`journal/backends/postgres/_limits_share.py`):
-steps of one process use a share with no call to the server, and still, across engines of
-their own (as two processes would be), a concurrency is never exceeded, a rate holds in every
-window, a line formed elsewhere gets its unit, a rule changed elsewhere is obeyed, and no unit
-is left held once the engines close."""
+"""Shares of uncontended limits (`journal/limits/_shares.py`), on LMDB and PostgreSQL: steps
+of one process use a share with no write to the store, and still, across engines of their own
+(as two processes would be), a concurrency is never exceeded, a rate holds in every window, a
+line formed elsewhere gets its unit, a rule changed elsewhere is obeyed, and no unit is left
+held once the engines close."""
 
 import functools
 import time
@@ -10,9 +10,11 @@ import time
 import anyio
 import pytest
 
-from journal.backends.postgres._limits import PostgresLimits
+from journal.limits import _logic
+from journal.limits._shares import SharingTable
 from runtime import Context, Engine
 
+from ..conftest import store_target
 from ..waiting import until
 from .test_limits import Gauge
 
@@ -23,14 +25,21 @@ pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyn
 def shares(monkeypatch):
     """How many shares were taken (by any engine of the test)."""
     taken = []
-    new_share = PostgresLimits._new_share
+    new_share = SharingTable._new_share
 
     def counted(self, *args, **kwargs):
         taken.append(args[0].names)
         return new_share(self, *args, **kwargs)
 
-    monkeypatch.setattr(PostgresLimits, "_new_share", counted)
+    monkeypatch.setattr(SharingTable, "_new_share", counted)
     return taken
+
+
+@pytest.fixture(params=["lmdb", "postgres"])
+def url(request, tmp_path):
+    """The store the engines of a test share: an LMDB directory (as processes on one host
+    would), a PostgreSQL database (as hosts would)."""
+    return store_target(request.param, request, tmp_path)
 
 
 async def _in_use(url, name):
@@ -39,7 +48,7 @@ async def _in_use(url, name):
     return view.in_use, view.waiting
 
 
-async def test_a_concurrency_limit_holds_across_engines_using_shares(postgres_url, anyio_backend, shares):
+async def test_a_concurrency_limit_holds_across_engines_using_shares(url, anyio_backend, shares):
     gauge = Gauge()
     bursts_done = anyio.Event()
 
@@ -55,7 +64,7 @@ async def test_a_concurrency_limit_holds_across_engines_using_shares(postgres_ur
                 for i in range(6):
                     tg.start_soon(functools.partial(ctx.run, f"b{b}-{i}", gauge, i, 0.002, limit="db"))
 
-    async with Engine.open(postgres_url) as a, Engine.open(postgres_url) as b:
+    async with Engine.open(url) as a, Engine.open(url) as b:
         await a.limits.set("db", concurrency=4)
         async with anyio.create_task_group() as tg:
             for engine, tag in ((a, "a"), (b, "b")):
@@ -70,10 +79,10 @@ async def test_a_concurrency_limit_holds_across_engines_using_shares(postgres_ur
             for kind in ("steady", "bursts"):
                 assert (await engine.get(f"{tag}-{kind}")).status == "completed"
     assert 1 <= gauge.most <= 4, gauge.most
-    assert await _in_use(postgres_url, "db") == (0, 0)
+    assert await _in_use(url, "db") == (0, 0)
 
 
-async def test_a_rate_holds_in_every_window_with_shares(postgres_url, anyio_backend, shares):
+async def test_a_rate_holds_in_every_window_with_shares(url, anyio_backend, shares):
     limit, period = 300, 1.0
     spans: list[tuple[float, float]] = []  # (asked, ran): each step was granted between the two
 
@@ -83,7 +92,7 @@ async def test_a_rate_holds_in_every_window_with_shares(postgres_url, anyio_back
             ran = await ctx.run(f"s{i}", time.time, limit="api")
             spans.append((asked, ran))
 
-    async with Engine.open(postgres_url) as a, Engine.open(postgres_url) as b:
+    async with Engine.open(url) as a, Engine.open(url) as b:
         await a.limits.set("api", rate=f"{limit}/{period:g}s")
         async with anyio.create_task_group() as tg:
             tg.start_soon(functools.partial(a.run, steady, 300, id="a"))
@@ -97,7 +106,7 @@ async def test_a_rate_holds_in_every_window_with_shares(postgres_url, anyio_back
     assert len(spans) == 600
 
 
-async def test_a_waiter_elsewhere_gets_the_unit_of_an_idle_share(postgres_url, anyio_backend, shares):
+async def test_a_waiter_elsewhere_gets_the_unit_of_an_idle_share(url, anyio_backend, shares):
     gauge = Gauge(meet=2)
 
     async def until_shared(ctx: Context) -> int:
@@ -111,17 +120,17 @@ async def test_a_waiter_elsewhere_gets_the_unit_of_an_idle_share(postgres_url, a
             for i in range(2):
                 tg.start_soon(functools.partial(ctx.run, f"s{i}", gauge, i, 0, limit="db"))
 
-    async with Engine.open(postgres_url) as a, Engine.open(postgres_url) as b:
+    async with Engine.open(url) as a, Engine.open(url) as b:
         await a.limits.set("db", concurrency=2)
         assert (await a.run(until_shared)).status == "completed"  # its share holds a unit a moment longer
         # b needs both units at once: it gets the second when a's share ends by itself (a makes no
         # further call to the server that would give it back sooner).
         assert (await b.run(two)).status == "completed"
         assert gauge.most == 2
-    assert await _in_use(postgres_url, "db") == (0, 0)
+    assert await _in_use(url, "db") == (0, 0)
 
 
-async def test_a_rule_changed_elsewhere_stops_steps_on_a_share(postgres_url, anyio_backend, shares):
+async def test_a_rule_changed_elsewhere_stops_steps_on_a_share(url, anyio_backend, shares):
     stop = anyio.Event()
     ran = []
 
@@ -132,7 +141,7 @@ async def test_a_rule_changed_elsewhere_stops_steps_on_a_share(postgres_url, any
             n += 1
         return n
 
-    async with Engine.open(postgres_url) as a, Engine.open(postgres_url) as b:
+    async with Engine.open(url) as a, Engine.open(url) as b:
         await a.limits.set("api", concurrency=100, rate="1000000/m")
         async with anyio.create_task_group() as tg:
             tg.start_soon(functools.partial(a.run, looping, id="loop"))
@@ -146,4 +155,42 @@ async def test_a_rule_changed_elsewhere_stops_steps_on_a_share(postgres_url, any
             stop.set()
             await b.limits.set("api", concurrency=100)  # (the one waiting goes on, and ends)
         assert (await a.get("loop")).status == "completed"
-    assert await _in_use(postgres_url, "api") == (0, 0)
+    assert await _in_use(url, "api") == (0, 0)
+
+
+async def test_steps_on_an_lmdb_share_make_no_write_transaction(tmp_path, anyio_backend, shares, monkeypatch):
+    """On LMDB a step on a share reads the limit's row and writes nothing: a write transaction
+    takes a share (64 rate units) and another gives it back, not two for every step."""
+    from journal.backends.lmdb import _limits
+
+    # (Ending by age, or with the rules read again, on a slow machine, would take more shares.)
+    monkeypatch.setattr(_limits, "_SHARE_LIFE", 3600.0)
+    monkeypatch.setattr("journal.limits._table.RULES_FOR", 3600.0)
+    writes = []
+    transact = _limits.LmdbLimits._transact
+
+    def counted(self, work, **kwargs):
+        writes.append(work)
+        return transact(self, work, **kwargs)
+
+    monkeypatch.setattr(_limits.LmdbLimits, "_transact", counted)
+
+    async def steps(ctx: Context, n: int) -> int:
+        for i in range(n):
+            await ctx.run(f"s{i}", lambda: 1, limit="api")
+        return n
+
+    url = str(tmp_path / "db")
+    async with Engine.open(url) as engine:
+        await engine.limits.set("api", concurrency=10, rate="100000/m")
+        writes.clear()
+        assert (await engine.run(steps, 640)).result == 640
+        # 640 steps: ten shares of 64 units, each taken in one write and given back in another.
+        assert len(shares) == 10, len(shares)
+        assert len(writes) <= 2 * 10 + 1, len(writes)
+    async with Engine.open(url) as engine:
+        view = await engine.limits.get("api")
+        table = engine.store.limits()
+        counted = table._read(lambda txn: _logic.decode_state(txn.get("limit_state", b"api")).rate_count)
+    assert (view.in_use, view.waiting) == (0, 0)
+    assert counted == 640  # every step counted in the window once, no share's unused unit left over

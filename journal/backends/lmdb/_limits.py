@@ -4,25 +4,41 @@ Acquiring and releasing a unit are write transactions there, never synced and ne
 journal's writer lock, so a step under a limit pays no fsync and does not wait for a group
 commit. A crash may lose the last of them, which is harmless: the units the crashed processes
 held go back anyway (their pids are gone). Rule changes are synced before `set` returns.
+
+A step on an uncontended limit goes on this process's share of it (`journal/limits/_shares.py`):
+one write transaction takes a unit and a block of rate units for the next steps, each of which
+then only reads the state rows of its names (a read transaction, no write) to see that nobody
+waits and the concurrency is still at most half taken.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import lmdb
+import msgspec
 
 from ...errors import StoreError
 from ...kv._rules import Txn
-from ...limits import LIMIT_TABLES, LimitTable
+from ...limits import LIMIT_TABLES, Blocked, Granted, Request, _logic, _shares
+from ...limits._shares import Share, SharingTable, give_back, running_loop
+from ...limits._table import now_us
 from ._files import check_files
 from ._subdbs import open_db
 from ._txn import LmdbTxn, Reading
 
 T = TypeVar("T")
+_GRANTED = Granted()
+# Seconds a share lives at most here: 16 steps of W1 take about 4 ms, and an idle share ends
+# sooner for a waiter in another process (who asks again every 20 ms) than PostgreSQL's 50 ms.
+_SHARE_LIFE = 0.01
+# Rate units a share takes at most here (PostgreSQL's 16, where the call is a round trip, would
+# make a write transaction of the share every 16 steps; the units it did not use go back).
+_SHARE_UNITS = 64
 
 # The file is as large as the map (sparse: only what is written takes room on disk), since
 # the map is written in place: a commit is a few stores to memory instead of a write(2) per
@@ -65,10 +81,11 @@ def _release(path: str) -> None:
             env.close()
 
 
-class LmdbLimits(LimitTable):
+class LmdbLimits(SharingTable):
     """`LimitTable` of an LMDB store at `store_path`."""
 
     def __init__(self, store_path: str) -> None:
+        super().__init__()
         self._path = os.path.join(store_path, "limits")
         try:
             self._env, self._dbs = _open(self._path)
@@ -96,7 +113,70 @@ class LmdbLimits(LimitTable):
         with Reading(self._env, self._dbs) as txn:  # type: ignore[arg-type]
             return work(txn)
 
+    # -- shares (`journal/limits/_shares.py`) ---------------------------------------------------
+
+    def acquire(self, request: Request) -> Granted | Blocked:
+        if self._shares and self._use_share(request):
+            return _GRANTED
+        known = self._rules()
+        key = (request.names, request.owner)
+        units = _logic.share_units(known, request.names, _SHARE_UNITS) \
+            if key not in self._shares and self._may_share(request) and running_loop() is not None else 0
+        if units == 0:
+            return super().acquire(request)
+        share_request = msgspec.structs.replace(request, hid=request.hid + _shares.SUFFIX)
+        life = _SHARE_LIFE
+        until = time.monotonic() + life  # (before `now`: the share ends before its window's count does)
+        now = now_us()
+        alive = self._alive()
+        seen: dict[tuple[str, bytes], bytes | None] = {}
+
+        def work(txn: Txn) -> Granted | Blocked | tuple[tuple[str, bytes], ...]:
+            counted = _logic.acquire_share(txn, share_request, now, now + int(life * 1e6), units, known)
+            if counted is None:
+                return _logic.acquire(txn, request, now, alive, known)
+            for name in request.names:
+                seen["limit_state", name.encode()] = txn.get("limit_state", name.encode())
+            return tuple(counted)
+
+        answer = self._transact(work)
+        if isinstance(answer, tuple):
+            self._new_share(share_request, request.hid, units, until, answer, seen)
+            return _GRANTED
+        return answer
+
+    def release(self, hid: str, names: tuple[str, ...], used_tokens: int | None = None, *,
+                claim: int | None = None) -> None:
+        if self._users:
+            share = self._share_of(hid, used_tokens)
+            if share is not None:  # a step's hold on a share: the share is free for the next step
+                if share.ended or share.left == 0 or time.monotonic() >= share.until:
+                    self._end_share(share)
+                return
+        super().release(hid, names, used_tokens, claim=claim)
+
+    def _share_usable(self, share: Share) -> bool:
+        # One read transaction: the state rows of its names as they are now (under a microsecond).
+        try:
+            txn = self._env.begin()
+        except lmdb.MapResizedError:
+            return False
+        try:
+            db = self._dbs["limit_state"]
+            rows = {row: txn.get(row[1], db=db) for row in share.seen}  # type: ignore[call-overload]
+        finally:
+            txn.abort()
+        return share.usable(self._known, rows)
+
+    def _return_share(self, share: Share, awaited: bool) -> None:
+        now = now_us()
+        self._transact(lambda txn: give_back(txn, share, now))
+
+    async def settle(self) -> None:
+        self._end_shares()
+
     def close(self) -> None:
         if not self._closed:
+            self._close_shares()
             self._closed = True
             _release(self._path)

@@ -11,7 +11,7 @@ other. A holder or a waiter is dead once no session holds its owner's advisory l
 On asyncio, `acquire_async` and `release_async` do the same in one round trip from the event
 loop (`_limits_loop.py`), and hand what they cannot decide alone to the transaction here. A
 step's acquisition on an uncontended limit takes a share of it for this process's next steps,
-which use it with no round trip at all (`_limits_share.py`).
+which use it with no round trip at all (`journal/limits/_shares.py`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import msgspec
 
 from ...errors import StoreError
 from ...kv._rules import Txn, prefix_end
-from ...limits import LIMIT_TABLES, LimitRule, LimitTable, Request, _logic
-from ...limits._model import Blocked, Granted, LimitView
+from ...limits import LIMIT_TABLES, LimitRule, Request, _logic, _shares
+from ...limits._model import Blocked, Granted
+from ...limits._shares import Share, SharingTable
 from ...limits._table import RULES_FOR, now_us
-from . import _limits_share
 from ._connect import conninfo
 from ._limits_loop import (
     CREATE_FUNCTION,
@@ -45,7 +45,6 @@ from ._limits_loop import (
     open_writer,
     running_loop,
 )
-from ._limits_share import Share
 from ._rows import CHANNEL, SCHEMA, owner_lock_key
 from ._urls import redact_url
 
@@ -137,7 +136,7 @@ class _Release(msgspec.Struct, frozen=True, gc=False):
     counted: tuple[tuple[str, bytes], ...] = ()
 
 
-class PostgresLimits(LimitTable):
+class PostgresLimits(SharingTable):
     """`LimitTable` of a PostgreSQL store."""
 
     blocking = True
@@ -145,6 +144,7 @@ class PostgresLimits(LimitTable):
     def __init__(self, store: PostgresStore) -> None:
         import psycopg
 
+        super().__init__()
         self._store = store
         self._psycopg = psycopg
         self._lock = threading.Lock()
@@ -156,12 +156,6 @@ class PostgresLimits(LimitTable):
         self._deferred_lock = threading.Lock()
         self._flush: asyncio.TimerHandle | None = None  # sends them alone when no acquisition took them
         self._flushing: set[asyncio.Task[None]] = set()
-        # Shares (`_limits_share.py`): by (names, owner), the one steps may use next; by the hold
-        # id of the step attempt using one, that share. Changed under `_share_lock` (a thread
-        # listing the limits or pausing a name ends them).
-        self._shares: dict[tuple[tuple[str, ...], str], Share] = {}
-        self._users: dict[str, Share] = {}
-        self._share_lock = threading.RLock()  # (re-entered: `_use_share` -> `_share_usable` -> `_unlined`)
         # The steps' holds of this process that stand in a line (`_lined`), with their names and
         # when they last asked, and how many stand in each name's line.
         self._in_lines: dict[str, tuple[tuple[str, ...], float]] = {}
@@ -273,13 +267,13 @@ class PostgresLimits(LimitTable):
             answer = await self._apply_async(lambda txn, now: _logic.acquire(txn, request, now, no_alive, known))
             return None if answer is None or answer is True else self._lined(request, answer)  # type: ignore[arg-type]
         key = (request.names, request.owner)
-        share_request = msgspec.structs.replace(request, hid=request.hid + _limits_share.SUFFIX)
-        until = time.monotonic() + _limits_share.LIFE  # (before `now`: the share ends before its window's count does)
+        share_request = msgspec.structs.replace(request, hid=request.hid + _shares.SUFFIX)
+        until = time.monotonic() + _shares.LIFE  # (before `now`: the share ends before its window's count does)
         counted: list[tuple[str, bytes]] = []
 
         def work(txn: Guess, now: int) -> object:
             if key not in self._shares:
-                buckets = _logic.acquire_share(txn, share_request, now, now + _limits_share.LIFE_US, units, known)
+                buckets = _logic.acquire_share(txn, share_request, now, now + _shares.LIFE_US, units, known)
                 if buckets is not None:
                     counted[:] = buckets
                     return _SHARED
@@ -287,7 +281,8 @@ class PostgresLimits(LimitTable):
 
         shared = await self._apply_async(work)
         if shared is _SHARED:
-            self._new_share(share_request, request.hid, units, until, tuple(counted))
+            seen = {row: self._seen.get(row) for row in [("limit_state", name.encode()) for name in request.names]}
+            self._new_share(share_request, request.hid, units, until, tuple(counted), seen)
             return _GRANTED
         if shared is None:  # in doubt whether the call took the share: given back, with the next call
             self._give_back(_Release(share_request.hid, request.names, None, None, now_us()))
@@ -342,7 +337,7 @@ class PostgresLimits(LimitTable):
                 self._flush.cancel()
             self._flush = loop.call_later(0 if waited else _DEFER, self._flush_now, loop)
 
-    # -- shares (`_limits_share.py`) -----------------------------------------------------------
+    # -- shares (`journal/limits/_shares.py`) ---------------------------------------------------
 
     def _lined(self, request: Request, answer: Granted | Blocked) -> Granted | Blocked:
         """`answer`, noting whether a step's `request` stands in a line now: a request in a line
@@ -386,92 +381,12 @@ class PostgresLimits(LimitTable):
             return False
         return share.usable(self._known, self._seen)
 
-    def _use_share(self, request: Request) -> bool:
-        """Whether `request` goes on this process's share of its names (granted, with no call)."""
-        if request.hid in self._users:
-            return True  # (granted already)
-        share = self._shares.get((request.names, request.owner))
-        if share is None or share.user is not None or request.tokens or request.claim or request.arrival is not None \
-                or request.hid in self._in_lines:
-            return False  # none, busy with another attempt, or not for this one: it takes the ordinary path
-        with self._share_lock:
-            if share.ended or share.user is not None:
-                return False
-            usable = self._share_usable(share)
-            if usable:
-                share.user = request.hid
-                self._users[request.hid] = share
-                if share.left is not None:
-                    share.left -= 1
-        if not usable:
-            self._end_share(share)
-        return usable
+    def _may_share(self, request: Request) -> bool:
+        return super()._may_share(request) and request.hid not in self._in_lines
 
-    def _new_share(self, request: Request, user: str, units: int | None, until: float,
-                   counted: tuple[tuple[str, bytes], ...]) -> None:
-        """The share the last call took (`request`, with the share's hold id), in use by the step
-        attempt `user` that took it; it ends by itself at `until` if no step is using it then."""
-        assert self._known is not None
-        rows = [("limit_state", name.encode()) for name in request.names]
-        share = Share(request.hid, request.names, request.owner, None if units is None else units - 1, until,
-                      self._known, {row: self._seen.get(row) for row in rows}, user, counted)
-        key = (request.names, request.owner)
-        with self._share_lock:
-            self._users[user] = share
-            if key in self._shares:  # (another task took one meanwhile: this one serves its taker only)
-                share.ended = True
-            else:
-                self._shares[key] = share
-        loop = asyncio.get_running_loop()
-        loop.call_at(loop.time() + _limits_share.LIFE, self._share_expired, share)
-
-    def _share_expired(self, share: Share) -> None:
-        if share.user is None and not share.ended:  # no step for a while: none will carry its release soon
-            self._end_share(share, awaited=True)
-
-    def _share_of(self, hid: str, used_tokens: int | None) -> Share | None:
-        """The share the step attempt `hid` used, now free of it (None: it used none)."""
-        with self._share_lock:
-            share = self._users.pop(hid, None)
-            if share is not None:
-                share.user = None
-                share.used += used_tokens or 0
-        return share
-
-    def _end_share(self, share: Share, awaited: bool = False) -> None:
-        """No step uses `share` any more: its hold goes back once the step using it (if any) ends."""
-        with self._share_lock:
-            key = (share.names, share.owner)
-            if self._shares.get(key) is share:
-                del self._shares[key]
-            share.ended = True
-            if share.user is not None or share.returned:
-                return
-            share.returned = True
+    def _return_share(self, share: Share, awaited: bool) -> None:
         self._give_back(_Release(share.hid, share.names, share.used or None, share.known[1], now_us(),
                                  unused=share.left or 0, counted=share.counted), awaited)
-
-    def _end_shares(self, names: tuple[str, ...] | None = None) -> None:
-        """End this process's shares (those of any of `names`): their holds go back with the next call."""
-        for share in list(self._users.values()) + list(self._shares.values()):
-            if names is None or any(name in share.names for name in names):
-                self._end_share(share)
-
-    def ls(self) -> list[LimitView]:
-        self._end_shares()  # (this process's idle shares are not listed as units in use)
-        return super().ls()
-
-    def pause(self, names: tuple[str, ...], until_us: int) -> list[str]:
-        self._end_shares(names)
-        return super().pause(names, until_us)
-
-    def set(self, name: str, rule: LimitRule) -> None:
-        self._end_shares()
-        super().set(name, rule)
-
-    def remove(self, name: str) -> bool:
-        self._end_shares()
-        return super().remove(name)
 
     def _in_line(self, name: str) -> bool:
         """Whether someone waited for `name` when this process last saw it."""
@@ -640,13 +555,7 @@ class PostgresLimits(LimitTable):
     def close(self) -> None:
         if self._flush is not None:
             self._flush.cancel()
-        with self._share_lock:  # (a step still on a share: the store is closing anyway)
-            shares = [*self._users.values(), *self._shares.values()]
-            for share in shares:
-                share.user = None
-            self._users.clear()
-        for share in shares:
-            self._end_share(share)
+        self._close_shares()  # (a step still on a share: the store is closing anyway)
         try:
             self._release_deferred()
         except StoreError as exc:
