@@ -77,12 +77,11 @@ def test_concurrency_holds_across_worker_processes_and_a_killed_holder_gives_its
     assert [(v["name"], v["in_use"], v["waiting"]) for v in listed] == [("db", 0, 0)]
 
 
-def test_steps_on_shares_keep_the_concurrency_across_worker_processes(postgres_url, tmp_path):
+def test_steps_on_shares_keep_the_concurrency_across_worker_processes(db, tmp_path):
     """Short steps one after another in each invocation, eight invocations at once for six units:
-    on PostgreSQL a worker's steps go on its process's share whenever the limit has plenty of room
-    (`_limits_share.py`; here a few times, as the runs start and end), and in line when it has
+    a worker's steps go on its process's share whenever the limit has plenty of room
+    (`journal/limits/_shares.py`; here a few times, as the runs start and end), and in line when it has
     not. Never more than six run at once, and no unit is left held once the workers stop."""
-    db = postgres_url
     gauge = tmp_path / "gauge"
     env = {**os.environ, "LIMIT_GAUGE": str(gauge)}
     assert journal("limit", "set", "db", "--concurrency", "6", db=db, env=env).returncode == 0
