@@ -19,8 +19,10 @@ those left unused when it ends are taken out of the window again with its hold's
 then the window counts more than was used, never less). A process that dies drops its share as
 any hold, and its unused rate units stay counted until their window passes.
 
-Shares are taken on an asyncio event loop only (its timer ends an idle one); elsewhere a step
-takes its own hold.
+A share still in use when its life ends goes back when its step ends; one idle then goes back
+at once, from a timer the backend keeps (`_end_later`): the event loop's on PostgreSQL, whose
+shares are taken on asyncio only, and a thread of the table's own on LMDB, which outlives any
+event loop that took one.
 """
 
 from __future__ import annotations
@@ -150,13 +152,13 @@ class SharingTable(LimitTable):
         return usable
 
     def _new_share(self, request: Request, user: str, units: int | None, until: float,
-                   counted: tuple[tuple[str, bytes], ...], seen: dict[tuple[str, bytes], bytes | None]) -> None:
-        """The share the last call took (`request`, with the share's hold id), in use by the step
-        attempt `user` that took it, the state rows as that call left them (`seen`); it ends by
-        itself at `until` if no step is using it then."""
-        assert self._known is not None
+                   counted: tuple[tuple[str, bytes], ...], known: tuple[float, dict[str, LimitRule]],
+                   seen: dict[tuple[str, bytes], bytes | None]) -> None:
+        """The share the last call took (`request`, with the share's hold id) under the rules
+        `known` (`_known` then), in use by the step attempt `user` that took it, the state rows as
+        that call left them (`seen`); it ends by itself at `until`."""
         share = Share(request.hid, request.names, request.owner, None if units is None else units - 1, until,
-                      self._known, seen, user, counted)
+                      known, seen, user, counted)
         key = (request.names, request.owner)
         with self._share_lock:
             self._users[user] = share
@@ -164,11 +166,19 @@ class SharingTable(LimitTable):
                 share.ended = True
             else:
                 self._shares[key] = share
+        self._end_later(share)
+
+    def _end_later(self, share: Share) -> None:
+        """Have `_share_expired(share)` called once its life is over (from the event loop, where
+        the share was taken)."""
         loop = asyncio.get_running_loop()
-        loop.call_later(max(0.0, until - time.monotonic()), self._share_expired, share)
+        loop.call_later(max(0.0, share.until - time.monotonic()), self._share_expired, share)
 
     def _share_expired(self, share: Share) -> None:
-        if share.user is None and not share.ended:  # no step for a while: none will give it back soon
+        """Its life is over: no further step uses it, and it goes back now, or when the step on
+        it ends. (Its step's release may have come a moment before `until` and left it: a timer
+        may fire early, uvloop's by up to a millisecond.)"""
+        if not share.ended:
             self._end_share(share, awaited=True)
 
     def _share_of(self, hid: str, used_tokens: int | None) -> Share | None:

@@ -10,12 +10,12 @@ import time
 import anyio
 import pytest
 
-from journal.limits import _logic
+from journal.limits import LimitRule, _logic
 from journal.limits._shares import SharingTable
 from runtime import Context, Engine
 
 from ..conftest import store_target
-from ..waiting import until
+from ..waiting import DEADLINE, until, wait_until
 from .test_limits import Gauge
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
@@ -106,7 +106,11 @@ async def test_a_rate_holds_in_every_window_with_shares(url, anyio_backend, shar
     assert len(spans) == 600
 
 
-async def test_a_waiter_elsewhere_gets_the_unit_of_an_idle_share(url, anyio_backend, shares):
+async def test_a_waiter_elsewhere_gets_the_unit_of_an_idle_share(url, anyio_backend, shares, monkeypatch):
+    # Shares live 3 s here, so that a's is still there when b's steps start on a slow machine.
+    monkeypatch.setattr("journal.limits._shares.LIFE", 3.0)
+    monkeypatch.setattr("journal.limits._shares.LIFE_US", 3 * 10**6)
+    monkeypatch.setattr("journal.backends.lmdb._limits._SHARE_LIFE", 3.0)
     gauge = Gauge(meet=2)
 
     async def until_shared(ctx: Context) -> int:
@@ -123,6 +127,7 @@ async def test_a_waiter_elsewhere_gets_the_unit_of_an_idle_share(url, anyio_back
     async with Engine.open(url) as a, Engine.open(url) as b:
         await a.limits.set("db", concurrency=2)
         assert (await a.run(until_shared)).status == "completed"  # its share holds a unit a moment longer
+        assert a.store.limits()._shares, "a's share ended before b's steps start"
         # b needs both units at once: it gets the second when a's share ends by itself (a makes no
         # further call to the server that would give it back sooner).
         assert (await b.run(two)).status == "completed"
@@ -194,3 +199,74 @@ async def test_steps_on_an_lmdb_share_make_no_write_transaction(tmp_path, anyio_
         counted = table._read(lambda txn: _logic.decode_state(txn.get("limit_state", b"api")).rate_count)
     assert (view.in_use, view.waiting) == (0, 0)
     assert counted == 640  # every step counted in the window once, no share's unused unit left over
+
+
+async def test_a_share_whose_life_ends_during_its_step_goes_back_when_the_step_ends(url, anyio_backend,
+                                                                                     monkeypatch):
+    """The end of a share's life may come while a step runs on it, and its step's release a
+    moment before the share's `until` by the clock (a timer fires early: uvloop's by up to a
+    millisecond). The share goes back at that release all the same, not at some later step."""
+    from journal.backends.lmdb._limits import LmdbLimits
+
+    # The test plays the timer that ends a share, and its release comes before `until`.
+    for cls in (SharingTable, LmdbLimits):
+        monkeypatch.setattr(cls, "_end_later", lambda self, share: None)
+    async with Engine.open(url) as a, Engine.open(url) as b:
+        await a.limits.set("db", concurrency=4)
+        table = a.store.limits()
+        limiter = a._limiter
+        share = None
+        for _ in range(50):  # (the first steps on PostgreSQL go to a thread: its owner's lock, the rules)
+            request = limiter.request(("db",))
+            answer = limiter.acquire_now(request)
+            if answer is None:
+                await limiter.wait(request, answer)
+            share = table._users.get(request.hid)
+            if share is not None:
+                break
+            await limiter.release(request.hid, ("db",))
+        assert share is not None, "no share taken"
+        share.until = time.monotonic() + 3600
+        table._share_expired(share)  # its life ends while the step is on it
+        await limiter.release(request.hid, ("db",))  # before `until`, by the clock
+        # (Nothing else of engine a ends the share now: no step, no listing, no settling.)
+        seen = []
+
+        async def look() -> None:
+            view = await b.limits.get("db")
+            seen.append((view.in_use, view.waiting))
+
+        deadline = time.monotonic() + DEADLINE
+        while not seen or seen[-1] != (0, 0):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the share's unit is still held: {seen[-1]}")
+            await look()
+            await anyio.sleep(0.05)
+
+
+def test_an_idle_lmdb_share_goes_back_after_the_event_loop_that_took_it_ended(tmp_path, anyio_backend):
+    """An engine used without `Engine.open`, one `anyio.run` after another (docs/testing.md):
+    the share its last steps left idle goes back at the end of its life though no event loop
+    runs any more, and another process (here another store) sees the unit free."""
+    from journal import LmdbStore, open_store
+
+    async def steps(ctx: Context, n: int) -> int:
+        for i in range(n):
+            await ctx.run(f"s{i}", lambda: 1, limit="db")
+        return n
+
+    store = LmdbStore(str(tmp_path / "db"))
+    other = open_store(str(tmp_path / "db"))
+    try:
+        store.limits().set("db", LimitRule(concurrency=4))
+        engine = Engine(store, durability="async")
+        outcome = anyio.run(functools.partial(engine.run, steps, 5))
+        assert outcome.status == "completed"
+
+        def in_use() -> int:
+            return next(v.in_use for v in other.limits().ls() if v.name == "db")
+
+        wait_until(lambda: in_use() == 0, "the idle share to go back")
+    finally:
+        other.close()
+        store.close()

@@ -8,11 +8,13 @@ held go back anyway (their pids are gone). Rule changes are synced before `set` 
 A step on an uncontended limit goes on this process's share of it (`journal/limits/_shares.py`):
 one write transaction takes a unit and a block of rate units for the next steps, each of which
 then only reads the state rows of its names (a read transaction, no write) to see that nobody
-waits and the concurrency is still at most half taken.
+waits and the concurrency is still at most half taken. A thread of the table's own gives back
+a share idle at the end of its life, whether or not the event loop that took it still runs.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -25,7 +27,7 @@ import msgspec
 from ...errors import StoreError
 from ...kv._rules import Txn
 from ...limits import LIMIT_TABLES, Blocked, Granted, Request, _logic, _shares
-from ...limits._shares import Share, SharingTable, give_back, running_loop
+from ...limits._shares import Share, SharingTable, give_back
 from ...limits._table import now_us
 from ._files import check_files
 from ._subdbs import open_db
@@ -33,6 +35,7 @@ from ._txn import LmdbTxn, Reading
 
 T = TypeVar("T")
 _GRANTED = Granted()
+_log = logging.getLogger("journal.limits")
 # Seconds a share lives at most here: 16 steps of W1 take about 4 ms, and an idle share ends
 # sooner for a waiter in another process (who asks again every 20 ms) than PostgreSQL's 50 ms.
 _SHARE_LIFE = 0.01
@@ -92,6 +95,11 @@ class LmdbLimits(SharingTable):
         except (OSError, lmdb.Error) as exc:
             raise StoreError(f"cannot open the limits of the store at {store_path}: {exc}") from None
         self._closed = False
+        # The thread that ends shares at the end of their life (`_reap`), started with the first;
+        # `_reaper_asleep` while it waits with no share to end (a new one must wake it).
+        self._reaper: threading.Thread | None = None
+        self._reaper_asleep = False
+        self._reaper_wake = threading.Condition(self._share_lock)
 
     def _transact(self, work: Callable[[Txn], T], *, durable: bool = False) -> T:
         try:
@@ -120,9 +128,10 @@ class LmdbLimits(SharingTable):
             return _GRANTED
         known = self._rules()
         key = (request.names, request.owner)
+        rules = self._known  # (the rules a share would be taken under)
         units = _logic.share_units(known, request.names, _SHARE_UNITS) \
-            if key not in self._shares and self._may_share(request) and running_loop() is not None else 0
-        if units == 0:
+            if key not in self._shares and self._may_share(request) and rules is not None and rules[1] is known else 0
+        if units == 0 or rules is None:
             return super().acquire(request)
         share_request = msgspec.structs.replace(request, hid=request.hid + _shares.SUFFIX)
         life = _SHARE_LIFE
@@ -141,7 +150,7 @@ class LmdbLimits(SharingTable):
 
         answer = self._transact(work)
         if isinstance(answer, tuple):
-            self._new_share(share_request, request.hid, units, until, answer, seen)
+            self._new_share(share_request, request.hid, units, until, answer, rules, seen)
             return _GRANTED
         return answer
 
@@ -172,11 +181,45 @@ class LmdbLimits(SharingTable):
         now = now_us()
         self._transact(lambda txn: give_back(txn, share, now))
 
+    def _end_later(self, share: Share) -> None:
+        with self._reaper_wake:
+            if self._reaper is None or not self._reaper.is_alive():  # (not alive: in a child forked since)
+                self._reaper = threading.Thread(target=self._reap, name="journal-limit-shares", daemon=True)
+                self._reaper.start()
+            elif self._reaper_asleep:
+                self._reaper_wake.notify()
+
+    def _reap(self) -> None:
+        """End each share at the end of its life, until the table closes (a thread: an event loop
+        that took a share may have ended before it does)."""
+        while True:
+            with self._reaper_wake:
+                if self._closed:
+                    return
+                now = time.monotonic()
+                live = [s for s in (*self._shares.values(), *self._users.values()) if not s.ended]
+                due = [s for s in live if s.until <= now]
+                if not due:
+                    self._reaper_asleep = not live
+                    self._reaper_wake.wait(None if not live else min(s.until for s in live) - now + 0.0005)
+                    self._reaper_asleep = False
+                    continue
+            for share in due:
+                try:
+                    self._share_expired(share)
+                except Exception as exc:  # (its unit goes back when this process ends: said, not lost silently)
+                    _log.warning("could not give back a share of limits %s: %s", ", ".join(share.names), exc)
+
     async def settle(self) -> None:
         self._end_shares()
 
     def close(self) -> None:
         if not self._closed:
             self._close_shares()
-            self._closed = True
+            with self._reaper_wake:
+                self._closed = True
+                self._reaper_wake.notify()
+            reaper = self._reaper
+            if reaper is not None and reaper is not threading.current_thread():
+                reaper.join()  # (it may be giving a share back: the environment stays open until it has)
             _release(self._path)

@@ -253,8 +253,9 @@ class PostgresLimits(SharingTable):
             return _GRANTED
         if not self._store._lives.held(request.owner):
             return None  # taking the owner's lock is a round trip: the thread's
+        share_known = self._known  # (the rules a share would be taken under)
         known = self._fresh_rules()
-        if known is None:
+        if known is None or share_known is None or share_known[1] is not known:
             return None
         if any(self._in_line(name) for name in request.names):
             return None  # a line: whether its first waiters live is the thread's question (no call to find out)
@@ -282,7 +283,7 @@ class PostgresLimits(SharingTable):
         shared = await self._apply_async(work)
         if shared is _SHARED:
             seen = {row: self._seen.get(row) for row in [("limit_state", name.encode()) for name in request.names]}
-            self._new_share(share_request, request.hid, units, until, tuple(counted), seen)
+            self._new_share(share_request, request.hid, units, until, tuple(counted), share_known, seen)
             return _GRANTED
         if shared is None:  # in doubt whether the call took the share: given back, with the next call
             self._give_back(_Release(share_request.hid, request.names, None, None, now_us()))
