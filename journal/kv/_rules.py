@@ -159,13 +159,35 @@ def entry_key(id_bytes: bytes, seq: int) -> bytes:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process `pid` of this host still runs. A zombie (dead, not yet waited for by its
+    parent) does not: `kill(pid, 0)` still finds it, so where /proc tells, its state does."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    return not _PROC or not _dead(pid)
+
+
+_PROC = os.path.isdir("/proc/self")
+
+
+def _dead(pid: int) -> bool:
+    """Whether /proc says `pid` is a zombie, or gone since."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except FileNotFoundError:
         return True
-    return True
+    except OSError:  # (not ours to read: alive as far as anyone can tell)
+        return False
+    try:
+        stat = os.read(fd, 512)
+    finally:
+        os.close(fd)
+    # "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ")".
+    state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+    return state in (b"Z", b"X", b"")
 
 
 def lease_is_live(lease: Lease | None, now_us: int) -> TypeGuard[Lease]:

@@ -205,10 +205,20 @@ def _ahead(state: LimitState, request: Request, now: int, alive: Alive, dropped:
 
 
 def _reap_holds(state: LimitState, alive: Alive) -> bool:
-    dead = [hid for hid, h in state.holds.items() if not alive(h.owner, h.host, h.pid)]
+    verdicts: dict[tuple[str, str, int], bool] = {}  # (each process asked once: a look at /proc costs µs)
+    dead = [hid for hid, h in state.holds.items() if not _asked(verdicts, alive, h.owner, h.host, h.pid)]
     for hid in dead:
         del state.holds[hid]
     return bool(dead)
+
+
+def _asked(verdicts: dict[tuple[str, str, int], bool], alive: Alive, owner: str, host: str, pid: int) -> bool:
+    """`alive(owner, host, pid)`, kept in `verdicts` for the rest of one look."""
+    key = (owner, host, pid)
+    verdict = verdicts.get(key)
+    if verdict is None:
+        verdict = verdicts[key] = alive(owner, host, pid)
+    return verdict
 
 
 def acquire(txn: Txn, request: Request, now: int, alive: Alive = local_alive,
@@ -486,6 +496,7 @@ def views(txn: Txn, now: int) -> list[LimitView]:
     for key, _ in txn.scan("limit_state", b""):
         names.add(key.decode())
     out = []
+    verdicts: dict[tuple[str, str, int], bool] = {}
     for name in sorted(names):
         rule = found.get(name) if name in found else rule_for(txn, name)
         if rule is None:
@@ -500,7 +511,7 @@ def views(txn: Txn, now: int) -> list[LimitView]:
         if name.endswith(":*"):  # the rule itself: its names are listed on their own
             out.append(LimitView(name, rule.concurrency, rule.rate, rule.tokens, 0, 0, 0, None))
             continue
-        holds = [h for h in state.holds.values() if local_alive(h.owner, h.host, h.pid)]
+        holds = [h for h in state.holds.values() if _asked(verdicts, local_alive, h.owner, h.host, h.pid)]
         waiting = [w for w in state.waiters.values() if now - w.seen <= WAITER_GONE_US]
         out.append(LimitView(name, rule.concurrency, rule.rate, rule.tokens, len(holds), len(waiting), used,
                              state.paused_until if state.paused_until > now else None, state.tokens_total))
