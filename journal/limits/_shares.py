@@ -88,13 +88,6 @@ class Share:
         return True
 
 
-def running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:  # trio, or a thread
-        return None
-
-
 def give_back(txn: Txn, share: Share, now: int) -> bool:
     """Give back `share`'s hold: the tokens its users reported, and the rate units it never
     used taken out of its window (whether a unit went back to a line, as `_logic.release`)."""

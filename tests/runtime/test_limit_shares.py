@@ -5,12 +5,13 @@ line formed elsewhere gets its unit, a rule changed elsewhere is obeyed, and no 
 held once the engines close."""
 
 import functools
+import os
 import time
 
 import anyio
 import pytest
 
-from journal.limits import LimitRule, _logic
+from journal.limits import Granted, LimitRule, _logic
 from journal.limits._shares import SharingTable
 from runtime import Context, Engine
 
@@ -130,7 +131,8 @@ async def test_a_waiter_elsewhere_gets_the_unit_of_an_idle_share(url, anyio_back
         assert a.store.limits()._shares, "a's share ended before b's steps start"
         # b needs both units at once: it gets the second when a's share ends by itself (a makes no
         # further call to the server that would give it back sooner).
-        assert (await b.run(two)).status == "completed"
+        with anyio.fail_after(DEADLINE):
+            assert (await b.run(two)).status == "completed"
         assert gauge.most == 2
     assert await _in_use(url, "db") == (0, 0)
 
@@ -244,7 +246,7 @@ async def test_a_share_whose_life_ends_during_its_step_goes_back_when_the_step_e
             await anyio.sleep(0.05)
 
 
-def test_an_idle_lmdb_share_goes_back_after_the_event_loop_that_took_it_ended(tmp_path, anyio_backend):
+def test_an_idle_lmdb_share_goes_back_after_the_event_loop_that_took_it_ended(tmp_path, anyio_backend, shares):
     """An engine used without `Engine.open`, one `anyio.run` after another (docs/testing.md):
     the share its last steps left idle goes back at the end of its life though no event loop
     runs any more, and another process (here another store) sees the unit free."""
@@ -262,11 +264,39 @@ def test_an_idle_lmdb_share_goes_back_after_the_event_loop_that_took_it_ended(tm
         engine = Engine(store, durability="async")
         outcome = anyio.run(functools.partial(engine.run, steps, 5))
         assert outcome.status == "completed"
+        assert shares, "no step went on a share"
 
         def in_use() -> int:
             return next(v.in_use for v in other.limits().ls() if v.name == "db")
 
         wait_until(lambda: in_use() == 0, "the idle share to go back")
+        # The thread that gave it back ends once no share has been taken for a while.
+        wait_until(lambda: store.limits()._reaper is None, "the thread that ends shares to end, idle")
     finally:
         other.close()
         store.close()
+
+
+def test_a_closed_lmdb_table_takes_no_share(tmp_path, anyio_backend):
+    """A step's acquisition that finishes on a thread after its store closed (its waiter gone)
+    takes a unit of its own, which its release gives back, never a share, whose thread has ended."""
+    from journal import open_store
+    from journal.limits import Request
+
+    path = str(tmp_path / "db")
+    a, b = open_store(path), open_store(path)
+    try:
+        table, other = a.limits(), b.limits()  # (b's keeps the limits' environment open)
+        table.set("db", LimitRule(concurrency=4))
+        a.close()
+        request = Request("late", ("db",), "us", "here", os.getpid())
+
+        async def late() -> None:
+            assert isinstance(table.acquire(request), Granted)
+            assert not table._users
+            table.release(request.hid, request.names)
+
+        anyio.run(late)
+        assert next(v.in_use for v in other.ls() if v.name == "db") == 0
+    finally:
+        b.close()

@@ -42,6 +42,7 @@ _SHARE_LIFE = 0.01
 # Rate units a share takes at most here (PostgreSQL's 16, where the call is a round trip, would
 # make a write transaction of the share every 16 steps; the units it did not use go back).
 _SHARE_UNITS = 64
+_REAPER_IDLE = 1.0  # seconds the thread that ends shares waits for one before it ends too
 
 # The file is as large as the map (sparse: only what is written takes room on disk), since
 # the map is written in place: a commit is a few stores to memory instead of a write(2) per
@@ -130,7 +131,8 @@ class LmdbLimits(SharingTable):
         key = (request.names, request.owner)
         rules = self._known  # (the rules a share would be taken under)
         units = _logic.share_units(known, request.names, _SHARE_UNITS) \
-            if key not in self._shares and self._may_share(request) and rules is not None and rules[1] is known else 0
+            if key not in self._shares and self._may_share(request) and rules is not None and rules[1] is known \
+            and not self._closed else 0
         if units == 0 or rules is None:
             return super().acquire(request)
         share_request = msgspec.structs.replace(request, hid=request.hid + _shares.SUFFIX)
@@ -183,15 +185,17 @@ class LmdbLimits(SharingTable):
 
     def _end_later(self, share: Share) -> None:
         with self._reaper_wake:
-            if self._reaper is None or not self._reaper.is_alive():  # (not alive: in a child forked since)
+            if self._reaper is None:
                 self._reaper = threading.Thread(target=self._reap, name="journal-limit-shares", daemon=True)
                 self._reaper.start()
             elif self._reaper_asleep:
                 self._reaper_wake.notify()
 
     def _reap(self) -> None:
-        """End each share at the end of its life, until the table closes (a thread: an event loop
-        that took a share may have ended before it does)."""
+        """End each share at the end of its life, until the table closes or no share has been
+        taken for `_REAPER_IDLE` (a thread: an event loop that took a share may have ended
+        before it does; a store dropped unclosed keeps no thread)."""
+        idle_since: float | None = None
         while True:
             with self._reaper_wake:
                 if self._closed:
@@ -199,10 +203,19 @@ class LmdbLimits(SharingTable):
                 now = time.monotonic()
                 live = [s for s in (*self._shares.values(), *self._users.values()) if not s.ended]
                 due = [s for s in live if s.until <= now]
-                if not due:
-                    self._reaper_asleep = not live
-                    self._reaper_wake.wait(None if not live else min(s.until for s in live) - now + 0.0005)
+                if not live:
+                    if idle_since is None:
+                        idle_since = now
+                    elif now - idle_since >= _REAPER_IDLE:
+                        self._reaper = None  # (decided under the lock: the next share starts another)
+                        return
+                    self._reaper_asleep = True
+                    self._reaper_wake.wait(idle_since + _REAPER_IDLE - now)
                     self._reaper_asleep = False
+                    continue
+                idle_since = None
+                if not due:
+                    self._reaper_wake.wait(min(s.until for s in live) - now + 0.0005)
                     continue
             for share in due:
                 try:
@@ -219,7 +232,7 @@ class LmdbLimits(SharingTable):
             with self._reaper_wake:
                 self._closed = True
                 self._reaper_wake.notify()
-            reaper = self._reaper
+                reaper = self._reaper
             if reaper is not None and reaper is not threading.current_thread():
                 reaper.join()  # (it may be giving a share back: the environment stays open until it has)
             _release(self._path)
