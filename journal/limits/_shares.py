@@ -20,15 +20,15 @@ then the window counts more than was used, never less). A process that dies drop
 any hold, and its unused rate units stay counted until their window passes.
 
 A share still in use when its life ends goes back when its step ends; one idle then goes back
-at once, from a timer the backend keeps (`_end_later`): the event loop's on PostgreSQL, whose
-shares are taken on asyncio only, and a thread of the table's own on LMDB, which outlives any
-event loop that took one.
+at once. A thread of the table's own (`_reap`) ends it `_REAP_AFTER` seconds after its life,
+whether or not the event loop that took it still runs; a backend may end it sooner itself
+(PostgreSQL, on the event loop, where its give-back rides with the loop's next call).
 """
 
 from __future__ import annotations
 
 import abc
-import asyncio
+import logging
 import threading
 import time
 
@@ -40,6 +40,8 @@ from ._table import LimitTable
 
 LIFE = 0.05  # seconds a share lives at most (a backend may give its shares a shorter life)
 LIFE_US = int(LIFE * 1e6)
+_REAPER_IDLE = 1.0  # seconds the thread that ends shares waits for one before it ends too
+_log = logging.getLogger("journal.limits")
 SUFFIX = "~share"  # a share's hold id: the id of the step's hold that took it, and this
 
 
@@ -102,6 +104,10 @@ class SharingTable(LimitTable):
     (`_logic.acquire_share`, then `_new_share`), says whether one may still be used
     (`_share_usable`) and gives one back (`_return_share`); the bookkeeping is here."""
 
+    # Seconds after a share's life its table's thread ends it, if nothing has (a backend that
+    # ends its shares itself while its event loop runs waits longer).
+    _REAP_AFTER = 0.0
+
     def __init__(self) -> None:
         # By (names, owner), the share steps may use next; by the hold id of the step attempt
         # using one, that share. Changed under `_share_lock` (a thread listing the limits or
@@ -109,6 +115,12 @@ class SharingTable(LimitTable):
         self._shares: dict[tuple[tuple[str, ...], str], Share] = {}
         self._users: dict[str, Share] = {}
         self._share_lock = threading.RLock()  # (re-entered: `_use_share` -> `_share_usable` -> a backend's)
+        # The thread that ends shares at the end of their life (`_reap`), started with the first;
+        # `_reaper_asleep` while it waits with no share to end (a new one must wake it).
+        self._reaper: threading.Thread | None = None
+        self._reaper_asleep = False
+        self._reaper_wake = threading.Condition(self._share_lock)
+        self._reaper_stopped = False
 
     @abc.abstractmethod
     def _share_usable(self, share: Share) -> bool:
@@ -162,10 +174,62 @@ class SharingTable(LimitTable):
         self._end_later(share)
 
     def _end_later(self, share: Share) -> None:
-        """Have `_share_expired(share)` called once its life is over (from the event loop, where
-        the share was taken)."""
-        loop = asyncio.get_running_loop()
-        loop.call_later(max(0.0, share.until - time.monotonic()), self._share_expired, share)
+        """Have `_share_expired(share)` called once its life is over (by `_reap`)."""
+        with self._reaper_wake:
+            if self._reaper_stopped:
+                return
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, name="journal-limit-shares", daemon=True)
+                self._reaper.start()
+            elif self._reaper_asleep:
+                self._reaper_wake.notify()
+
+    def _reap(self) -> None:
+        """End each share `_REAP_AFTER` after its life, until the table closes or no share has
+        been taken for `_REAPER_IDLE` (a thread: an event loop that took a share may have ended
+        before it does; a store dropped unclosed keeps no thread)."""
+        after = self._REAP_AFTER
+        idle_since: float | None = None
+        while True:
+            with self._reaper_wake:
+                if self._reaper_stopped:
+                    return
+                now = time.monotonic()
+                live = [s for s in (*self._shares.values(), *self._users.values()) if not s.ended]
+                due = [s for s in live if s.until + after <= now]
+                if not live:
+                    if idle_since is None:
+                        idle_since = now
+                    elif now - idle_since >= _REAPER_IDLE:
+                        self._reaper = None  # (decided under the lock: the next share starts another)
+                        return
+                    self._reaper_asleep = True
+                    self._reaper_wake.wait(idle_since + _REAPER_IDLE - now)
+                    self._reaper_asleep = False
+                    continue
+                idle_since = None
+                if not due:
+                    self._reaper_wake.wait(min(s.until for s in live) + after - now + 0.0005)
+                    continue
+            for share in due:
+                try:
+                    self._share_expired(share)
+                except Exception as exc:  # (its unit goes back when this process ends: said, not lost silently)
+                    _log.warning("could not give back a share of limits %s: %s", ", ".join(share.names), exc)
+            self._reaped()
+
+    def _reaped(self) -> None:
+        """After the thread ended shares (a backend that keeps give-backs for later sends them)."""
+
+    def _stop_reaper(self, wait: float | None = None) -> None:
+        """Stop the thread that ends shares, and wait for it (at most `wait` seconds) if it is
+        giving one back: the table closes."""
+        with self._reaper_wake:
+            self._reaper_stopped = True
+            self._reaper_wake.notify()
+            reaper = self._reaper
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join(wait)
 
     def _share_expired(self, share: Share) -> None:
         """Its life is over: no further step uses it, and it goes back now, or when the step on

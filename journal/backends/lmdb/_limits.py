@@ -8,8 +8,8 @@ held go back anyway (their pids are gone). Rule changes are synced before `set` 
 A step on an uncontended limit goes on this process's share of it (`journal/limits/_shares.py`):
 one write transaction takes a unit and a block of rate units for the next steps, each of which
 then only reads the state rows of its names (a read transaction, no write) to see that nobody
-waits and the concurrency is still at most half taken. A thread of the table's own gives back
-a share idle at the end of its life, whether or not the event loop that took it still runs.
+waits and the concurrency is still at most half taken. The table's thread (`_shares.py`) gives
+back a share idle at the end of its life, whether or not the event loop that took it still runs.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ _SHARE_LIFE = 0.01
 # Rate units a share takes at most here (PostgreSQL's 16, where the call is a round trip, would
 # make a write transaction of the share every 16 steps; the units it did not use go back).
 _SHARE_UNITS = 64
-_REAPER_IDLE = 1.0  # seconds the thread that ends shares waits for one before it ends too
 
 # The file is as large as the map (sparse: only what is written takes room on disk), since
 # the map is written in place: a commit is a few stores to memory instead of a write(2) per
@@ -96,11 +95,6 @@ class LmdbLimits(SharingTable):
         except (OSError, lmdb.Error) as exc:
             raise StoreError(f"cannot open the limits of the store at {store_path}: {exc}") from None
         self._closed = False
-        # The thread that ends shares at the end of their life (`_reap`), started with the first;
-        # `_reaper_asleep` while it waits with no share to end (a new one must wake it).
-        self._reaper: threading.Thread | None = None
-        self._reaper_asleep = False
-        self._reaper_wake = threading.Condition(self._share_lock)
 
     def _transact(self, work: Callable[[Txn], T], *, durable: bool = False) -> T:
         try:
@@ -183,56 +177,12 @@ class LmdbLimits(SharingTable):
         now = now_us()
         self._transact(lambda txn: give_back(txn, share, now))
 
-    def _end_later(self, share: Share) -> None:
-        with self._reaper_wake:
-            if self._reaper is None:
-                self._reaper = threading.Thread(target=self._reap, name="journal-limit-shares", daemon=True)
-                self._reaper.start()
-            elif self._reaper_asleep:
-                self._reaper_wake.notify()
-
-    def _reap(self) -> None:
-        """End each share at the end of its life, until the table closes or no share has been
-        taken for `_REAPER_IDLE` (a thread: an event loop that took a share may have ended
-        before it does; a store dropped unclosed keeps no thread)."""
-        idle_since: float | None = None
-        while True:
-            with self._reaper_wake:
-                if self._closed:
-                    return
-                now = time.monotonic()
-                live = [s for s in (*self._shares.values(), *self._users.values()) if not s.ended]
-                due = [s for s in live if s.until <= now]
-                if not live:
-                    if idle_since is None:
-                        idle_since = now
-                    elif now - idle_since >= _REAPER_IDLE:
-                        self._reaper = None  # (decided under the lock: the next share starts another)
-                        return
-                    self._reaper_asleep = True
-                    self._reaper_wake.wait(idle_since + _REAPER_IDLE - now)
-                    self._reaper_asleep = False
-                    continue
-                idle_since = None
-                if not due:
-                    self._reaper_wake.wait(min(s.until for s in live) - now + 0.0005)
-                    continue
-            for share in due:
-                try:
-                    self._share_expired(share)
-                except Exception as exc:  # (its unit goes back when this process ends: said, not lost silently)
-                    _log.warning("could not give back a share of limits %s: %s", ", ".join(share.names), exc)
-
     async def settle(self) -> None:
         self._end_shares()
 
     def close(self) -> None:
         if not self._closed:
             self._close_shares()
-            with self._reaper_wake:
-                self._closed = True
-                self._reaper_wake.notify()
-                reaper = self._reaper
-            if reaper is not None and reaper is not threading.current_thread():
-                reaper.join()  # (it may be giving a share back: the environment stays open until it has)
+            self._closed = True
+            self._stop_reaper()  # (it may be giving a share back: the environment stays open until it has)
             _release(self._path)

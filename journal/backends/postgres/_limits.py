@@ -140,6 +140,9 @@ class PostgresLimits(SharingTable):
     """`LimitTable` of a PostgreSQL store."""
 
     blocking = True
+    # The event loop that took a share ends it at the end of its life, and its give-back rides
+    # with the loop's next call; the table's thread ends one whose loop did not (ended since).
+    _REAP_AFTER = 2 * _shares.LIFE
 
     def __init__(self, store: PostgresStore) -> None:
         import psycopg
@@ -385,6 +388,17 @@ class PostgresLimits(SharingTable):
     def _may_share(self, request: Request) -> bool:
         return super()._may_share(request) and request.hid not in self._in_lines
 
+    def _end_later(self, share: Share) -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(max(0.0, share.until - time.monotonic()), self._share_expired, share)
+        super()._end_later(share)
+
+    def _reaped(self) -> None:
+        try:
+            self._release_deferred()  # (from the thread: what it ended is given back now, with a transaction)
+        except StoreError as exc:
+            _log.warning("could not give back units of limits: %s", exc)
+
     def _return_share(self, share: Share, awaited: bool) -> None:
         self._give_back(_Release(share.hid, share.names, share.used or None, share.known[1], now_us(),
                                  unused=share.left or 0, counted=share.counted), awaited)
@@ -556,6 +570,7 @@ class PostgresLimits(SharingTable):
     def close(self) -> None:
         if self._flush is not None:
             self._flush.cancel()
+        self._stop_reaper(wait=1.0)  # (not for long: a give-back on the network may wait for the server)
         self._close_shares()  # (a step still on a share: the store is closing anyway)
         try:
             self._release_deferred()
