@@ -427,6 +427,20 @@ def return_units(txn: Txn, counted: tuple[tuple[str, bytes], ...], units: int) -
             _put_state(txn, name, state)
 
 
+def release_share(txn: Txn, hid: str, names: tuple[str, ...], used_tokens: int | None, now: int,
+                  known: dict[str, LimitRule] | None, unused: int, counted: tuple[tuple[str, bytes], ...]) -> bool:
+    """Give back a share's hold `hid` (`release`), and take the `unused` rate units it counted
+    in the buckets `counted` out of their windows again, once: a give-back sent again (a call
+    whose answer was lost, or another connection's call that carried it meanwhile) finds the
+    hold gone and takes nothing out a second time, which would leave the window counting fewer
+    steps than ran."""
+    held = unused > 0 and any(hid in _state(txn, name).holds for name, _ in counted)
+    waited = release(txn, hid, names, used_tokens, now, known)
+    if held:
+        return_units(txn, counted, unused)
+    return waited
+
+
 def roomy(state: LimitState, rule: LimitRule, now: int) -> bool:
     """Whether a share of a name may go on, as its state was last seen: nobody waits, it is not
     paused, and its concurrency is at most half taken."""

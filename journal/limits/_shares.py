@@ -93,10 +93,8 @@ class Share:
 def give_back(txn: Txn, share: Share, now: int) -> bool:
     """Give back `share`'s hold: the tokens its users reported, and the rate units it never
     used taken out of its window (whether a unit went back to a line, as `_logic.release`)."""
-    waited = _logic.release(txn, share.hid, share.names, share.used or None, now, share.known[1])
-    if share.left:
-        _logic.return_units(txn, share.counted, share.left)
-    return waited
+    return _logic.release_share(txn, share.hid, share.names, share.used or None, now, share.known[1],
+                                share.left or 0, share.counted)
 
 
 class SharingTable(LimitTable):
@@ -216,7 +214,10 @@ class SharingTable(LimitTable):
                     self._share_expired(share)
                 except Exception as exc:  # (its unit goes back when this process ends: said, not lost silently)
                     _log.warning("could not give back a share of limits %s: %s", ", ".join(share.names), exc)
-            self._reaped()
+            try:
+                self._reaped()
+            except Exception as exc:  # (the thread goes on: the next shares must still end)
+                _log.warning("could not give back units of limits: %s", exc)
 
     def _reaped(self) -> None:
         """After the thread ended shares (a backend that keeps give-backs for later sends them)."""

@@ -11,7 +11,7 @@ import time
 import anyio
 import pytest
 
-from journal.limits import Granted, LimitRule, _logic
+from journal.limits import Granted, LimitRule, Window, _logic
 from journal.limits._shares import SharingTable
 from runtime import Context, Engine
 
@@ -300,3 +300,35 @@ def test_a_closed_lmdb_table_takes_no_share(tmp_path, anyio_backend):
         assert next(v.in_use for v in other.ls() if v.name == "db") == 0
     finally:
         b.close()
+
+
+def test_a_share_given_back_twice_takes_its_unused_units_out_of_the_window_once(url, anyio_backend):
+    """A share's give-back may be sent twice (the event loop's call, still waiting for its
+    answer, and a thread's that carried the same give-back meanwhile): the second finds the
+    hold gone and leaves the window counting the steps that ran."""
+    from journal import open_store
+    from journal.limits import Request
+    from journal.limits._table import now_us
+
+    store = open_store(url)
+    try:
+        table = store.limits()
+        table.set("api", LimitRule(concurrency=100, rate=Window(10_000, 60)))
+        known = table._rules()
+        request = Request("s0~share", ("api",), "us", "here", os.getpid())
+        now = now_us()
+        counted = table._transact(lambda txn: _logic.acquire_share(txn, request, now, now + 50_000, 16, known))
+        assert counted is not None
+        counted = tuple(counted)
+
+        def rate_count() -> int:
+            return table._read(lambda txn: _logic.decode_state(txn.get("limit_state", b"api")).rate_count)
+
+        assert rate_count() == 16
+        for _ in range(2):  # 7 of its 16 units used: 9 go back, once
+            table._transact(lambda txn: _logic.release_share(txn, request.hid, request.names, None, now_us(), known,
+                                                             9, counted))
+            assert rate_count() == 7
+        assert next(v.in_use for v in table.ls() if v.name == "api") == 0
+    finally:
+        store.close()

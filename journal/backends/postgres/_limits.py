@@ -394,6 +394,8 @@ class PostgresLimits(SharingTable):
         super()._end_later(share)
 
     def _reaped(self) -> None:
+        if self._store._connector.outage.down:
+            return  # (the server cannot be reached: given back with this process's next call, or at close)
         try:
             self._release_deferred()  # (from the thread: what it ended is given back now, with a transaction)
         except StoreError as exc:
@@ -570,7 +572,7 @@ class PostgresLimits(SharingTable):
     def close(self) -> None:
         if self._flush is not None:
             self._flush.cancel()
-        self._stop_reaper(wait=1.0)  # (not for long: a give-back on the network may wait for the server)
+        self._stop_reaper(wait=1.0)  # (a give-back of its own on the network may be under way: this one follows it)
         self._close_shares()  # (a step still on a share: the store is closing anyway)
         try:
             self._release_deferred()
@@ -585,11 +587,11 @@ class PostgresLimits(SharingTable):
 
 
 def _release(txn: Txn, release: _Release) -> bool:
-    waited = _logic.release(txn, release.hid, release.names, release.used_tokens, release.at, release.known,
-                            release.claim)
-    if release.unused:
-        _logic.return_units(txn, release.counted, release.unused)
-    return waited
+    if release.unused:  # a share's: once (the loop's call and a thread's may both carry it)
+        return _logic.release_share(txn, release.hid, release.names, release.used_tokens, release.at,
+                                    release.known, release.unused, release.counted)
+    return _logic.release(txn, release.hid, release.names, release.used_tokens, release.at, release.known,
+                          release.claim)
 
 
 def _wake_workers(cur: Any) -> None:
