@@ -186,8 +186,8 @@ def _dead(pid: int) -> bool:
     finally:
         os.close(fd)
     # "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ")".
-    state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
-    return state in (b"Z", b"X", b"")
+    after = stat.rfind(b")") + 2
+    return stat[after:after + 1] in (b"Z", b"X", b"")
 
 
 def lease_is_live(lease: Lease | None, now_us: int) -> TypeGuard[Lease]:

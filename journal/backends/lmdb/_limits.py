@@ -36,8 +36,8 @@ from ._txn import LmdbTxn, Reading
 T = TypeVar("T")
 _GRANTED = Granted()
 _log = logging.getLogger("journal.limits")
-# Seconds a share lives at most here: 16 steps of W1 take about 4 ms, and an idle share ends
-# sooner for a waiter in another process (who asks again every 20 ms) than PostgreSQL's 50 ms.
+# Seconds a share serves new steps here: about 45 steps of W1 `sync`, and an idle share goes
+# back sooner for a waiter in another process (who asks again every 20 ms) than PostgreSQL's 50 ms.
 _SHARE_LIFE = 0.01
 # Rate units a share takes at most here (PostgreSQL's 16, where the call is a round trip, would
 # make a write transaction of the share every 16 steps; the units it did not use go back).
