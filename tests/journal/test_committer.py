@@ -234,6 +234,39 @@ async def test_a_lone_append_is_fsynced_on_the_loop_until_the_disk_turns_slow(tm
     store.close()
 
 
+async def test_a_lone_appender_on_a_quick_disk_still_lets_the_loop_fire_its_timers(tmp_path, monkeypatch):
+    # A handler making `sync` step after step, each fsynced on the loop, with no other task
+    # ready: the leader skips the turn of the loop before its commit (it would only look for
+    # I/O and timers), yet timers (a lease's renewal) still fire while it goes on.
+    store = LmdbStore(tmp_path / "db")
+    monkeypatch.setattr(store, "sync", lambda: None)  # the quickest disk: every fsync inline, at once,
+    monkeypatch.setattr(_flusher, "_INLINE_BELOW", 60.0)  # even one the machine's load made look slow
+    committer = Committer(store, "sync")
+    create(store)
+    epoch, _ = acquire(store)
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.0001)  # a timer: due, it runs only when the loop takes a turn
+            ticks += 1
+
+    seq = 1
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        while ticks == 0:  # the ticker runs, asleep on its timer between ticks
+            await anyio.lowlevel.checkpoint()
+        ticks = 0
+        while ticks < 3 and seq < 50_000:  # (a handler holding the loop would reach the cap)
+            await committer.submit(Append("inv-1", epoch, [(seq, step())]))
+            seq += 1
+        tg.cancel_scope.cancel()
+    assert ticks >= 3, f"the loop fired no timer in {seq - 1} appends"
+    assert store.entry_count("inv-1") == seq
+    store.close()
+
+
 async def _batch_of_three(tmp_path, monkeypatch, *, busy: bool) -> _WatchedSync:
     """Three appends committed together, with (`busy`) or without a task beside them that is
     ready to run on every turn of the loop; which thread fsynced them."""
