@@ -62,9 +62,14 @@ class Flusher:
             took = time.perf_counter() - started
             self.recent = max(took, 0.9 * self.recent + 0.1 * took)
 
+    @property
+    def inline(self) -> bool:
+        """Whether `run(alone=True)` runs the fsync on the caller's thread, without waiting."""
+        return self.recent < _INLINE_BELOW
+
     async def run(self, *, alone: bool = False, deferred: list[BaseException] | None = None) -> None:
         """Run one fsync. `alone`: nothing else on the loop could run meanwhile, so it may run inline."""
-        if alone and self.recent < _INLINE_BELOW:
+        if alone and self.inline:
             self._timed()
             return
         await self.call(self._timed, deferred)
