@@ -262,9 +262,9 @@ class Committer:
         deferred: list[BaseException] = []
         # A turn of the loop lets tasks already runnable join this batch. With none runnable
         # it would only look for I/O and due timers, which cost a lone invocation 10-15 µs a
-        # `sync` step; a lone leader still gives the loop a turn at least every `_TURN_EVERY`
-        # seconds, so sockets and timers (a lease's renewal) are not held up by a handler
-        # making step after step.
+        # `sync` step; a lone leader still gives the loop a turn once `_TURN_EVERY` seconds
+        # have passed since its last one, so sockets and timers (a lease's renewal) wait at
+        # most that and one step (its fsync included) behind a handler making step after step.
         lone = self._in_flight is None and _nothing_else_ready()
         turn = self._in_flight is None and (not lone or time.monotonic() >= self._turn_by)
         # A leader that waits for nothing (no turn, no batch in flight, its commit and fsync
