@@ -121,7 +121,9 @@ class Committer:
         # one `commit_now`): the metric `journal_store_commit_seconds`. Empty, a commit pays one test.
         self.timers: list[Callable[[float], None]] = []
         self._replied: anyio.Event | None = None  # see `replies`
-        self._turn_by = 0.0  # (time.monotonic) when a lone leader gives the loop a turn again
+        # (time.monotonic) When a task committing here gives the event loop a turn again, if
+        # nothing else made it wait meanwhile: read by a lone leader, and by `ctx.run` (`turn`).
+        self.turn_by = 0.0
 
     # The result of each kind of operation, as `Store.apply_one` gives it.
     @overload
@@ -232,6 +234,15 @@ class Committer:
             return fn(*args)
         return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
 
+    async def turn(self) -> None:
+        """Give the event loop a turn, outside any shield, and restart the clock of `turn_by`.
+        `ctx.run` calls it once `turn_by` has passed: a handler whose steps never wait for
+        anything (quick `async def` steps, or `async` or `exit` durability, whose commits do
+        not wait) still leaves timers and sockets their turn, and a cancellation (Ctrl-C, a
+        timeout around the run) reaches it there."""
+        await anyio.lowlevel.checkpoint()
+        self.turn_by = time.monotonic() + _TURN_EVERY
+
     async def flush(self) -> None:
         """Make everything committed so far durable (no-op for `async`, whose flusher runs anyway)."""
         if self.blocking:
@@ -266,14 +277,14 @@ class Committer:
         # have passed since its last one, so sockets and timers (a lease's renewal) wait at
         # most that and one step (its fsync included) behind a handler making step after step.
         lone = self._in_flight is None and _nothing_else_ready()
-        turn = self._in_flight is None and (not lone or time.monotonic() >= self._turn_by)
+        turn = self._in_flight is None and (not lone or time.monotonic() >= self.turn_by)
         # A leader that waits for nothing (no turn, no batch in flight, its commit and fsync
         # on this thread) cannot be interrupted on the way: it needs no shield (2-3 µs).
         quick = lone and not turn and not self.blocking and self._flusher.inline
         with _UNSHIELDED if quick else anyio.CancelScope(shield=True):
             if turn:
                 await deferring(anyio.lowlevel.checkpoint, deferred)
-                self._turn_by = time.monotonic() + _TURN_EVERY
+                self.turn_by = time.monotonic() + _TURN_EVERY
             while self._in_flight is not None:  # everyone arriving meanwhile joins this batch
                 await deferring(self._in_flight.done.wait, deferred)
             self._filling, self._in_flight = None, batch

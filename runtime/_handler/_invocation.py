@@ -185,6 +185,8 @@ class InvocationContext(Composition, Talking, Context):
         tokens: int | None = None,
         **kwargs: Any,
     ) -> Any:
+        if time.monotonic() >= self._committer.turn_by:  # about once a millisecond (`Committer.turn`)
+            await self._committer.turn()
         check_step(name, fn)
         rtype = type if type is not None else return_type(fn)
         call_digest = step_digest(name, args, kwargs)

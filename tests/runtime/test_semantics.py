@@ -269,6 +269,30 @@ async def test_cancel_reaches_a_suspended_handler_which_runs_compensation(open_e
     assert calls.counts == {"book": 1, "unbook": 1}
 
 
+@pytest.mark.parametrize("durability", ["exit", "async", "sync"])
+async def test_a_timeout_around_a_run_stops_a_handler_whose_steps_never_wait(open_engine, durability):
+    # Quick `async def` steps whose commits wait for nothing (none in `exit`, an LMDB commit in
+    # `async`, an fsync on the loop's own thread in `sync`): the handler never pauses by
+    # itself, yet a timeout around the run (as Ctrl-C in `journal run`) still stops it.
+    made = 0
+
+    async def quick() -> int:
+        return 1
+
+    async def agent(ctx: Context) -> int:
+        nonlocal made
+        while made < 200_000:  # (only a handler nothing can stop gets this far)
+            await ctx.run("quick", quick)
+            made += 1
+        return made
+
+    async with open_engine(durability=durability) as engine:
+        with anyio.move_on_after(0.05) as scope:
+            await engine.run(agent, id="tight")
+        assert scope.cancelled_caught and made < 200_000, made
+        assert engine.store.get("tight").status == Status.PENDING  # stopped, to be resumed
+
+
 async def test_cancel_of_a_running_invocation_arrives_at_its_next_context_call(open_engine, calls):
     started, request_seen = anyio.Event(), anyio.Event()
 
