@@ -24,6 +24,19 @@ async def gate(ctx: Context, request: dict) -> str:
         await anyio.sleep(0.02)
     return await ctx.run("after", lambda: "after")
 
+async def quick() -> int:
+    return 1
+
+async def tight(ctx: Context, entered: str) -> int:
+    made = 0
+    while made < 300_000:  # steps that never wait for anything: nothing else pauses the handler
+        await ctx.run("quick", quick)
+        made += 1
+        if made == 1:
+            with open(entered, "w") as f:
+                f.write(str(os.getpid()))
+    return made
+
 async def boom(ctx: Context, order: str) -> str:
     await ctx.run("charge", lambda: order)
     raise TerminalError(f"card declined for {order}")
@@ -95,3 +108,16 @@ def test_the_worker_log_records_an_invocation_that_fails_even_when_quiet(sh, age
     done = sh("worker", "--until-idle", "-q")
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == ["[b2] failed: TerminalError: card declined for o-18"]
+
+
+@pytest.mark.parametrize("durability", ["exit", "async", "sync"])
+def test_ctrl_c_stops_a_run_whose_steps_never_wait(sh, agents, tmp_path, durability):
+    # Each step a quick `async def` whose commit waits for nothing: Ctrl-C still reaches the
+    # handler, and the invocation stays resumable.
+    entered = tmp_path / "entered"
+    run = sh.popen("run", f"{agents}:tight", "--input", json.dumps(str(entered)), "--id", "t",
+                   "--durability", durability)
+    wait_until(entered.exists, "the handler to be making steps")
+    err = sh.stopped(run)
+    assert run.returncode == 130, err
+    assert json.loads(sh("show", "t", "--json").stdout)["status"] == "pending"
