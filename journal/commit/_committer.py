@@ -121,8 +121,8 @@ class Committer:
         # one `commit_now`): the metric `journal_store_commit_seconds`. Empty, a commit pays one test.
         self.timers: list[Callable[[float], None]] = []
         self._replied: anyio.Event | None = None  # see `replies`
-        # (time.monotonic) When a task committing here gives the event loop a turn again, if
-        # nothing else made it wait meanwhile: read by a lone leader, and by `ctx.run` (`turn`).
+        # (time.monotonic) When `ctx.run` gives the event loop its next turn outside any shield
+        # (`turn`); until then a lone leader needs none before its commit.
         self.turn_by = 0.0
 
     # The result of each kind of operation, as `Store.apply_one` gives it.
@@ -273,9 +273,10 @@ class Committer:
         deferred: list[BaseException] = []
         # A turn of the loop lets tasks already runnable join this batch. With none runnable
         # it would only look for I/O and due timers, which cost a lone invocation 10-15 µs a
-        # `sync` step; a lone leader still gives the loop a turn once `_TURN_EVERY` seconds
-        # have passed since its last one, so sockets and timers (a lease's renewal) wait at
-        # most that and one step (its fsync included) behind a handler making step after step.
+        # `sync` step. A lone leader skips it while `turn_by` has not passed: `ctx.run` gives
+        # the loop a turn once `_TURN_EVERY` seconds have passed since its last (`turn`), so
+        # sockets and timers (a lease's renewal) wait at most that and one step (its fsync
+        # included) behind a handler making step after step.
         lone = self._in_flight is None and _nothing_else_ready()
         turn = self._in_flight is None and (not lone or time.monotonic() >= self.turn_by)
         # A leader that waits for nothing (no turn, no batch in flight, its commit and fsync
@@ -283,8 +284,10 @@ class Committer:
         quick = lone and not turn and not self.blocking and self._flusher.inline
         with _UNSHIELDED if quick else anyio.CancelScope(shield=True):
             if turn:
+                # (`turn_by` is not pushed back: a turn inside the shield lets no cancellation
+                # in, and must not put off `ctx.run`'s, which does. A handler committing only
+                # through other operations takes this turn each time, as before.)
                 await deferring(anyio.lowlevel.checkpoint, deferred)
-                self.turn_by = time.monotonic() + _TURN_EVERY
             while self._in_flight is not None:  # everyone arriving meanwhile joins this batch
                 await deferring(self._in_flight.done.wait, deferred)
             self._filling, self._in_flight = None, batch
