@@ -55,9 +55,15 @@ def journal_difference(reference: dict[int, Entry], entries: dict[int, Entry]) -
     firsts = [min((s for s, k in want.items() if k in missing), default=None),
               min((s for s, k in got.items() if k in extra), default=None)]
     seq = min(s for s in firsts if s is not None)
+    mine, theirs = reference.get(seq), entries.get(seq)
+    moved = (mine is not None and theirs is not None and _canonical(mine) == _canonical(theirs)
+             and getattr(mine, "prev", 0) != getattr(theirs, "prev", 0))
     return (
-        f"first difference in the journal at seq {seq}: the reference has {_show_entry(reference.get(seq))}, "
-        f"this run has {_show_entry(entries.get(seq))}"
+        f"first difference in the journal at seq {seq}: the reference has {_show_entry(mine)}, "
+        f"this run has {_show_entry(theirs)}"
+        + ("; the same entry, reached by another path: its branch's position differs, so the task that made it "
+           "was spawned at another place among its siblings (code that starts a task only sometimes, before it)"
+           if moved else "")
     )
 
 

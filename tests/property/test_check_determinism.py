@@ -125,6 +125,34 @@ def test_unordered_set_iteration_is_reported_at_the_first_crash_point():
     )
 
 
+def make_extra_task_agent():
+    processes = iter(range(1000))
+
+    async def extra_task_agent(ctx: Context, question: str) -> str:
+        # Some processes start a task of their own first (a library warming a cache, say), so
+        # the task that makes the step is spawned at another place among its siblings.
+        async with anyio.create_task_group() as tg:
+            if next(processes) > 0:
+                tg.start_soon(anyio.sleep, 0)
+            answers = []
+
+            async def ask() -> None:
+                answers.append(await ctx.run("search", llm, question))
+
+            tg.start_soon(ask)
+        return answers[0]
+
+    return extra_task_agent
+
+
+def test_a_step_made_from_a_task_spawned_elsewhere_is_reported_as_moved():
+    with pytest.raises(DeterminismCheckFailed) as failed:
+        check_determinism(make_extra_task_agent(), "q", guard=False)
+    assert failed.value.difference.startswith("first difference in the journal at seq 1: the reference has step "
+                                              "'search'")
+    assert "the same entry, reached by another path" in failed.value.difference
+
+
 def _digest(name: str, *args: object) -> str:
     from journal import digest
 
