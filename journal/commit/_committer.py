@@ -234,6 +234,12 @@ class Committer:
             return fn(*args)
         return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
 
+    def turn_due(self) -> bool:
+        """Whether `ctx.run` gives the loop its turn (`turn`) now: `turn_by` has passed, and no
+        batch is gathering the operations of tasks already runnable (the step of one of them
+        yielding now would miss the batch and pay an fsync of its own)."""
+        return self._filling is None and time.monotonic() >= self.turn_by
+
     async def turn(self) -> None:
         """Give the event loop a turn, outside any shield, and restart the clock of `turn_by`.
         `ctx.run` calls it once `turn_by` has passed: a handler whose steps never wait for

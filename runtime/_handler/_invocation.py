@@ -185,7 +185,7 @@ class InvocationContext(Composition, Talking, Context):
         tokens: int | None = None,
         **kwargs: Any,
     ) -> Any:
-        if time.monotonic() >= self._committer.turn_by:  # about once a millisecond (`Committer.turn`)
+        if self._committer.turn_due():  # about once a millisecond (`Committer.turn`)
             await self._committer.turn()
         check_step(name, fn)
         rtype = type if type is not None else return_type(fn)

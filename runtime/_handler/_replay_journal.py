@@ -77,6 +77,9 @@ class _NoWrites:
         self.store = store
         self.turn_by = 0.0
 
+    def turn_due(self) -> bool:
+        return time.monotonic() >= self.turn_by
+
     async def turn(self) -> None:
         await anyio.lowlevel.checkpoint()
         self.turn_by = time.monotonic() + 0.001

@@ -301,6 +301,39 @@ async def test_a_cancelled_run_stops_a_handler_whose_steps_never_wait(open_engin
         assert engine.store.get("tight").status == Status.PENDING  # stopped, to be resumed
 
 
+async def test_a_step_joining_a_gathering_commit_takes_no_turn_of_the_loop(tmp_path, monkeypatch):
+    # `ctx.run` gives the loop a turn once a millisecond has passed since the last. A step of a
+    # task that a gathering batch waits for must not take it then: it would miss the batch and
+    # pay an fsync of its own.
+    import time as clock
+
+    from journal import LmdbStore
+    from runtime import Engine
+
+    monkeypatch.setattr(LmdbStore, "sync", lambda self: None)  # commits quick: only the steps' own time counts
+
+    async def quick(x: int) -> int:
+        return x
+
+    async def slow(x: int) -> int:
+        end = clock.perf_counter() + 0.002  # past the millisecond: the next ctx.run is due a turn
+        while clock.perf_counter() < end:
+            pass
+        return x
+
+    async def agent(ctx: Context) -> list:
+        await ctx.run("first", quick, 0)  # takes the loop's turn: the next is a millisecond away
+        return list(await ctx.gather(ctx.run("a", slow, 1), ctx.run("b", quick, 2)))
+
+    async with Engine.open(str(tmp_path / "db")) as engine:
+        await engine.run(agent, id="warm")
+        before = engine.committer.batches
+        done = await engine.run(agent, id="pair")
+        assert done.result == [1, 2]
+        # its creation, "first", the two steps of the gather together, its completion
+        assert engine.committer.batches - before == 4, engine.committer.batches - before
+
+
 async def test_cancel_of_a_running_invocation_arrives_at_its_next_context_call(open_engine, calls):
     started, request_seen = anyio.Event(), anyio.Event()
 
