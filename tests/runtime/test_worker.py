@@ -190,7 +190,8 @@ async def test_one_watcher_renews_the_leases_of_many_concurrent_invocations(open
             for i in (0, 7, 19):
                 await _a_rival_cannot_take_over(db, owner.store, f"lease-{i}")
             checked.set()
-        assert {i: r.result for i, r in results.items()} == {i: i for i in range(20)}
+        assert {i: r.result for i, r in results.items()} == {i: i for i in range(20)}, \
+            sorted({(r.status, str(r.error)) for r in results.values()})  # (how they ended, if not so)
 
 
 async def test_a_cancel_request_from_another_engine_reaches_only_its_invocation(open_engine, db, calls):
