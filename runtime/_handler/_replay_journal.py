@@ -21,7 +21,6 @@ journals), and from the shell as `journal replay ID`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from journal import Durability, Entry, Store, decode_entry
+from journal import Committer, Durability, Entry, Store, decode_entry
 from journal.errors import JournalError
 
 from .._base._step_info import _context, _current
@@ -73,16 +72,15 @@ class _NoWrites:
     durability = Durability.SYNC
     commits_inline = False
 
+    # The turns of the loop a live run's steps take (`Committer.turn`), so a long replay stops
+    # when cancelled too; nothing here gathers a batch.
+    _filling = None
+    turn_due = Committer.turn_due
+    turn = Committer.turn
+
     def __init__(self, store: Store) -> None:
         self.store = store
         self.turn_by = 0.0
-
-    def turn_due(self) -> bool:
-        return time.monotonic() >= self.turn_by
-
-    async def turn(self) -> None:
-        await anyio.lowlevel.checkpoint()
-        self.turn_by = time.monotonic() + 0.001
 
     async def read(self, fn: Any, *args: Any) -> Any:
         return fn(*args)

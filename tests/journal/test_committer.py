@@ -237,7 +237,8 @@ async def test_a_lone_append_is_fsynced_on_the_loop_until_the_disk_turns_slow(tm
 async def test_a_lone_appender_on_a_quick_disk_still_lets_the_loop_fire_its_timers(tmp_path, monkeypatch):
     # A handler making `sync` step after step, each fsynced on the loop, with no other task
     # ready: the leader skips the turn of the loop before its commit (it would only look for
-    # I/O and timers), yet timers (a lease's renewal) still fire while it goes on.
+    # I/O and timers), and `ctx.run` gives the loop its turn once due (`turn_due`, `turn`),
+    # as this appender does; timers (a lease's renewal) still fire while it goes on.
     store = LmdbStore(tmp_path / "db")
     monkeypatch.setattr(store, "sync", lambda: None)  # the quickest disk: every fsync inline, at once,
     monkeypatch.setattr(_flusher, "_INLINE_BELOW", 60.0)  # even one the machine's load made look slow
@@ -259,6 +260,8 @@ async def test_a_lone_appender_on_a_quick_disk_still_lets_the_loop_fire_its_time
             await anyio.lowlevel.checkpoint()
         ticks = 0
         while ticks < 3 and seq < 50_000:  # (a handler holding the loop would reach the cap)
+            if committer.turn_due():
+                await committer.turn()
             await committer.submit(Append("inv-1", epoch, [(seq, step())]))
             seq += 1
         tg.cancel_scope.cancel()
