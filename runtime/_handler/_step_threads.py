@@ -50,6 +50,8 @@ from typing import Any
 
 import anyio
 
+from ._thread_cpus import ThreadPins
+
 DEFAULT_LIMIT = 64  # threads running step functions at once, per process
 _IDLE_EXIT = 10.0  # seconds without work before a thread exits
 # The loop waits on its own thread for a call (see the module doc) while the step functions'
@@ -59,7 +61,7 @@ _HELD_WAIT = 0.0005
 
 
 class _Call:
-    __slots__ = ("fn", "context", "mailbox", "waiter", "failed", "value", "abandoned", "held")
+    __slots__ = ("fn", "context", "mailbox", "waiter", "failed", "value", "abandoned", "held", "runner")
 
     def __init__(self, fn: Callable[[], Any], context: contextvars.Context, mailbox: _Mailbox, waiter: Any) -> None:
         self.fn = fn
@@ -70,6 +72,7 @@ class _Call:
         self.value: Any = None
         self.abandoned = False  # the caller stopped waiting: a call not begun is not run
         self.held: threading.Lock | None = None  # released for the loop's thread, which waits on it (`_held`)
+        self.runner = 0  # the native id of the thread that took a held call
 
 
 class _Mailbox:
@@ -130,6 +133,8 @@ class StepThreads:
         self._lock = threading.Lock()
         self._pending: collections.deque[_Call] = collections.deque()  # calls no thread has taken yet
         self._sleepers: list[threading.Lock] = []  # idle threads, each waiting on its own lock
+        self._tids: dict[threading.Lock, int] = {}  # a thread's lock -> its native id
+        self._pins = ThreadPins()  # threads kept on the loop's CPU for a call the loop waits for
         self._threads = 0
         self._free = 0  # threads awake and not in a call: each looks at the queue before it sleeps
         # Mailboxes holding results whose loop has not been woken for them yet (see `_work`).
@@ -193,13 +198,15 @@ class StepThreads:
         to come through the mailbox to `call.waiter`."""
         held = call.held = threading.Lock()
         held.acquire()
-        self._submit(call)
+        self._enqueue((call,), pin=True)
         if held.acquire(timeout=_HELD_WAIT):
             return True
         with self._lock:  # the thread looks at `held` under the lock too: one of the two ways is taken
             if call.held is not None:
                 call.held = None
                 call.waiter = loop.create_future()
+                if call.runner:  # running beside the loop from now on: free to use another CPU
+                    self._pins.release(call.runner)
                 return False
         held.acquire()  # released between the timeout and the lock: the result is there
         return True
@@ -232,16 +239,20 @@ class StepThreads:
     def _submit(self, call: _Call) -> None:
         self._enqueue((call,))
 
-    def _enqueue(self, calls: list[_Call] | tuple[_Call, ...]) -> None:
+    def _enqueue(self, calls: list[_Call] | tuple[_Call, ...], pin: bool = False) -> None:
         with self._lock:
             self._pending.extend(calls)
             if self._free == 0:  # every thread is in a call (perhaps a blocking one), or asleep
-                self._wake_one()
+                self._wake_one(pin)
 
-    def _wake_one(self) -> None:
-        """A sleeping thread woken, or a new one started, to look at the queue (under the lock)."""
+    def _wake_one(self, pin: bool = False) -> None:
+        """A sleeping thread woken, or a new one started, to look at the queue (under the lock);
+        `pin`: the caller's thread waits for the call, and the thread woken runs on its CPU."""
         if self._sleepers:
-            self._sleepers.pop().release()  # the most recent: the others may time out and exit
+            wake = self._sleepers.pop()  # the most recent: the others may time out and exit
+            if pin:
+                self._pins.pin_to_caller(self._tids[wake])
+            wake.release()
         elif self._threads < self.limit:
             threading.Thread(target=self._work, name="journal-step", daemon=True).start()
             self._threads += 1
@@ -259,7 +270,10 @@ class StepThreads:
         # never holds back results that came before it.
         wake = threading.Lock()
         wake.acquire()
-        pending, lock, unannounced = self._pending, self._lock, self._unannounced
+        tid = threading.get_native_id()
+        pending, lock, unannounced, pinned = self._pending, self._lock, self._unannounced, self._pins.pinned
+        with lock:
+            self._tids[wake] = tid
         finished: _Mailbox | None = None  # back from a call: free again, its result in this mailbox
         while True:
             with lock:
@@ -269,6 +283,10 @@ class StepThreads:
                 if pending:
                     call = pending.popleft()
                     self._free -= 1
+                    if call.held is not None:
+                        call.runner = tid
+                    elif pinned:  # a call the loop does not wait for: this thread may need another CPU
+                        self._pins.release(tid)
                     if pending and self._free == 0:  # this call may block: another thread takes the rest
                         self._wake_one()
                     announce = not pending or self._free == 0
@@ -290,6 +308,8 @@ class StepThreads:
                     with lock:
                         if wake in self._sleepers:  # not woken meanwhile: this thread exits
                             self._sleepers.remove(wake)
+                            del self._tids[wake]
+                            self._pins.forget(tid)
                             self._threads -= 1
                             return
                     wake.acquire()  # woken just as the wait ran out: the release is there already

@@ -416,3 +416,66 @@ async def test_quick_plain_steps_one_after_another_leave_the_loop_its_turns(open
             done = True
     assert outcome.status == Status.COMPLETED
     assert outcome.result >= 10, outcome.result
+
+
+def _cpus_of_this_thread() -> set[int]:
+    import os
+
+    return os.sched_getaffinity(0)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_quick_call_the_loop_waits_for_runs_on_the_loops_cpu_and_any_other_on_all_the_process_may_use():
+    # docs/performance.md, "A step thread on the loop's CPU": while the loop's thread waits
+    # for a quick call, the step thread runs on the loop's CPU; every other call has all of
+    # the process's CPUs, as a blocking call running beside the loop must.
+    import asyncio
+    import os
+
+    from runtime._handler._step_threads import StepThreads
+
+    allowed = os.sched_getaffinity(0)
+    threads = StepThreads(limit=1)  # one thread: every call below runs on it
+    assert await threads.run(lambda: "warm") == "warm"
+    seen = []
+    for _ in range(50):  # a call may miss the loop's wait on a loaded machine; most do not
+        await until(lambda: threads._sleepers, "the step thread to go to sleep")
+        seen.append(await threads.run(_cpus_of_this_thread))
+    if len(allowed) > 1:
+        assert any(len(cpus) == 1 for cpus in seen), seen
+    else:
+        assert all(cpus == allowed for cpus in seen), seen
+
+    asyncio.get_running_loop().call_soon(lambda: None)  # the loop has more to do: it does not wait for the call
+    assert await threads.run(_cpus_of_this_thread) == allowed
+    assert os.sched_getaffinity(0) == allowed  # the loop's own thread is never moved
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_call_that_outlasts_the_loops_wait_runs_on_with_all_the_process_may_use():
+    import os
+
+    from runtime._handler._step_threads import StepThreads
+
+    allowed = os.sched_getaffinity(0)
+    threads = StepThreads(limit=1)
+    assert await threads.run(lambda: "warm") == "warm"
+    await until(lambda: threads._sleepers, "the step thread to go to sleep")
+    started, go = threading.Event(), threading.Event()
+
+    def slow() -> set[int]:
+        started.set()
+        go.wait(timeout=DEADLINE)  # past the loop's wait: the loop went on meanwhile
+        return _cpus_of_this_thread()
+
+    got: list[set[int]] = []
+
+    async def call() -> None:
+        got.append(await threads.run(slow))
+
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await until(started.is_set, "the slow call to start")
+            go.set()
+    assert got == [allowed]
