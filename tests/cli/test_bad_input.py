@@ -147,8 +147,7 @@ def _planted_store_error(kind: str) -> Callable[[Path, str], dict[str, str]]:
         elif kind == "data-hardlink":
             os.link(copy / "data.mdb", tmp / "second-name.mdb")
         elif kind == "truncated":
-            with open(copy / "data.mdb", "r+b") as fh:
-                fh.truncate(os.path.getsize(copy / "data.mdb") // 2)
+            _truncate_into_the_data(copy)
         elif kind == "garbage":
             (copy / "data.mdb").write_bytes(os.urandom(300))
         elif kind == "tiny":
@@ -158,6 +157,18 @@ def _planted_store_error(kind: str) -> Callable[[Path, str], dict[str, str]]:
         return {"damaged": str(copy)}
 
     return setup
+
+
+def _truncate_into_the_data(store: Path) -> None:
+    """Cut the data file to half the pages its last commit uses (the file may run on past
+    them: room written ahead, `journal/backends/lmdb/_ahead.py`)."""
+    import lmdb
+
+    env = lmdb.open(str(store), readonly=True, lock=False, max_dbs=16)
+    used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    env.close()
+    with open(store / "data.mdb", "r+b") as fh:
+        fh.truncate(used // 2)
 
 
 def _victim_intact(result: Any, tmp: Path, db: str) -> None:
@@ -462,8 +473,7 @@ def test_bad_input_is_a_clear_exit_code_and_leaves_the_store_sound(case, earlier
 def test_a_truncated_data_file_is_a_clear_error_not_sigbus(command, earlier, sh, db, tmp_path):
     damaged = tmp_path / "damaged"
     shutil.copytree(db, damaged)
-    with open(damaged / "data.mdb", "r+b") as fh:
-        fh.truncate(os.path.getsize(damaged / "data.mdb") // 2)
+    _truncate_into_the_data(damaged)
     argv = [sys.executable, "-m", "cli", *command, "--db", str(damaged)]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=sh.env, timeout=60)
     assert done.returncode == 2, (done.returncode, done.stderr)

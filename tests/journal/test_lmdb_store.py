@@ -95,6 +95,61 @@ def test_two_processes_append_to_different_invocations_at_once(tmp_path):
         assert check(store) == []
 
 
+def test_synced_commits_go_into_room_written_ahead_instead_of_growing_the_file(tmp_path):
+    # A commit that grows the data file changes its size, and the fsync after it then commits
+    # the file system's journal too (journal/backends/lmdb/_ahead.py): the store writes room
+    # ahead in steps, so the size changes a few times, not with every other commit.
+    data = tmp_path / "db" / "data.mdb"
+    sizes = set()
+    with LmdbStore(tmp_path / "db") as store:
+        create(store)
+        epoch, _ = acquire(store)
+        for seq in range(1, 301):
+            append(store, "inv-1", epoch, (seq, step(f"s{seq}", f"{seq:04d}" + "x" * 1000)))
+            store.sync()
+            sizes.add(os.path.getsize(data))
+        used = (store.env.info()["last_pgno"] + 1) * store.env.stat()["psize"]
+        assert os.path.getsize(data) > used  # room past the last page
+    assert len(sizes) <= 10, sorted(sizes)  # grown page by page, it took about 80 sizes
+    with LmdbStore(tmp_path / "db") as store:
+        entries = store.entries("inv-1")
+        assert [decode_value(decode_entry(data).value) for _, data in entries[1:]] == [
+            f"{seq:04d}" + "x" * 1000 for seq in range(1, 301)]
+        assert check(store) == []
+
+
+def test_two_processes_making_synced_commits_while_room_is_written_ahead_lose_nothing(tmp_path):
+    # The room is written under LMDB's writer lock, past the last page the last commit
+    # counts: no process's commit writes pages there meanwhile.
+    path = str(tmp_path / "db")
+    with LmdbStore(path) as store:
+        create(store, "p0")
+        create(store, "p1")
+    code = """
+        import os, sys, anyio
+        from journal import LmdbStore, Acquire, Append, Committer, encode_entry, Step, digest, encode_value
+        async def main():
+            store = LmdbStore(sys.argv[1])
+            inv = sys.argv[2]
+            committer = Committer(store, "sync")
+            epoch, _ = store.apply_one(Acquire(inv, inv, "h", os.getpid(), 60_000_000, 0))
+            for seq in range(1, 401):
+                value = f"{inv}:{seq}:" + "y" * (500 + seq * 7 % 2500)
+                await committer.submit(Append(inv, epoch, [(seq, encode_entry(Step("s", digest(seq), seq, encode_value(value))))]))
+            store.close()
+        anyio.run(main)
+    """
+    procs = [_child(code, path, f"p{i}") for i in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    with LmdbStore(path) as store:
+        for i in range(2):
+            entries = store.entries(f"p{i}")
+            assert [s for s, _ in entries] == list(range(401))
+            assert [decode_value(decode_entry(data).value) for _, data in entries[1:]] == [
+                f"p{i}:{seq}:" + "y" * (500 + seq * 7 % 2500) for seq in range(1, 401)]
+        assert check(store) == []
+
+
 def test_a_reader_process_sees_what_was_committed(tmp_path):
     path = str(tmp_path / "db")
     with LmdbStore(path) as store:

@@ -22,6 +22,7 @@ from ...errors import DiskFull, FormatVersionError, StoreError
 from ...kv import TABLES, KVStore, Txn
 from ...kv._listing import BUILT as LISTING_BUILT
 from ...kv._runnable import BUILT as RUNNABLE_BUILT
+from ._ahead import RoomAhead
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
 from ._subdbs import open_db
 from ._tables import LmdbTables
@@ -76,6 +77,7 @@ class LmdbStore(LmdbTables, KVStore):
         self._sync_stop = threading.Event()
         self._dirty = threading.Event()
         self._flush_error: StoreError | None = None  # a background flush failed: the next write says so
+        self._ahead = RoomAhead(self.path)
         self._env, self._dbs = _open_shared(self.path, readonly, map_size)
         self._leases, self._entries = self._dbs["leases"], self._dbs["entries"]
         self._live: LmdbChannel | None = None
@@ -163,6 +165,7 @@ class LmdbStore(LmdbTables, KVStore):
         # so the background flush skips its own fsync unless something commits meanwhile.
         if self._dirty.is_set():
             self._dirty.clear()
+            self._ahead.keep(self._env)
         try:
             self._env.sync(True)
         except lmdb.Error as exc:
@@ -178,6 +181,7 @@ class LmdbStore(LmdbTables, KVStore):
             while not self._sync_stop.wait(interval):
                 if self._dirty.is_set():
                     self._dirty.clear()
+                    self._ahead.keep(self._env)
                     try:
                         self._env.sync(True)
                         self._flush_error = None
@@ -220,6 +224,7 @@ class LmdbStore(LmdbTables, KVStore):
         self._env, self._dbs = env, dbs
         self._leases, self._entries = dbs["leases"], dbs["entries"]
         self._fence.clear()
+        self._ahead.forget()
 
     def _ring(self) -> None:
         """Wake the workers waiting on this store, in any process (`_wake.py`): an invocation
