@@ -45,6 +45,7 @@ import collections
 import contextvars
 import functools
 import inspect
+import os
 import threading
 import time
 import weakref
@@ -64,7 +65,7 @@ _HELD_WAIT = 0.0005
 
 
 class _Call:
-    __slots__ = ("fn", "context", "mailbox", "waiter", "failed", "value", "abandoned", "held", "runner")
+    __slots__ = ("fn", "context", "mailbox", "waiter", "failed", "value", "abandoned", "held")
 
     def __init__(self, fn: Callable[[], Any], context: contextvars.Context, mailbox: _Mailbox, waiter: Any) -> None:
         self.fn = fn
@@ -75,7 +76,6 @@ class _Call:
         self.value: Any = None
         self.abandoned = False  # the caller stopped waiting: a call not begun is not run
         self.held: threading.Lock | None = None  # released for the loop's thread, which waits on it (`_held`)
-        self.runner = 0  # the native id of the thread that took a held call
 
 
 class _Mailbox:
@@ -133,19 +133,25 @@ class StepThreads:
         if limit < 1:
             raise ValueError(f"step_threads must be at least 1, got {limit}")
         self.limit = limit
+        self._pins = ThreadPins()  # threads woken on the loop's CPU for a call the loop waits for
+        self._start_empty()
+        _pools.add(self)
+        # Seconds the step functions' recent calls took: a slow one counts in full at once, and
+        # quick ones bring it down a tenth of the way each (as the fsyncs' in `commit/_flusher.py`).
+        self.recent = 0.0
+
+    def _start_empty(self) -> None:
+        """No thread, no call (also in a child after `fork`, where the parent's threads are not)."""
         self._lock = threading.Lock()
         self._pending: collections.deque[_Call] = collections.deque()  # calls no thread has taken yet
         self._sleepers: list[threading.Lock] = []  # idle threads, each waiting on its own lock
         self._tids: dict[threading.Lock, int] = {}  # a thread's lock -> its native id
-        self._pins = ThreadPins()  # threads kept on the loop's CPU for a call the loop waits for
+        self._pins.reset()
         self._threads = 0
         self._free = 0  # threads awake and not in a call: each looks at the queue before it sleeps
         # Mailboxes holding results whose loop has not been woken for them yet (see `_work`).
         self._unannounced: dict[_Mailbox, None] = {}
         self._outgoing: weakref.WeakKeyDictionary[Any, list[_Call]] = weakref.WeakKeyDictionary()
-        # Seconds the step functions' recent calls took: a slow one counts in full at once, and
-        # quick ones bring it down a tenth of the way each (as the fsyncs' in `commit/_flusher.py`).
-        self.recent = 0.0
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`fn` as an async function whose calls run on one of these threads."""
@@ -208,8 +214,6 @@ class StepThreads:
             if call.held is not None:
                 call.held = None
                 call.waiter = loop.create_future()
-                if call.runner:  # running beside the loop from now on: free to use another CPU
-                    self._pins.release(call.runner)
                 return False
         held.acquire()  # released between the timeout and the lock: the result is there
         return True
@@ -253,9 +257,11 @@ class StepThreads:
         `pin`: the caller's thread waits for the call, and the thread woken runs on its CPU."""
         if self._sleepers:
             wake = self._sleepers.pop()  # the most recent: the others may time out and exit
-            if pin:
-                self._pins.pin_to_caller(self._tids[wake])
-            wake.release()
+            try:
+                if pin:
+                    self._pins.pin(self._tids[wake])
+            finally:
+                wake.release()
         elif self._threads < self.limit:
             threading.Thread(target=self._work, name="journal-step", daemon=True).start()
             self._threads += 1
@@ -286,10 +292,6 @@ class StepThreads:
                 if pending:
                     call = pending.popleft()
                     self._free -= 1
-                    if call.held is not None:
-                        call.runner = tid
-                    elif pinned:  # a call the loop does not wait for: this thread may need another CPU
-                        self._pins.release(tid)
                     if pending and self._free == 0:  # this call may block: another thread takes the rest
                         self._wake_one()
                     announce = not pending or self._free == 0
@@ -316,6 +318,8 @@ class StepThreads:
                             self._threads -= 1
                             return
                     wake.acquire()  # woken just as the wait ran out: the release is there already
+                if tid in pinned:  # the pin chose where it woke; what it runs may use its every CPU
+                    self._pins.unpin(tid)
                 finished = None  # (woken: counted free by whoever woke it)
                 continue
             finished = call.mailbox
@@ -344,6 +348,23 @@ class StepThreads:
                     continue
             finished.done.append(call)
             del call
+
+
+_pools: weakref.WeakSet[StepThreads] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # Only the thread that forked goes on in the child: the pools' threads, their locks'
+    # holders and their ids are the parent's (pinning one would move the parent's thread).
+    global _mailboxes_lock
+    _mailboxes_lock = threading.Lock()
+    _mailboxes.clear()
+    for pool in list(_pools):
+        pool._start_empty()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _settle_future(call: _Call) -> None:
