@@ -31,9 +31,9 @@ What makes a hand-off cheap (`python -m bench.handoff`; figures in docs/performa
   docs/performance.md). The loop holds only when nothing else was ready to run, and half a
   millisecond at most; a call still running then goes on as any other, and a slow call (an
   LLM's) makes the next ones wait the usual way until quick calls come again.
-- The thread woken for such a call is first put on the loop's CPU (`_thread_cpus.py`): the
-  loop's thread sleeps on the lock while the call runs, so the two hand-overs are switches
-  on one CPU instead of wake-ups of an idle one (65 -> 8.5 µs on a virtual machine).
+- The thread woken for such a call wakes on the loop's CPU (`_thread_cpus.py`): the loop's
+  thread sleeps on the lock while the call runs, so the two hand-overs are switches on one
+  CPU instead of wake-ups of an idle one (65 -> 8.5-12 µs on a virtual machine).
 
 The call runs in a copy of the caller's context, so `current_step()` works inside it.
 """
