@@ -9,7 +9,7 @@ written (`docs/performance.md`, "Room written ahead of the data"). Space reserve
 file's block map, which is metadata again.
 
 So the store keeps some room past LMDB's last page already written, with zeros, and
-extends it in steps as the data grows: an eighth of the data, at least 256 KiB and at most
+extends it in steps as the data grows: an eighth of the data, at least 64 KiB and at most
 2 MiB. LMDB reads only pages its meta page counts, so the zeros are never read; compaction
 copies the data without them. The room is written under LMDB's writer lock, so no commit
 of any process writes pages meanwhile, and only past the page the last commit counts. On
@@ -22,7 +22,7 @@ import os
 
 import lmdb
 
-_LEAST = 256 * 1024
+_LEAST = 64 * 1024
 _MOST = 2 * 1024 * 1024
 _KEEP_FREE = 64 * 1024 * 1024  # on the disk, beyond the room itself
 _ZEROS = bytes(256 * 1024)
