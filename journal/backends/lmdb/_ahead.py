@@ -36,10 +36,14 @@ class RoomAhead:
         self._written_to = 0  # the file's end as last seen: written up to there
         self._off = False  # the file system refused a write: nothing more is tried
         self._page = 0
+        # The store calls `keep` once LMDB's last page number reaches this (read without a
+        # call into this file: a step's path stays short, `python -m bench.step_path`).
+        self.check_at = 0
 
     def forget(self) -> None:
         """The data file was replaced (compaction): what was written ahead went with it."""
         self._written_to = 0
+        self.check_at = 0
 
     def keep(self, env: lmdb.Environment) -> None:
         """Write room ahead if the data has come close to the end of what is written.
@@ -51,12 +55,14 @@ class RoomAhead:
             self._page = int(env.stat()["psize"])
         used = (env.info()["last_pgno"] + 1) * self._page
         room = min(_MOST, max(_LEAST, used // 8))
-        if self._written_to - used >= room // 2:
-            return
-        try:
-            self._extend(env, room)
-        except OSError:
-            self._off = True
+        if self._written_to - used < room // 2:
+            try:
+                self._extend(env, room)
+            except OSError:
+                self._off = True
+                self.check_at = 1 << 62
+                return
+        self.check_at = max(0, (self._written_to - room // 2) // self._page - 1)
 
     def _extend(self, env: lmdb.Environment, room: int) -> None:
         fd = os.open(self._data, os.O_WRONLY | os.O_CLOEXEC)

@@ -165,7 +165,8 @@ class LmdbStore(LmdbTables, KVStore):
         # so the background flush skips its own fsync unless something commits meanwhile.
         if self._dirty.is_set():
             self._dirty.clear()
-            self._ahead.keep(self._env)
+            if self._env.info()["last_pgno"] >= self._ahead.check_at:
+                self._ahead.keep(self._env)
         try:
             self._env.sync(True)
         except lmdb.Error as exc:
@@ -181,7 +182,8 @@ class LmdbStore(LmdbTables, KVStore):
             while not self._sync_stop.wait(interval):
                 if self._dirty.is_set():
                     self._dirty.clear()
-                    self._ahead.keep(self._env)
+                    if self._env.info()["last_pgno"] >= self._ahead.check_at:
+                        self._ahead.keep(self._env)
                     try:
                         self._env.sync(True)
                         self._flush_error = None
