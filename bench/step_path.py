@@ -16,6 +16,7 @@ back and forth between modules is one a reader has to follow across them; this i
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dis
 import functools
 import itertools
@@ -54,16 +55,27 @@ def trace_one_step(durability: str = "sync") -> tuple[list[tuple[str, str]], lis
     callbacks: list[tuple[str, str]] = []  # storage calls back into a file up its stack
     traces: list[tuple[list[tuple[str, str]], list[tuple[str, str]]]] = []
     tracing = False
+    handler: asyncio.Task[Any] | None = None  # the traced step's task; another task's calls are not its path
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         # A coroutine resumed after an await is reported as a call again: count only frames
         # that start here (at their code's first RESUME), which leaves out the frames
         # that awaited this step from before it (Engine.run, the executor's loop).
         if (tracing and event == "call" and frame.f_code.co_filename.startswith(_PACKAGES)
-                and frame.f_lasti <= _start(frame.f_code)):
+                and frame.f_lasti <= _start(frame.f_code) and not _another_task()):
             calls.append((os.path.relpath(frame.f_code.co_filename, _ROOT), frame.f_code.co_qualname))
             if frame.f_code.co_filename.startswith(_STORAGE):
                 _note_callback(frame)
+
+    def _another_task() -> bool:
+        # A turn of the loop inside the step (`ctx.run` gives one about once a millisecond,
+        # which on a loaded machine is every step) runs other tasks: a lease renewal, say.
+        # The loop's callbacks (a thread's reply) run in no task, and are the step's.
+        try:
+            running = asyncio.current_task()
+        except RuntimeError:  # not the loop's thread: the store's threads work for the step
+            return False
+        return running is not None and running is not handler
 
     def _note_callback(frame: FrameType) -> None:
         here, callers = frame.f_code.co_filename, []
@@ -75,7 +87,8 @@ def trace_one_step(durability: str = "sync") -> tuple[list[tuple[str, str]], lis
             callbacks.append(calls[-1])
 
     async def agent(ctx: Any) -> None:
-        nonlocal tracing, calls, callbacks
+        nonlocal tracing, calls, callbacks, handler
+        handler = asyncio.current_task()
         for i in range(_STEPS):
             await ctx.run(f"s{i}", _noop, inline=True)
         for i in range(_TRACED):
@@ -97,7 +110,7 @@ def trace_one_step(durability: str = "sync") -> tuple[list[tuple[str, str]], lis
         finally:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
-    # A lease renewal or another background tick may fall inside a traced step and add its
+    # A background tick run as a callback may still fall inside a traced step and add its
     # calls; it never takes any away, so the shortest trace is the step's own path.
     return min(traces, key=lambda trace: len(trace[0]))
 
