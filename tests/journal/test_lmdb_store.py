@@ -7,6 +7,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 
 import lmdb
 import pytest
@@ -16,6 +17,7 @@ from journal.errors import DiskFull, FormatVersionError
 from journal.kv._store import entry_key
 
 from ..tmpfs import small_tmpfs
+from ..waiting import DEADLINE
 from .helpers import T0, acquire, append, create, step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -118,36 +120,86 @@ def test_synced_commits_go_into_room_written_ahead_instead_of_growing_the_file(t
         assert check(store) == []
 
 
-def test_two_processes_making_synced_commits_while_room_is_written_ahead_lose_nothing(tmp_path):
-    # The room is written under LMDB's writer lock, past the last page the last commit
-    # counts: no process's commit writes pages there meanwhile.
+def test_room_is_written_under_the_writer_lock_so_no_process_commits_meanwhile(tmp_path, monkeypatch):
+    # The zeros go past the last page the last commit counts; a commit of another process
+    # in the middle of writing them could put its pages there first, and see them zeroed.
+    from journal.backends.lmdb import _ahead
+
     path = str(tmp_path / "db")
-    with LmdbStore(path) as store:
-        create(store, "p0")
-        create(store, "p1")
-    code = """
-        import os, sys, anyio
-        from journal import LmdbStore, Acquire, Append, Committer, encode_entry, Step, digest, encode_value
-        async def main():
-            store = LmdbStore(sys.argv[1])
-            inv = sys.argv[2]
-            committer = Committer(store, "sync")
-            epoch, _ = store.apply_one(Acquire(inv, inv, "h", os.getpid(), 60_000_000, 0))
-            for seq in range(1, 401):
-                value = f"{inv}:{seq}:" + "y" * (500 + seq * 7 % 2500)
-                await committer.submit(Append(inv, epoch, [(seq, encode_entry(Step("s", digest(seq), seq, encode_value(value))))]))
-            store.close()
-        anyio.run(main)
-    """
-    procs = [_child(code, path, f"p{i}") for i in range(2)]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    with LmdbStore(path) as store:
-        for i in range(2):
-            entries = store.entries(f"p{i}")
-            assert [s for s, _ in entries] == list(range(401))
-            assert [decode_value(decode_entry(data).value) for _, data in entries[1:]] == [
-                f"p{i}:{seq}:" + "y" * (500 + seq * 7 % 2500) for seq in range(1, 401)]
-        assert check(store) == []
+    store = LmdbStore(path)
+    create(store, "p0")
+    create(store, "p1")
+    epoch, _ = acquire(store, "p0")
+    append(store, "p0", epoch, (1, step("s1", "before")))
+    writing, go = threading.Event(), threading.Event()
+    pwrite = os.pwrite
+
+    def held_up(fd: int, data: bytes, offset: int) -> int:
+        writing.set()
+        go.wait(timeout=DEADLINE)
+        return pwrite(fd, data, offset)
+
+    other = _child(
+        """
+        import os, sys
+        from journal import LmdbStore, Acquire, Append, encode_entry, Step, digest, encode_value
+        store = LmdbStore(sys.argv[1])  # (opening takes the writer lock a moment too)
+        print("opened", flush=True)
+        sys.stdin.readline()
+        epoch, _ = store.apply_one(Acquire("p1", "p1", "h", os.getpid(), 60_000_000, 0))
+        store.apply_one(Append("p1", epoch, [(1, encode_entry(Step("s", digest(1), 1, encode_value("during"))))]))
+        store.sync()
+        store.close()
+        """,
+        path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert other.stdout.readline() == "opened\n"
+    monkeypatch.setattr(_ahead.os, "pwrite", held_up)
+    store._ahead.forget()  # the next look writes room
+    room = threading.Thread(target=store._ahead.look, args=(store.env,))
+    room.start()
+    try:
+        assert writing.wait(timeout=DEADLINE)
+        other.stdin.write("commit\n")
+        other.stdin.flush()
+        with pytest.raises(subprocess.TimeoutExpired):  # its commit waits for the room to be written
+            other.wait(timeout=1)
+    finally:
+        go.set()
+        room.join(timeout=DEADLINE)
+    assert other.wait(timeout=DEADLINE) == 0
+    other.stdin.close()
+    other.stdout.close()
+    monkeypatch.undo()
+    assert decode_value(decode_entry(store.entries("p1")[1][1]).value) == "during"
+    assert decode_value(decode_entry(store.entries("p0")[1][1]).value) == "before"
+    assert check(store) == []
+    store.close()
+
+
+def test_a_look_at_the_room_that_lmdb_refuses_is_skipped_and_tried_again_later(tmp_path):
+    # Another process grew the map and this one has not caught up (MapResizedError), say:
+    # the commit that looked has committed all the same, so nothing may be raised to it.
+    from journal.backends.lmdb._ahead import RoomAhead
+
+    with LmdbStore(tmp_path / "db") as store:
+        real = store.env
+
+        class Resizing:
+            def stat(self):
+                return real.stat()
+
+            def info(self):
+                return real.info()
+
+            def begin(self, **kw):
+                raise lmdb.MapResizedError("mdb_txn_begin: MDB_MAP_RESIZED")
+
+        room = RoomAhead(store.path)
+        room.look(Resizing())  # no error
+        size = os.path.getsize(tmp_path / "db" / "data.mdb")
+        room.look(real)  # tried again, and written
+        assert os.path.getsize(tmp_path / "db" / "data.mdb") > size
 
 
 def test_a_reader_process_sees_what_was_committed(tmp_path):

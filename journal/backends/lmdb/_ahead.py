@@ -12,8 +12,9 @@ So the store keeps some room past LMDB's last page already written, with zeros, 
 extends it in steps as the data grows: an eighth of the data, at least 64 KiB and at most
 2 MiB. LMDB reads only pages its meta page counts, so the zeros are never read; compaction
 copies the data without them. The room is written under LMDB's writer lock, so no commit
-of any process writes pages meanwhile, and only past the page the last commit counts. On
-a nearly full disk nothing is written ahead: the zeros would take space the data needs.
+of any process writes pages meanwhile, and only past the end of the file and of the page
+the last commit counts. With less than 64 MiB free on the disk beyond the room, nothing is
+written ahead: the zeros would take space the data needs.
 """
 
 from __future__ import annotations
@@ -26,50 +27,51 @@ _LEAST = 64 * 1024
 _MOST = 2 * 1024 * 1024
 _KEEP_FREE = 64 * 1024 * 1024  # on the disk, beyond the room itself
 _ZEROS = bytes(256 * 1024)
+CHECK_EVERY = 8  # commits between looks at the room left (a look reads LMDB's meta: 0.7 µs)
 
 
 class RoomAhead:
-    """The room past LMDB's last page in one store's data file."""
+    """The room past LMDB's last page in one store's data file. The store counts its
+    commits in `commits` and calls `look` every `CHECK_EVERY`, on the committing thread,
+    right after a commit: the thread that also resizes the map, which LMDB forbids while
+    any transaction of the process is open."""
 
     def __init__(self, path: str) -> None:
         self._data = os.path.join(path, "data.mdb")
-        self._written_to = 0  # the file's end as last seen: written up to there
+        self._enough_to = 0  # bytes: no need to look again before the data reaches this
         self._off = False  # the file system refused a write: nothing more is tried
         self._page = 0
-        # The store calls `keep` once LMDB's last page number reaches this (read without a
-        # call into this file: a step's path stays short, `python -m bench.step_path`).
-        self.check_at = 0
+        self.commits = 0
 
     def forget(self) -> None:
         """The data file was replaced (compaction): what was written ahead went with it."""
-        self._written_to = 0
-        self.check_at = 0
+        self._enough_to = 0
 
-    def keep(self, env: lmdb.Environment) -> None:
-        """Write room ahead if the data has come close to the end of what is written.
-        Called after commits, before their fsync; a failure here only leaves the file to
-        grow as LMDB grows it."""
+    def look(self, env: lmdb.Environment) -> None:
+        """Write room ahead if the data has come close to the end of what is written. Never
+        raises: without room the file grows as LMDB grows it, as it did before."""
+        self.commits = 0
         if self._off:
             return
-        if not self._page:
-            self._page = int(env.stat()["psize"])
-        used = (env.info()["last_pgno"] + 1) * self._page
-        room = min(_MOST, max(_LEAST, used // 8))
-        if self._written_to - used < room // 2:
-            try:
-                self._extend(env, room)
-            except OSError:
-                self._off = True
-                self.check_at = 1 << 62
-                return
-        self.check_at = max(0, (self._written_to - room // 2) // self._page - 1)
+        try:
+            if not self._page:
+                self._page = int(env.stat()["psize"])
+            used = (env.info()["last_pgno"] + 1) * self._page
+            room = min(_MOST, max(_LEAST, used // 8))
+            if self._enough_to - used < room // 2:
+                self._extend(env, used, room)
+        except lmdb.Error:  # a resize of the map under way, say: looked at again after the next commits
+            pass
+        except OSError:  # the file system refused: the file grows as LMDB grows it
+            self._off = True
 
-    def _extend(self, env: lmdb.Environment, room: int) -> None:
-        fd = os.open(self._data, os.O_WRONLY | os.O_CLOEXEC)
+    def _extend(self, env: lmdb.Environment, used: int, room: int) -> None:
+        # Not following a link, as for every file of the store (`_files.py`).
+        fd = os.open(self._data, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         try:
             st = os.statvfs(self._data)
             if st.f_bavail * st.f_frsize < _KEEP_FREE + room:
-                self._written_to = os.fstat(fd).st_size  # looked at again once the data reaches it
+                self._enough_to = used + room  # a nearly full disk: looked at again after this much data
                 return
             txn = env.begin(write=True)  # LMDB's writer lock: no page is written meanwhile, by any process
             try:
@@ -78,7 +80,7 @@ class RoomAhead:
                 end = used + room
                 while start < end:
                     start += os.pwrite(fd, _ZEROS[:end - start], start)
-                self._written_to = start
+                self._enough_to = start
             finally:
                 txn.abort()
         finally:

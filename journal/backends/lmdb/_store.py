@@ -22,7 +22,7 @@ from ...errors import DiskFull, FormatVersionError, StoreError
 from ...kv import TABLES, KVStore, Txn
 from ...kv._listing import BUILT as LISTING_BUILT
 from ...kv._runnable import BUILT as RUNNABLE_BUILT
-from ._ahead import RoomAhead
+from ._ahead import CHECK_EVERY, RoomAhead
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
 from ._subdbs import open_db
 from ._tables import LmdbTables
@@ -127,7 +127,7 @@ class LmdbStore(LmdbTables, KVStore):
         """`KVStore._write_once`: a step's append on LMDB, in a transaction of its own."""
         if self.readonly or self._flush_error is not None:
             return None  # the generic path says why it cannot write
-        return Writing(self._env, self._dbs, self._dirty, self._ring)
+        return Writing(self._env, self._dbs, self._dirty, self._ring, self._ahead)
 
     def _transact(self, work: Callable[[Txn], T]) -> T:
         if self.readonly:
@@ -146,6 +146,10 @@ class LmdbStore(LmdbTables, KVStore):
                     self._dirty.set()
                 if writing.runnable:
                     self._ring()
+                ahead = self._ahead
+                ahead.commits += 1
+                if ahead.commits >= CHECK_EVERY:
+                    ahead.look(self._env)
                 return result
             except lmdb.MapResizedError:
                 self._env.set_mapsize(0)
@@ -165,8 +169,6 @@ class LmdbStore(LmdbTables, KVStore):
         # so the background flush skips its own fsync unless something commits meanwhile.
         if self._dirty.is_set():
             self._dirty.clear()
-            if self._env.info()["last_pgno"] >= self._ahead.check_at:
-                self._ahead.keep(self._env)
         try:
             self._env.sync(True)
         except lmdb.Error as exc:
@@ -182,8 +184,6 @@ class LmdbStore(LmdbTables, KVStore):
             while not self._sync_stop.wait(interval):
                 if self._dirty.is_set():
                     self._dirty.clear()
-                    if self._env.info()["last_pgno"] >= self._ahead.check_at:
-                        self._ahead.keep(self._env)
                     try:
                         self._env.sync(True)
                         self._flush_error = None

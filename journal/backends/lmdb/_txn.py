@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import lmdb
 
 from ...kv import Txn, WriteAgain, prefix_end
+from ._ahead import CHECK_EVERY, RoomAhead
 
 if TYPE_CHECKING:
     from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
@@ -88,10 +89,10 @@ class Writing(LmdbTxn):
     ends without an error, aborted otherwise. What LMDB wants retried or reports as failed is
     `WriteAgain`: the generic path (`LmdbStore._transact`) does it again and says why."""
 
-    __slots__ = ("_dirty", "_ring")
+    __slots__ = ("_dirty", "_ring", "_env", "_ahead")
 
     def __init__(self, env: lmdb.Environment, dbs: dict[str, _Db], dirty: threading.Event,
-                 ring: Callable[[], None]) -> None:
+                 ring: Callable[[], None], ahead: RoomAhead) -> None:
         try:
             self._txn = env.begin(write=True)
         except lmdb.Error:
@@ -99,6 +100,8 @@ class Writing(LmdbTxn):
         self._dbs = dbs
         self._dirty = dirty
         self._ring = ring
+        self._env = env
+        self._ahead = ahead
         self.runnable = False
 
     def __enter__(self) -> Writing:
@@ -120,3 +123,7 @@ class Writing(LmdbTxn):
             self._dirty.set()
         if self.runnable:
             self._ring()
+        ahead = self._ahead
+        ahead.commits += 1
+        if ahead.commits >= CHECK_EVERY:  # on this thread, after its commit (`_ahead.py`)
+            ahead.look(self._env)
