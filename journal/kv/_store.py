@@ -540,10 +540,10 @@ class KVStore(abc.ABC):
         """One append without the generic plumbing (a closure, a results list, the retry
         loop), which costs about as much again as LMDB's commit. The rule applied is the same
         `_apply_append`; what a rule refuses is returned, in a transaction that wrote nothing."""
-        begin = self._write_once()
-        if begin is None:
-            return _GENERIC
         try:
+            begin = self._write_once()  # (LMDB may refuse to begin: another process grew the map)
+            if begin is None:
+                return _GENERIC
             with begin as txn:
                 return self._apply_append(txn, op)
         except JournalError as exc:

@@ -408,6 +408,28 @@ def test_opening_a_store_another_process_has_grown_adopts_its_size(tmp_path):
         assert reopened.entry_count("inv-1") == 121
 
 
+def test_a_step_appended_after_another_process_grew_the_map_commits(tmp_path):
+    # LMDB refuses to begin a write transaction until this process has taken the new size:
+    # the step's append takes the generic path, which does, and commits.
+    path = str(tmp_path / "db")
+    with LmdbStore(path, map_size=1 << 20) as store:
+        create(store)
+        epoch, _ = acquire(store)
+        grow = _child(
+            """
+            import sys
+            from journal import LmdbStore, TablePut
+            with LmdbStore(sys.argv[1], map_size=1 << 20) as other:
+                for i in range(40):
+                    other.table_write([TablePut("t", b"big%d" % i, b"x" * 100_000)])
+            """,
+            path,
+        )
+        assert grow.wait(timeout=60) == 0
+        append(store, "inv-1", epoch, (1, step("a", "after the growth")))
+        assert decode_value(decode_entry(store.entries("inv-1")[1][1]).value) == "after the growth"
+
+
 def test_opening_while_another_process_grows_the_map_opens_again(tmp_path, monkeypatch):
     # The race is inside lmdb.open (it reads the map size, then begins a transaction), too
     # narrow to hit on purpose from a second process: have the first open lose it.
