@@ -3,7 +3,7 @@
 LMDB grows its data file by writing pages past its end. A commit that does so changes the
 file's size, and `fdatasync` must then commit the file system's journal as well as the
 pages: on ext4 here, a step journaling a 1 KB result grew the file on about every other
-commit, and W1 `sync` with such steps took 249 µs a step against 188 µs into space already
+commit, and W1 `sync` with such steps took 267 µs a step against 204 µs into space already
 written (`docs/performance.md`, "Room written ahead of the data"). Space reserved without writing
 (`fallocate`, a sparse `ftruncate`) does not help: the first write into it changes the
 file's block map, which is metadata again.
