@@ -17,7 +17,7 @@ from journal.errors import DiskFull, FormatVersionError
 from journal.kv._store import entry_key
 
 from ..tmpfs import small_tmpfs
-from ..waiting import DEADLINE
+from ..waiting import DEADLINE, wait_until
 from .helpers import T0, acquire, append, create, step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -200,6 +200,41 @@ def test_a_look_at_the_room_that_lmdb_refuses_is_skipped_and_tried_again_later(t
         size = os.path.getsize(tmp_path / "db" / "data.mdb")
         room.look(real)  # tried again, and written
         assert os.path.getsize(tmp_path / "db" / "data.mdb") > size
+
+
+def test_a_sync_lmdb_refuses_once_goes_through_the_second_time(tmp_path):
+    # LMDB refuses a sync (EINVAL) while another thread resizes the map after another process
+    # grew it; a moment later it goes through. Neither a synced write nor the `async` flush
+    # (whose failure the next write would raise) fails for it.
+    with LmdbStore(tmp_path / "db") as store:
+        real = store._env
+
+        class RefusingOnce:
+            refuse = 1  # syncs still to refuse
+
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def sync(self, force=False):
+                if RefusingOnce.refuse:
+                    RefusingOnce.refuse -= 1
+                    raise lmdb.InvalidParameterError("mdb_env_sync: Invalid argument")
+                return real.sync(force)
+
+        store._env = RefusingOnce()
+        try:
+            create(store)
+            store.sync()  # refused once, then through
+            assert RefusingOnce.refuse == 0
+            epoch, _ = acquire(store)
+            RefusingOnce.refuse = 1
+            store.start_background_sync(0.001)
+            append(store, "inv-1", epoch, (1, step("a", "kept")))
+            wait_until(lambda: RefusingOnce.refuse == 0 and not store._dirty.is_set(), "the flush to go through")
+            append(store, "inv-1", epoch, (2, step("b", "after")))  # no flush error to raise
+        finally:
+            store._env = real
+        assert check(store) == []
 
 
 def test_a_reader_process_sees_what_was_committed(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -44,6 +45,7 @@ _MAX_MAP_SIZE = 1 << 40
 # flight and the file's size, by the most operations one transaction takes: unbounded
 # 25.8 KiB, 116 MB; 1,024: 20.3 KiB, 57 MB; 128: 18.9 KiB, 47 MB; 64: 18.7 KiB, 46 MB.
 OPS_PER_TRANSACTION = 128
+_SYNC_AGAIN_AFTER = 0.001  # seconds before a refused sync is tried once more (`_fsync`)
 
 def default_path() -> str:
     """The store directory when none is named: $JOURNAL_DB, else ./.journal."""
@@ -170,10 +172,20 @@ class LmdbStore(LmdbTables, KVStore):
         if self._dirty.is_set():
             self._dirty.clear()
         try:
-            self._env.sync(True)
+            self._fsync()
         except lmdb.Error as exc:
             self._dirty.set()
             raise _translate(exc, self.path) from None
+
+    def _fsync(self) -> None:
+        try:
+            self._env.sync(True)
+        except lmdb.Error:
+            # LMDB refuses a sync (EINVAL) while another thread of this process resizes the
+            # map, after another process grew it: a moment later it goes through. A real
+            # failure (a disk error) fails again and is raised.
+            time.sleep(_SYNC_AGAIN_AFTER)
+            self._env.sync(True)
 
     def start_background_sync(self, interval: float = 0.1) -> None:
         """Flush committed transactions to disk every `interval` seconds (`async` durability)."""
@@ -185,7 +197,7 @@ class LmdbStore(LmdbTables, KVStore):
                 if self._dirty.is_set():
                     self._dirty.clear()
                     try:
-                        self._env.sync(True)
+                        self._fsync()
                         self._flush_error = None
                     except lmdb.Error as exc:
                         self._dirty.set()
