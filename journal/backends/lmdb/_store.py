@@ -23,11 +23,11 @@ from ...errors import DiskFull, FormatVersionError, StoreError
 from ...kv import TABLES, KVStore, Txn
 from ...kv._listing import BUILT as LISTING_BUILT
 from ...kv._runnable import BUILT as RUNNABLE_BUILT
-from ._ahead import CHECK_EVERY, RoomAhead
+from ._ahead import RoomAhead
 from ._files import check_files, hold_open_lock, make_store_dir, release_exclusive, take_exclusive
 from ._subdbs import open_db
 from ._tables import LmdbTables
-from ._txn import LmdbTxn, Reading, Writing
+from ._txn import LmdbTxn, Reading, Writing, committed
 
 if TYPE_CHECKING:
     from lmdb import _Database as _Db  # what open_db returns: the stubs' name for a database handle
@@ -142,16 +142,7 @@ class LmdbStore(LmdbTables, KVStore):
                 with self._env.begin(write=True) as txn:
                     writing = LmdbTxn(txn, self._dbs)
                     result = work(writing)
-                # Setting an Event takes its lock; the flusher clears it before it syncs, so
-                # a flag seen set here is followed by a sync that covers this commit.
-                if not self._dirty.is_set():
-                    self._dirty.set()
-                if writing.runnable:
-                    self._ring()
-                ahead = self._ahead
-                ahead.commits += 1
-                if ahead.commits >= CHECK_EVERY:
-                    ahead.look(self._env)
+                committed(writing.runnable, self._dirty, self._ring, self._ahead, self._env)
                 return result
             except lmdb.MapResizedError:
                 self._env.set_mapsize(0)

@@ -117,13 +117,20 @@ class Writing(LmdbTxn):
             self._txn.commit()
         except lmdb.Error:
             raise WriteAgain() from None
-        # Setting an Event takes its lock; the flusher clears it before it syncs, so a flag
-        # seen set here is followed by a sync that covers this commit.
-        if not self._dirty.is_set():
-            self._dirty.set()
-        if self.runnable:
-            self._ring()
-        ahead = self._ahead
-        ahead.commits += 1
-        if ahead.commits >= CHECK_EVERY:  # on this thread, after its commit (`_ahead.py`)
-            ahead.look(self._env)
+        committed(self.runnable, self._dirty, self._ring, self._ahead, self._env)
+
+
+def committed(runnable: bool, dirty: threading.Event, ring: Callable[[], None], ahead: RoomAhead,
+              env: lmdb.Environment) -> None:
+    """What follows each write transaction's commit, on the committing thread (`Writing`,
+    `LmdbStore._transact`): the flusher told, the workers woken for what became runnable,
+    and now and then a look at the room ahead of the data (`_ahead.py`)."""
+    # Setting an Event takes its lock; the flusher clears it before it syncs, so a flag seen
+    # set here is followed by a sync that covers this commit.
+    if not dirty.is_set():
+        dirty.set()
+    if runnable:
+        ring()
+    ahead.commits += 1
+    if ahead.commits >= CHECK_EVERY:
+        ahead.look(env)
