@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -96,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(_child(*args.child, args.mode, args.steps, args.invocations, args.w2_steps)))
         return 0
+    from bench._trees import run_in_tree  # (not at the top: the children run this file as a script)
+
     trees = [os.path.abspath(t) for t in args.tree] or [os.path.abspath(".")]
     lines = [(tree, workload, fn) for tree in trees for workload in args.only.split(",") for fn in ("plain", "async")]
     samples: dict[tuple[str, str, str], list[float]] = {line: [] for line in lines}
@@ -104,13 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     for rep in range(args.reps):
         shift = rep % len(lines)
         for tree, workload, fn in lines[shift:] + lines[:shift]:
-            env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
-            out = subprocess.run(
-                [sys.executable, os.path.join(here, "plain_pairs.py"), "--child", workload, fn, "--mode", args.mode,
-                 "--steps", str(args.steps), "--invocations", str(args.invocations),
-                 "--w2-steps", str(args.w2_steps)], env=env, check=True, capture_output=True, text=True).stdout
-            got = json.loads(out)
-            assert got["runtime"].startswith(tree + os.sep), (got["runtime"], tree)  # the checkout asked for
+            got = run_in_tree(tree, os.path.join(here, "plain_pairs.py"), "--child", workload, fn, "--mode",
+                              args.mode, "--steps", str(args.steps), "--invocations", str(args.invocations),
+                              "--w2-steps", str(args.w2_steps))
             samples[(tree, workload, fn)].append(got["value"])
             cpu[(tree, workload, fn)].append(got["cpu_us"])
         print(f"rep {rep + 1}/{args.reps} done", file=sys.stderr)

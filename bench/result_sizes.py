@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -70,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child is not None:
         print(json.dumps(_child(args.child, args.steps)))
         return 0
+    from bench._trees import run_in_tree  # (not at the top: the children run this file as a script)
+
     trees = [os.path.abspath(t) for t in args.tree] or [os.path.abspath(".")]
     sizes = [int(s) for s in args.sizes.split(",")]
     samples: dict[tuple[str, int], list[dict]] = {(t, s): [] for t in trees for s in sizes}
@@ -77,13 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     for rep in range(args.reps):
         for size in sizes:
             for tree in trees:
-                env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
-                out = subprocess.run([sys.executable, os.path.join(here, "result_sizes.py"), "--child", str(size),
-                                      "--steps", str(args.steps)], env=env, check=True, capture_output=True,
-                                     text=True).stdout
-                got = json.loads(out)
-                assert got["runtime"].startswith(tree + os.sep), (got["runtime"], tree)  # the checkout asked for
-                samples[(tree, size)].append(got)
+                samples[(tree, size)].append(run_in_tree(tree, os.path.join(here, "result_sizes.py"), "--child",
+                                                         str(size), "--steps", str(args.steps)))
         print(f"rep {rep + 1}/{args.reps} done", file=sys.stderr)
     report: dict[str, object] = {"load_average": os.getloadavg()}
     for (tree, size), got in samples.items():
